@@ -1,0 +1,17 @@
+//! The Clutch protocol: the `Message` envelope, the `AgentCard`, ids, validation, error codes and JSON
+//! Schemas. Pure data and pure functions: no I/O, no async, nothing internal below it.
+
+pub mod card;
+pub mod error;
+pub mod id;
+pub mod message;
+pub mod schema;
+pub mod validate;
+
+pub use card::AgentCard;
+pub use error::ErrorCode;
+pub use message::{Message, MessageType};
+pub use validate::{Problem, Problems};
+
+/// The protocol version every envelope and card carries.
+pub const VERSION: &str = "clutch/0.1";

@@ -1,0 +1,369 @@
+//! The conformance suite every backend runs: written once here, instantiated by each backend's tests
+//! with [`conformance_tests!`](crate::conformance_tests) and a [`Harness`] that opens fresh storage.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use clutch_proto::id::{self, Kind};
+use clutch_proto::validate::{self, Defaults};
+use clutch_proto::{Message, MessageType};
+use serde_json::json;
+
+use crate::{Backend, Error, Filter};
+
+/// Opens a backend on storage private to one test; `open` called again reopens the same storage.
+#[async_trait::async_trait]
+pub trait Harness: Send + Sync {
+    async fn open(&self) -> Arc<dyn Backend>;
+}
+
+/// Expands to one `#[tokio::test]` per conformance case; `$make` is an async expression yielding a
+/// fresh `impl Harness` for each test.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::conformance_tests!(@cases $make;
+            empty_log_has_head_zero, seq_is_gap_free_and_increasing, get_by_id, filters_select_by_each_index,
+            filters_combine_with_and, paging_with_after_and_limit, duplicate_id_answers_original_seq,
+            duplicate_ignores_ts, id_conflict_is_refused, same_id_in_another_run_conflicts,
+            idempotency_key_dedups_within_run, duplicates_within_one_batch, concurrent_appends_of_one_id,
+            conflict_does_not_spoil_the_batch, artifacts_round_trip, large_run_pages_in_order,
+            reopen_keeps_everything, closed_store_refuses);
+    };
+    (@cases $make:expr; $($case:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let harness = $make.await;
+                $crate::conformance::$case(&harness).await;
+            }
+        )*
+    };
+}
+
+/// A valid message of `kind` in `run`/`thread`/`task` from `from`, with a fresh id.
+pub fn message(run: &str, thread: &str, task: &str, from: &str, kind: MessageType) -> Message {
+    let value = json!({
+        "thread_id": thread, "run_id": run, "task_id": task,
+        "from": {"agent_id": from}, "to": [{"agent_id": "agent:orchestrator"}],
+        "type": kind.as_str(), "payload": {"text": "hello", "n": 1},
+    });
+    validate::message(&value, &Defaults { now: SystemTime::now() }).expect("test message is valid")
+}
+
+fn ids() -> (String, String, String) {
+    (id::generate(Kind::Run), id::generate(Kind::Thread), id::generate(Kind::Task))
+}
+
+fn simple() -> Message {
+    let (r, t, k) = ids();
+    message(&r, &t, &k, "agent:ken", MessageType::ChatMessage)
+}
+
+async fn append_one(store: &dyn Backend, m: &Message) -> crate::Result<crate::Outcome> {
+    let mut out = store.append_batch(std::slice::from_ref(m)).await.expect("batch commits");
+    assert_eq!(out.len(), 1);
+    out.pop().unwrap()
+}
+
+pub async fn empty_log_has_head_zero(h: &impl Harness) {
+    let s = h.open().await;
+    assert_eq!(s.head().await.unwrap(), 0);
+    assert!(s.read(&Filter::default(), 0, 10).await.unwrap().is_empty());
+    assert!(s.get("msg_01HX0000000000000000000000").await.unwrap().is_none());
+}
+
+pub async fn seq_is_gap_free_and_increasing(h: &impl Harness) {
+    let s = h.open().await;
+    let mut expected = 1;
+    for batch_len in [1, 5, 1, 32, 3] {
+        let batch: Vec<Message> = (0..batch_len).map(|_| simple()).collect();
+        let out = s.append_batch(&batch).await.unwrap();
+        for (m, o) in batch.iter().zip(out) {
+            let o = o.unwrap();
+            assert_eq!((o.seq, o.duplicate, o.id.as_str()), (expected, false, m.id.as_str()));
+            expected += 1;
+        }
+    }
+    assert_eq!(s.head().await.unwrap(), expected - 1);
+    let all = s.read(&Filter::default(), 0, 1000).await.unwrap();
+    let seqs: Vec<u64> = all.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..expected).collect::<Vec<_>>());
+}
+
+pub async fn get_by_id(h: &impl Harness) {
+    let s = h.open().await;
+    let m = simple();
+    let o = append_one(&*s, &m).await.unwrap();
+    let e = s.get(&m.id).await.unwrap().expect("stored");
+    assert_eq!(e.seq, o.seq);
+    assert_eq!(e.message().unwrap(), m);
+    assert_eq!(&*e.json, m.to_canonical_json());
+}
+
+pub async fn filters_select_by_each_index(h: &impl Harness) {
+    let s = h.open().await;
+    let (r1, t1, k1) = ids();
+    let (r2, t2, k2) = ids();
+    let batch = vec![
+        message(&r1, &t1, &k1, "agent:a", MessageType::TaskRequest),
+        message(&r2, &t2, &k2, "agent:b", MessageType::ChatMessage),
+        message(&r1, &t2, &k2, "agent:b", MessageType::TaskResult),
+        message(&r2, &t1, &k1, "agent:a", MessageType::ChatMessage),
+    ];
+    for o in s.append_batch(&batch).await.unwrap() {
+        o.unwrap();
+    }
+    let seqs = |f: Filter| {
+        let s = s.clone();
+        async move { s.read(&f, 0, 100).await.unwrap().iter().map(|e| e.seq).collect::<Vec<_>>() }
+    };
+    assert_eq!(seqs(Filter { run_id: Some(r1.clone()), ..Filter::default() }).await, [1, 3]);
+    assert_eq!(seqs(Filter { thread_id: Some(t1.clone()), ..Filter::default() }).await, [1, 4]);
+    assert_eq!(seqs(Filter { task_id: Some(k2.clone()), ..Filter::default() }).await, [2, 3]);
+    assert_eq!(seqs(Filter { agent_id: Some("agent:a".into()), ..Filter::default() }).await, [1, 4]);
+    assert_eq!(seqs(Filter { kind: Some(MessageType::ChatMessage), ..Filter::default() }).await, [2, 4]);
+    assert_eq!(seqs(Filter { run_id: Some(id::generate(Kind::Run)), ..Filter::default() }).await, [0u64; 0]);
+    for e in s.read(&Filter::default(), 0, 100).await.unwrap() {
+        let m = e.message().unwrap();
+        let f = Filter { run_id: Some(m.run_id.clone()), kind: Some(m.kind), ..Filter::default() };
+        assert!(f.matches(&m));
+    }
+}
+
+pub async fn filters_combine_with_and(h: &impl Harness) {
+    let s = h.open().await;
+    let (r, t, k) = ids();
+    let batch = vec![
+        message(&r, &t, &k, "agent:a", MessageType::TaskRequest),
+        message(&r, &t, &k, "agent:b", MessageType::TaskRequest),
+        message(&r, &t, &k, "agent:a", MessageType::TaskResult),
+    ];
+    for o in s.append_batch(&batch).await.unwrap() {
+        o.unwrap();
+    }
+    let f = Filter {
+        run_id: Some(r),
+        thread_id: Some(t),
+        agent_id: Some("agent:a".into()),
+        kind: Some(MessageType::TaskResult),
+        task_id: Some(k),
+    };
+    let got: Vec<u64> = s.read(&f, 0, 100).await.unwrap().iter().map(|e| e.seq).collect();
+    assert_eq!(got, [3]);
+}
+
+pub async fn paging_with_after_and_limit(h: &impl Harness) {
+    let s = h.open().await;
+    let (r, t, k) = ids();
+    let batch: Vec<Message> = (0..25).map(|_| message(&r, &t, &k, "agent:a", MessageType::TaskProgress)).collect();
+    s.append_batch(&batch).await.unwrap();
+    let f = Filter { run_id: Some(r), ..Filter::default() };
+    let mut after = 0;
+    let mut pages = Vec::new();
+    loop {
+        let page = s.read(&f, after, 10).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        pages.push(page.len());
+        after = page.last().unwrap().seq;
+    }
+    assert_eq!(pages, [10, 10, 5]);
+    assert_eq!(after, 25);
+    let tail = s.read(&f, 20, 100).await.unwrap();
+    assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), [21, 22, 23, 24, 25]);
+}
+
+pub async fn duplicate_id_answers_original_seq(h: &impl Harness) {
+    let s = h.open().await;
+    let m = simple();
+    let first = append_one(&*s, &simple()).await.unwrap();
+    let original = append_one(&*s, &m).await.unwrap();
+    assert_eq!((first.seq, original.seq), (1, 2));
+    let again = append_one(&*s, &m).await.unwrap();
+    assert_eq!(again, crate::Outcome { id: m.id.clone(), seq: 2, duplicate: true });
+    assert_eq!(s.head().await.unwrap(), 2, "a duplicate stores nothing");
+}
+
+pub async fn duplicate_ignores_ts(h: &impl Harness) {
+    let s = h.open().await;
+    let m = simple();
+    append_one(&*s, &m).await.unwrap();
+    let mut retry = m.clone();
+    retry.ts = validate::format_ts(SystemTime::now() + Duration::from_secs(5));
+    let o = append_one(&*s, &retry).await.unwrap();
+    assert!(o.duplicate);
+    assert_eq!(s.get(&m.id).await.unwrap().unwrap().message().unwrap().ts, m.ts, "the original is kept");
+}
+
+pub async fn id_conflict_is_refused(h: &impl Harness) {
+    let s = h.open().await;
+    let m = simple();
+    append_one(&*s, &m).await.unwrap();
+    let mut changed = m.clone();
+    changed.payload.insert("text".into(), json!("something else"));
+    match append_one(&*s, &changed).await {
+        Err(Error::IdConflict { id, seq }) => assert_eq!((id.as_str(), seq), (m.id.as_str(), 1)),
+        other => panic!("expected IdConflict, got {other:?}"),
+    }
+    assert_eq!(s.head().await.unwrap(), 1);
+    assert_eq!(s.get(&m.id).await.unwrap().unwrap().message().unwrap(), m, "never overwritten");
+}
+
+pub async fn same_id_in_another_run_conflicts(h: &impl Harness) {
+    let s = h.open().await;
+    let m = simple();
+    append_one(&*s, &m).await.unwrap();
+    let mut other = m.clone();
+    other.run_id = id::generate(Kind::Run);
+    assert!(matches!(append_one(&*s, &other).await, Err(Error::IdConflict { .. })));
+}
+
+pub async fn idempotency_key_dedups_within_run(h: &impl Harness) {
+    let s = h.open().await;
+    let mut a = simple();
+    a.idempotency_key = Some("idem-1".into());
+    let first = append_one(&*s, &a).await.unwrap();
+    let mut b = simple();
+    b.run_id = a.run_id.clone();
+    b.idempotency_key = Some("idem-1".into());
+    let again = append_one(&*s, &b).await.unwrap();
+    assert_eq!(again, crate::Outcome { id: a.id.clone(), seq: first.seq, duplicate: true });
+    assert!(s.get(&b.id).await.unwrap().is_none(), "the repeat is not stored");
+    let mut c = simple();
+    c.idempotency_key = Some("idem-1".into());
+    let other_run = append_one(&*s, &c).await.unwrap();
+    assert!(!other_run.duplicate, "keys are scoped to their run");
+}
+
+pub async fn duplicates_within_one_batch(h: &impl Harness) {
+    let s = h.open().await;
+    let mut a = simple();
+    a.idempotency_key = Some("k".into());
+    let mut same_key = simple();
+    same_key.run_id = a.run_id.clone();
+    same_key.idempotency_key = Some("k".into());
+    let mut conflicting = a.clone();
+    conflicting.payload.insert("n".into(), json!(2));
+    let fresh = simple();
+    let out = s.append_batch(&[a.clone(), a.clone(), same_key, conflicting, fresh.clone()]).await.unwrap();
+    assert_eq!(out[0].as_ref().unwrap(), &crate::Outcome { id: a.id.clone(), seq: 1, duplicate: false });
+    assert_eq!(out[1].as_ref().unwrap(), &crate::Outcome { id: a.id.clone(), seq: 1, duplicate: true });
+    assert_eq!(out[2].as_ref().unwrap(), &crate::Outcome { id: a.id.clone(), seq: 1, duplicate: true });
+    assert!(matches!(out[3], Err(Error::IdConflict { seq: 1, .. })));
+    assert_eq!(out[4].as_ref().unwrap(), &crate::Outcome { id: fresh.id.clone(), seq: 2, duplicate: false });
+    assert_eq!(s.head().await.unwrap(), 2);
+}
+
+pub async fn concurrent_appends_of_one_id(h: &impl Harness) {
+    let s = h.open().await;
+    let m = simple();
+    let tasks: Vec<_> = (0..16)
+        .map(|i| {
+            let (s, m) = (s.clone(), m.clone());
+            tokio::spawn(async move {
+                let other = simple();
+                let batch = if i % 2 == 0 { vec![m, other] } else { vec![other, m] };
+                let out = s.append_batch(&batch).await.unwrap();
+                let pos = if i % 2 == 0 { 0 } else { 1 };
+                out.into_iter().nth(pos).unwrap().unwrap()
+            })
+        })
+        .collect();
+    let outcomes: Vec<_> = futures_util::future::join_all(tasks).await.into_iter().map(|r| r.unwrap()).collect();
+    let seqs: HashSet<u64> = outcomes.iter().map(|o| o.seq).collect();
+    assert_eq!(seqs.len(), 1, "every caller is told the same seq: {outcomes:?}");
+    assert_eq!(outcomes.iter().filter(|o| !o.duplicate).count(), 1, "exactly one stored it");
+    let all = s.read(&Filter::default(), 0, 1000).await.unwrap();
+    assert_eq!(all.len(), 17);
+    assert_eq!(all.iter().filter(|e| e.message().unwrap().id == m.id).count(), 1);
+    assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=17).collect::<Vec<_>>());
+}
+
+pub async fn conflict_does_not_spoil_the_batch(h: &impl Harness) {
+    let s = h.open().await;
+    let m = simple();
+    append_one(&*s, &m).await.unwrap();
+    let mut bad = m.clone();
+    bad.payload.insert("n".into(), json!(99));
+    let (x, y) = (simple(), simple());
+    let out = s.append_batch(&[x.clone(), bad, y.clone()]).await.unwrap();
+    assert_eq!(out[0].as_ref().unwrap().seq, 2);
+    assert!(out[1].is_err());
+    assert_eq!(out[2].as_ref().unwrap().seq, 3);
+    assert!(s.get(&x.id).await.unwrap().is_some() && s.get(&y.id).await.unwrap().is_some());
+}
+
+pub async fn artifacts_round_trip(h: &impl Harness) {
+    let s = h.open().await;
+    let data = Bytes::from(vec![7u8; 100_000]);
+    let a = s.put_artifact(data.clone()).await.unwrap();
+    assert_eq!(a.reference, format!("artifact:sha256:{}", crate::sha256_hex(&data)));
+    assert_eq!((a.size, a.existed), (100_000, false));
+    let again = s.put_artifact(data.clone()).await.unwrap();
+    assert!(again.existed);
+    assert_eq!(s.get_artifact(&crate::sha256_hex(&data)).await.unwrap().unwrap(), data);
+    assert!(s.get_artifact(&crate::sha256_hex(b"absent")).await.unwrap().is_none());
+    let empty = s.put_artifact(Bytes::new()).await.unwrap();
+    assert_eq!(s.get_artifact(&crate::sha256_hex(b"")).await.unwrap().unwrap().len(), 0);
+    assert_eq!(empty.size, 0);
+}
+
+pub async fn large_run_pages_in_order(h: &impl Harness) {
+    let s = h.open().await;
+    let (r, t, k) = ids();
+    let mut ours = 0;
+    for round in 0..20 {
+        let batch: Vec<Message> = (0..500)
+            .map(|i| {
+                if (i + round) % 3 == 0 {
+                    ours += 1;
+                    message(&r, &t, &k, "agent:a", MessageType::TaskProgress)
+                } else {
+                    simple()
+                }
+            })
+            .collect();
+        s.append_batch(&batch).await.unwrap();
+    }
+    let f = Filter { run_id: Some(r), ..Filter::default() };
+    let (mut after, mut count) = (0, 0);
+    loop {
+        let page = s.read(&f, after, 1000).await.unwrap();
+        let Some(last) = page.last() else { break };
+        assert!(page.windows(2).all(|w| w[0].seq < w[1].seq));
+        assert!(page[0].seq > after);
+        count += page.len();
+        after = last.seq;
+    }
+    assert_eq!(count, ours);
+    assert_eq!(s.head().await.unwrap(), 10_000);
+}
+
+pub async fn reopen_keeps_everything(h: &impl Harness) {
+    let m = simple();
+    let art = Bytes::from_static(b"kept across restarts");
+    {
+        let s = h.open().await;
+        append_one(&*s, &simple()).await.unwrap();
+        append_one(&*s, &m).await.unwrap();
+        s.put_artifact(art.clone()).await.unwrap();
+        s.close().await;
+    }
+    let s = h.open().await;
+    assert_eq!(s.head().await.unwrap(), 2);
+    assert_eq!(s.get(&m.id).await.unwrap().unwrap().seq, 2);
+    assert!(append_one(&*s, &m).await.unwrap().duplicate, "dedup survives a restart");
+    assert_eq!(append_one(&*s, &simple()).await.unwrap().seq, 3);
+    assert_eq!(s.get_artifact(&crate::sha256_hex(&art)).await.unwrap().unwrap(), art);
+}
+
+pub async fn closed_store_refuses(h: &impl Harness) {
+    let s = h.open().await;
+    s.close().await;
+    assert!(matches!(s.append_batch(&[simple()]).await, Err(Error::Closed)));
+    assert!(matches!(s.head().await, Err(Error::Closed)));
+}

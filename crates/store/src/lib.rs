@@ -1,0 +1,165 @@
+//! The storage contract: the append-only event log and the content-addressed artifact store, as one
+//! [`Backend`] trait that `store-sqlite` and `store-postgres` implement and one conformance suite
+//! (feature `conformance`) that both run.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use clutch_proto::{ErrorCode, Message, MessageType};
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A stored message: its place in the log and its canonical JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Global, gap-free, strictly increasing position in the log, from 1.
+    pub seq: u64,
+    /// The message's canonical JSON ([`Message::to_canonical_json`]).
+    pub json: Arc<str>,
+}
+
+impl Event {
+    /// The event as clients receive it: the message's JSON object with `seq` as its first field.
+    pub fn to_wire(&self) -> String {
+        let body = self.json.strip_prefix('{').unwrap_or(&self.json);
+        let mut out = String::with_capacity(self.json.len() + 24);
+        out.push_str("{\"seq\":");
+        out.push_str(&self.seq.to_string());
+        if body != "}" {
+            out.push(',');
+        }
+        out.push_str(body);
+        out
+    }
+
+    /// Parses the stored message.
+    pub fn message(&self) -> Result<Message> {
+        serde_json::from_str(&self.json).map_err(|e| Error::Corrupt(format!("event {}: {e}", self.seq)))
+    }
+}
+
+/// The answer to one appended message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The stored message's id: the appended one's, or for a repeated `idempotency_key`, the original's.
+    pub id: String,
+    pub seq: u64,
+    /// True when nothing was stored because the message repeats one already in the log.
+    pub duplicate: bool,
+}
+
+/// Which events a read selects; every field set must match (AND).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub run_id: Option<String>,
+    pub thread_id: Option<String>,
+    pub task_id: Option<String>,
+    /// The sender, `from.agent_id`.
+    pub agent_id: Option<String>,
+    pub kind: Option<MessageType>,
+}
+
+impl Filter {
+    /// Whether `message` is selected by this filter (for live events, which do not come from a query).
+    pub fn matches(&self, message: &Message) -> bool {
+        self.run_id.as_ref().is_none_or(|v| *v == message.run_id)
+            && self.thread_id.as_ref().is_none_or(|v| *v == message.thread_id)
+            && self.task_id.as_ref().is_none_or(|v| *v == message.task_id)
+            && self.agent_id.as_ref().is_none_or(|v| *v == message.from.agent_id)
+            && self.kind.is_none_or(|k| k == message.kind)
+    }
+}
+
+/// A stored artifact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    /// `artifact:sha256:<hex>`.
+    pub reference: String,
+    pub size: u64,
+    /// True when the same content was already stored.
+    pub existed: bool,
+}
+
+/// The SHA-256 of `bytes` as 64 lower-case hex digits.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The id is stored already with another body (or in another run).
+    #[error("message {id} is already stored (seq {seq}) with a different body")]
+    IdConflict { id: String, seq: u64 },
+    /// The backend failed; nothing in the failed call was stored.
+    #[error("storage backend failed: {0}")]
+    Backend(String),
+    /// Stored data could not be read back.
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    /// The store was closed.
+    #[error("the store is closed")]
+    Closed,
+}
+
+impl Error {
+    pub fn kind(&self) -> ErrorCode {
+        match self {
+            Error::IdConflict { .. } => ErrorCode::IdConflict,
+            Error::Backend(_) | Error::Closed => ErrorCode::Unavailable,
+            Error::Corrupt(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+/// An event log and artifact store. Implementations are internally synchronised; the daemon calls
+/// `append_batch` from one writer only, but reads come from anywhere at any time.
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// Appends `batch` in one transaction and returns only once it is durable. Answers per message in
+    /// order: a new `seq`; or, for a message whose `id` (with the same run and body) or whose
+    /// `(run_id, idempotency_key)` is already stored, including earlier in the same batch, the
+    /// original's `seq` with `duplicate: true`; or [`Error::IdConflict`]. An `Err` for the whole call
+    /// means nothing was stored.
+    async fn append_batch(&self, batch: &[Message]) -> Result<Vec<Result<Outcome>>>;
+
+    /// The message stored under `id`.
+    async fn get(&self, id: &str) -> Result<Option<Event>>;
+
+    /// Up to `limit` events matching `filter` with `seq > after`, in `seq` order.
+    async fn read(&self, filter: &Filter, after: u64, limit: usize) -> Result<Vec<Event>>;
+
+    /// The highest `seq` stored, 0 for an empty log.
+    async fn head(&self) -> Result<u64>;
+
+    /// Stores `bytes` under their SHA-256, durably, unless already there.
+    async fn put_artifact(&self, bytes: Bytes) -> Result<Artifact>;
+
+    /// The artifact with this SHA-256 (64 lower-case hex digits).
+    async fn get_artifact(&self, sha256: &str) -> Result<Option<Bytes>>;
+
+    /// Flushes and releases resources; later calls answer [`Error::Closed`].
+    async fn close(&self);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_form_puts_seq_first() {
+        let e = Event { seq: 42, json: Arc::from(r#"{"v":"clutch/0.1","id":"x"}"#) };
+        assert_eq!(e.to_wire(), r#"{"seq":42,"v":"clutch/0.1","id":"x"}"#);
+        let empty = Event { seq: 1, json: Arc::from("{}") };
+        assert_eq!(empty.to_wire(), r#"{"seq":1}"#);
+    }
+
+    #[test]
+    fn sha256_of_empty() {
+        assert_eq!(sha256_hex(b""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    }
+}
