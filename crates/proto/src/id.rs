@@ -114,10 +114,10 @@ pub fn check_capability(s: &str, extra: &[&str]) -> Result<(), String> {
         return Err(format!("must start with one of {}", all.join(", ")));
     };
     check_name(&name[prefix.len()..])?;
-    if let Some(c) = constraint {
-        if c.is_empty() || c.len() > 64 || !c.chars().all(|c| c.is_ascii_alphanumeric() || "^~=<>*., -+".contains(c)) {
-            return Err("the version constraint after `@` must be a semver requirement such as `^1.2`".into());
-        }
+    if let Some(c) = constraint
+        && (c.is_empty() || c.len() > 64 || !c.chars().all(|c| c.is_ascii_alphanumeric() || "^~=<>*., -+".contains(c)))
+    {
+        return Err("the version constraint after `@` must be a semver requirement such as `^1.2`".into());
     }
     Ok(())
 }

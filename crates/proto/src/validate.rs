@@ -86,18 +86,18 @@ pub fn message(value: &Value, defaults: &Defaults) -> Result<Message, Problems> 
     ];
     c.unknown_fields("", obj, FIELDS);
 
-    if let Some(v) = c.opt_str(obj, "", "v") {
-        if v != crate::VERSION {
-            c.add("v", format!("unsupported protocol version `{v}`, expected `{}`", crate::VERSION));
-        }
+    if let Some(v) = c.opt_str(obj, "", "v")
+        && v != crate::VERSION
+    {
+        c.add("v", format!("unsupported protocol version `{v}`, expected `{}`", crate::VERSION));
     }
     if let Some(s) = c.opt_str(obj, "", "id") {
         c.id("id", Kind::Message, s);
     }
-    if let Some(s) = c.opt_str(obj, "", "ts") {
-        if OffsetDateTime::parse(s, &Rfc3339).is_err() {
-            c.add("ts", "must be an RFC 3339 timestamp with a time zone, e.g. 2026-02-01T13:20:11.123Z");
-        }
+    if let Some(s) = c.opt_str(obj, "", "ts")
+        && OffsetDateTime::parse(s, &Rfc3339).is_err()
+    {
+        c.add("ts", "must be an RFC 3339 timestamp with a time zone, e.g. 2026-02-01T13:20:11.123Z");
     }
     for (field, kind) in [("thread_id", Kind::Thread), ("run_id", Kind::Run), ("task_id", Kind::Task)] {
         if let Some(s) = c.req_str(obj, "", field) {
@@ -162,20 +162,20 @@ pub fn message(value: &Value, defaults: &Defaults) -> Result<Message, Problems> 
         },
         None => None,
     };
-    if let Some(s) = c.opt_str(obj, "", "domain") {
-        if !is_token(s, 64, |b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_.-".contains(&b)) {
-            c.add("domain", "must be 1-64 characters of a-z 0-9 _ . - (e.g. `research`)");
-        }
+    if let Some(s) = c.opt_str(obj, "", "domain")
+        && !is_token(s, 64, |b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_.-".contains(&b))
+    {
+        c.add("domain", "must be 1-64 characters of a-z 0-9 _ . - (e.g. `research`)");
     }
-    if let Some(s) = c.opt_str(obj, "", "payload_type") {
-        if !is_payload_type(s) {
-            c.add("payload_type", "must look like `research.summary.v1`: dotted lower-case words ending in `.v<N>`");
-        }
+    if let Some(s) = c.opt_str(obj, "", "payload_type")
+        && !is_payload_type(s)
+    {
+        c.add("payload_type", "must look like `research.summary.v1`: dotted lower-case words ending in `.v<N>`");
     }
-    if let Some(s) = c.opt_str(obj, "", "schema_ref") {
-        if !s.starts_with("schema://") || s.len() <= "schema://".len() || s.len() > 256 {
-            c.add("schema_ref", "must start with `schema://`, e.g. schema://clutch/research/summary@1");
-        }
+    if let Some(s) = c.opt_str(obj, "", "schema_ref")
+        && (!s.starts_with("schema://") || s.len() <= "schema://".len() || s.len() > 256)
+    {
+        c.add("schema_ref", "must start with `schema://`, e.g. schema://clutch/research/summary@1");
     }
     match obj.get("payload") {
         None => c.add("payload", "required (an object; use {} when there is nothing to say)"),
@@ -247,10 +247,10 @@ pub fn agent_card(value: &Value) -> Result<AgentCard, Problems> {
         obj,
         &["v", "agent_id", "display", "endpoints", "capabilities", "limits", "budget", "security", "meta"],
     );
-    if let Some(v) = c.opt_str(obj, "", "v") {
-        if v != crate::VERSION {
-            c.add("v", format!("unsupported protocol version `{v}`, expected `{}`", crate::VERSION));
-        }
+    if let Some(v) = c.opt_str(obj, "", "v")
+        && v != crate::VERSION
+    {
+        c.add("v", format!("unsupported protocol version `{v}`, expected `{}`", crate::VERSION));
     }
     if let Some(s) = c.req_str(obj, "", "agent_id") {
         if !s.starts_with("agent:") {
@@ -272,10 +272,10 @@ pub fn agent_card(value: &Value) -> Result<AgentCard, Problems> {
             match ep.as_object() {
                 Some(ep) => {
                     c.unknown_fields(&path, ep, &["url"]);
-                    if let Some(u) = c.req_str(ep, &path, "url") {
-                        if !(u.starts_with("http://") || u.starts_with("https://")) {
-                            c.add(&format!("{path}.url"), "must be an http:// or https:// URL");
-                        }
+                    if let Some(u) = c.req_str(ep, &path, "url")
+                        && !(u.starts_with("http://") || u.starts_with("https://"))
+                    {
+                        c.add(&format!("{path}.url"), "must be an http:// or https:// URL");
                     }
                 }
                 None => c.add(&path, "must be an object {url}"),
@@ -294,33 +294,33 @@ pub fn agent_card(value: &Value) -> Result<AgentCard, Problems> {
     if let Some(l) = c.opt_obj(obj, "", "limits") {
         c.unknown_fields("limits", l, &["max_concurrency", "max_runtime_sec"]);
         for f in ["max_concurrency", "max_runtime_sec"] {
-            if let Some(v) = l.get(f) {
-                if !matches!(v.as_u64(), Some(n) if n >= 1 && n <= u32::MAX as u64) {
-                    c.add(&format!("limits.{f}"), "must be a whole number from 1");
-                }
+            if let Some(v) = l.get(f)
+                && !matches!(v.as_u64(), Some(n) if n >= 1 && n <= u32::MAX as u64)
+            {
+                c.add(&format!("limits.{f}"), "must be a whole number from 1");
             }
         }
     }
     if let Some(b) = c.opt_obj(obj, "", "budget") {
         c.unknown_fields("budget", b, &["tokens", "cost_usd"]);
-        if let Some(v) = b.get("tokens") {
-            if v.as_u64().is_none() {
-                c.add("budget.tokens", "must be a whole number");
-            }
+        if let Some(v) = b.get("tokens")
+            && v.as_u64().is_none()
+        {
+            c.add("budget.tokens", "must be a whole number");
         }
-        if let Some(v) = b.get("cost_usd") {
-            if !matches!(v.as_f64(), Some(x) if x >= 0.0) {
-                c.add("budget.cost_usd", "must be a number from 0");
-            }
+        if let Some(v) = b.get("cost_usd")
+            && !matches!(v.as_f64(), Some(x) if x >= 0.0)
+        {
+            c.add("budget.cost_usd", "must be a number from 0");
         }
     }
     if let Some(s) = c.opt_obj(obj, "", "security") {
         c.unknown_fields("security", s, &["sandbox", "network"]);
         c.opt_bool(s, "security", "sandbox");
-        if let Some(n) = c.opt_str(s, "security", "network") {
-            if !["none", "egress-restricted", "open"].contains(&n) {
-                c.add("security.network", "must be one of none, egress-restricted, open");
-            }
+        if let Some(n) = c.opt_str(s, "security", "network")
+            && !["none", "egress-restricted", "open"].contains(&n)
+        {
+            c.add("security.network", "must be one of none, egress-restricted, open");
         }
     }
     c.opt_obj(obj, "", "meta");
@@ -411,10 +411,10 @@ impl Checker {
     }
 
     fn opt_bool(&mut self, obj: &Map<String, Value>, parent: &str, field: &str) {
-        if let Some(v) = obj.get(field) {
-            if !v.is_boolean() {
-                self.add(&join(parent, field), "must be true or false");
-            }
+        if let Some(v) = obj.get(field)
+            && !v.is_boolean()
+        {
+            self.add(&join(parent, field), "must be true or false");
         }
     }
 
@@ -491,10 +491,10 @@ impl Checker {
         self.unknown_fields("security", sec, &["auth", "policy"]);
         if let Some(auth) = self.opt_obj(sec, "security", "auth") {
             self.unknown_fields("security.auth", auth, &["scheme", "kid", "sig"]);
-            if let Some(s) = self.req_str(auth, "security.auth", "scheme") {
-                if s != "ed25519" {
-                    self.add("security.auth.scheme", "the only supported scheme is `ed25519`");
-                }
+            if let Some(s) = self.req_str(auth, "security.auth", "scheme")
+                && s != "ed25519"
+            {
+                self.add("security.auth.scheme", "the only supported scheme is `ed25519`");
             }
             if let Some(s) = self.req_str(auth, "security.auth", "kid") {
                 self.short_text("security.auth.kid", s, 128);
@@ -538,10 +538,10 @@ impl Checker {
         }
         self.opt_str(a, path, "name");
         self.opt_str(a, path, "media_type");
-        if let Some(v) = a.get("size") {
-            if v.as_u64().is_none() {
-                self.add(&format!("{path}.size"), "must be a whole number of bytes");
-            }
+        if let Some(v) = a.get("size")
+            && v.as_u64().is_none()
+        {
+            self.add(&format!("{path}.size"), "must be a whole number of bytes");
         }
     }
 
@@ -562,15 +562,15 @@ impl Checker {
         self.opt_str_array(cap, path, "tags");
         self.opt_str_array(cap, path, "tools");
         self.opt_str_array(cap, path, "servers");
-        if let Some(s) = self.opt_str(cap, path, "trust_level") {
-            if !["sandbox", "prod"].contains(&s) {
-                self.add(&format!("{path}.trust_level"), "must be sandbox or prod");
-            }
+        if let Some(s) = self.opt_str(cap, path, "trust_level")
+            && !["sandbox", "prod"].contains(&s)
+        {
+            self.add(&format!("{path}.trust_level"), "must be sandbox or prod");
         }
-        if let Some(s) = self.opt_str(cap, path, "cost_hint") {
-            if !["low", "medium", "high"].contains(&s) {
-                self.add(&format!("{path}.cost_hint"), "must be low, medium or high");
-            }
+        if let Some(s) = self.opt_str(cap, path, "cost_hint")
+            && !["low", "medium", "high"].contains(&s)
+        {
+            self.add(&format!("{path}.cost_hint"), "must be low, medium or high");
         }
     }
 }

@@ -1,1 +1,213 @@
-//! placeholder
+//! The embedded SQLite backend: one database file in the data directory (WAL, `synchronous=FULL`) and
+//! artifacts as content-addressed files beside it. The default store: zero set-up.
+
+mod artifacts;
+mod log;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use clutch_proto::Message;
+use clutch_store::{Artifact, Backend, Event, Filter, Outcome};
+use rusqlite::Connection;
+
+/// The database file's name inside the data directory.
+pub const DB_FILE: &str = "clutch.db";
+
+/// Failures opening the store (later failures are `clutch_store::Error`s).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir { path: PathBuf, source: std::io::Error },
+    #[error("cannot open the SQLite database {path}: {source}")]
+    Open { path: PathBuf, source: rusqlite::Error },
+    #[error("cannot migrate the SQLite database {path}: {source}")]
+    Migrate { path: PathBuf, source: rusqlite::Error },
+    #[error("the database {path} has schema version {found}, newer than this build knows ({known}); upgrade clutch")]
+    TooNew { path: PathBuf, found: i64, known: i64 },
+}
+
+/// How many read connections to keep; reads never wait on the writer (WAL).
+const READERS: usize = 4;
+
+/// The SQLite event log and artifact store.
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    writer: Mutex<Option<Connection>>,
+    readers: Mutex<Vec<Connection>>,
+    db_path: PathBuf,
+    artifacts: artifacts::Dir,
+    closed: AtomicBool,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in `data_dir`, applying migrations.
+    pub fn open(data_dir: &Path) -> Result<Store, Error> {
+        std::fs::create_dir_all(data_dir).map_err(|source| Error::DataDir { path: data_dir.into(), source })?;
+        let db_path = data_dir.join(DB_FILE);
+        let open_err = |source| Error::Open { path: db_path.clone(), source };
+        let writer = Connection::open(&db_path).map_err(open_err)?;
+        configure(&writer).map_err(open_err)?;
+        migrate(&writer, &db_path)?;
+        let readers = (0..READERS)
+            .map(|_| {
+                let c = Connection::open(&db_path)?;
+                configure(&c)?;
+                c.pragma_update(None, "query_only", true)?;
+                Ok(c)
+            })
+            .collect::<Result<Vec<_>, rusqlite::Error>>()
+            .map_err(open_err)?;
+        let artifacts = artifacts::Dir::open(&data_dir.join("artifacts"))
+            .map_err(|source| Error::DataDir { path: data_dir.join("artifacts"), source })?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                writer: Mutex::new(Some(writer)),
+                readers: Mutex::new(readers),
+                db_path,
+                artifacts,
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.db_path
+    }
+}
+
+fn configure(c: &Connection) -> rusqlite::Result<()> {
+    c.pragma_update(None, "journal_mode", "WAL")?;
+    // FULL: every commit fsyncs the WAL, so an acknowledged append survives power loss.
+    c.pragma_update(None, "synchronous", "FULL")?;
+    c.busy_timeout(std::time::Duration::from_secs(10))?;
+    c.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}
+
+const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_events.sql")];
+
+fn migrate(c: &Connection, path: &Path) -> Result<(), Error> {
+    let err = |source| Error::Migrate { path: path.into(), source };
+    let version: i64 = c.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(err)?;
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(Error::TooNew { path: path.into(), found: version, known });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let tx = c.unchecked_transaction().map_err(err)?;
+        tx.execute_batch(sql).map_err(err)?;
+        tx.pragma_update(None, "user_version", i as i64 + 1).map_err(err)?;
+        tx.commit().map_err(err)?;
+        tracing::info!(version = i + 1, path = %path.display(), "applied migration");
+    }
+    Ok(())
+}
+
+fn backend_err(e: impl std::fmt::Display) -> clutch_store::Error {
+    clutch_store::Error::Backend(e.to_string())
+}
+
+impl Inner {
+    fn check_open(&self) -> clutch_store::Result<()> {
+        if self.closed.load(Ordering::Acquire) { Err(clutch_store::Error::Closed) } else { Ok(()) }
+    }
+
+    /// Runs `f` on a read connection (on the blocking pool).
+    async fn with_reader<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> clutch_store::Result<T> {
+        self.check_open()?;
+        let inner = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = inner.readers.lock().expect("reader pool lock").pop();
+            let conn = match conn {
+                Some(c) => c,
+                None => {
+                    let c = Connection::open(&inner.db_path).map_err(backend_err)?;
+                    configure(&c).map_err(backend_err)?;
+                    c
+                }
+            };
+            let out = f(&conn).map_err(backend_err);
+            let mut pool = inner.readers.lock().expect("reader pool lock");
+            if pool.len() < READERS {
+                pool.push(conn);
+            }
+            out
+        })
+        .await
+        .map_err(backend_err)?
+    }
+}
+
+#[async_trait]
+impl Backend for Store {
+    async fn append_batch(&self, batch: &[Message]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
+        self.inner.check_open()?;
+        let rows = log::Row::all(batch);
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = inner.writer.lock().expect("writer lock");
+            let conn = guard.as_mut().ok_or(clutch_store::Error::Closed)?;
+            log::append(conn, &rows).map_err(backend_err)
+        })
+        .await
+        .map_err(backend_err)?
+    }
+
+    async fn get(&self, id: &str) -> clutch_store::Result<Option<Event>> {
+        let id = id.to_string();
+        self.inner.with_reader(move |c| log::get(c, &id)).await
+    }
+
+    async fn read(&self, filter: &Filter, after: u64, limit: usize) -> clutch_store::Result<Vec<Event>> {
+        let filter = filter.clone();
+        self.inner.with_reader(move |c| log::read(c, &filter, after, limit)).await
+    }
+
+    async fn head(&self) -> clutch_store::Result<u64> {
+        self.inner.with_reader(log::head).await
+    }
+
+    async fn put_artifact(&self, bytes: Bytes) -> clutch_store::Result<Artifact> {
+        self.inner.check_open()?;
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.artifacts.put(&bytes)).await.map_err(backend_err)?
+    }
+
+    async fn get_artifact(&self, sha256: &str) -> clutch_store::Result<Option<Bytes>> {
+        self.inner.check_open()?;
+        let inner = self.inner.clone();
+        let sha = sha256.to_string();
+        tokio::task::spawn_blocking(move || inner.artifacts.get(&sha)).await.map_err(backend_err)?
+    }
+
+    async fn close(&self) {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let inner = self.inner.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            inner.readers.lock().expect("reader pool lock").clear();
+            if let Some(conn) = inner.writer.lock().expect("writer lock").take() {
+                // Fold the WAL into the database so the next start reads one file.
+                if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
+                    tracing::warn!(error = %e, "WAL checkpoint on close failed");
+                }
+                if let Err((_, e)) = conn.close() {
+                    tracing::warn!(error = %e, "closing the SQLite writer failed");
+                }
+            }
+        })
+        .await;
+    }
+}

@@ -1,0 +1,250 @@
+//! The event log service: the one writer that owns the append path. Callers send messages to it; it
+//! takes whatever has queued up into one batch, has the store commit it durably in one transaction
+//! (group commit), answers each caller, and only then publishes the new events, in `seq` order.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use clutch_proto::Message;
+use clutch_store::{Artifact, Backend, Event, Filter, Outcome};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+use crate::metrics::Metrics;
+use crate::stream::{Live, Subscription};
+use crate::{Error, Result};
+
+/// Tuning of the log service; the defaults suit a laptop and a server alike.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Most messages committed in one transaction.
+    pub batch_max: usize,
+    /// Append requests that may wait for the writer before senders wait too.
+    pub queue: usize,
+    /// Live events buffered per subscriber before it counts as too slow and is cut off.
+    pub subscriber_buffer: usize,
+    /// Largest artifact accepted, in bytes.
+    pub artifact_max_bytes: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { batch_max: 1024, queue: 4096, subscriber_buffer: 4096, artifact_max_bytes: 64 << 20 }
+    }
+}
+
+type Reply = oneshot::Sender<Vec<Result<Outcome>>>;
+
+struct Request {
+    messages: Vec<Message>,
+    reply: Reply,
+}
+
+/// The writer task. Create with [`Service::new`], then `tokio::spawn(service.run(shutdown))`.
+pub struct Service {
+    backend: Arc<dyn Backend>,
+    requests: mpsc::Receiver<Request>,
+    live: broadcast::Sender<Arc<Live>>,
+    closing: Arc<watch::Sender<bool>>,
+    metrics: Arc<Metrics>,
+    batch_max: usize,
+}
+
+/// A cheap, cloneable handle to the event log: appends go to the writer, reads straight to the store.
+#[derive(Clone)]
+pub struct Handle {
+    backend: Arc<dyn Backend>,
+    requests: mpsc::Sender<Request>,
+    live: broadcast::Sender<Arc<Live>>,
+    closing: Arc<watch::Sender<bool>>,
+    metrics: Arc<Metrics>,
+    artifact_max_bytes: u64,
+}
+
+impl Service {
+    pub fn new(backend: Arc<dyn Backend>, options: Options) -> (Service, Handle) {
+        let (tx, rx) = mpsc::channel(options.queue.max(1));
+        let (live, _) = broadcast::channel(options.subscriber_buffer.max(16));
+        let closing = Arc::new(watch::Sender::new(false));
+        let metrics = Arc::new(Metrics::new());
+        let handle = Handle {
+            backend: backend.clone(),
+            requests: tx,
+            live: live.clone(),
+            closing: closing.clone(),
+            metrics: metrics.clone(),
+            artifact_max_bytes: options.artifact_max_bytes,
+        };
+        let service = Service { backend, requests: rx, live, closing, metrics, batch_max: options.batch_max.max(1) };
+        (service, handle)
+    }
+
+    /// Runs until `shutdown` resolves; then ends live subscriptions, refuses new appends, commits
+    /// those already queued, and closes the store.
+    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            let first = tokio::select! {
+                r = self.requests.recv() => r,
+                () = &mut shutdown => None,
+            };
+            let Some(first) = first else { break };
+            self.write(first).await;
+        }
+        self.closing.send_replace(true);
+        self.requests.close();
+        while let Some(request) = self.requests.recv().await {
+            self.write(request).await;
+        }
+        self.backend.close().await;
+        tracing::info!("event log closed");
+    }
+
+    /// Commits `first` and whatever else is queued, up to `batch_max` messages, as one transaction.
+    async fn write(&mut self, first: Request) {
+        let mut requests = vec![first];
+        let mut count = requests[0].messages.len();
+        while count < self.batch_max {
+            match self.requests.try_recv() {
+                Ok(r) => {
+                    count += r.messages.len();
+                    requests.push(r);
+                }
+                Err(_) => break,
+            }
+        }
+        let lens: Vec<usize> = requests.iter().map(|r| r.messages.len()).collect();
+        let batch: Vec<Message> = requests.iter_mut().flat_map(|r| std::mem::take(&mut r.messages)).collect();
+        let started = Instant::now();
+        let result = self.backend.append_batch(&batch).await;
+        self.metrics.commit.observe_duration(started.elapsed());
+        self.metrics.batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.metrics.batch_size.observe(batch.len() as f64);
+        let outcomes: Vec<Result<Outcome>> = match result {
+            Ok(outcomes) => outcomes.into_iter().map(|o| o.map_err(Error::Store)).collect(),
+            Err(e) => {
+                tracing::error!(error = %e, messages = batch.len(), "append batch failed; nothing stored");
+                self.metrics.batch_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let text = e.to_string();
+                let closed = matches!(e, clutch_store::Error::Closed);
+                batch
+                    .iter()
+                    .map(|_| {
+                        Err(if closed {
+                            Error::ShuttingDown
+                        } else {
+                            Error::Store(clutch_store::Error::Backend(text.clone()))
+                        })
+                    })
+                    .collect()
+            }
+        };
+        // Publish before answering: a caller that sees its ack and then subscribes from `after` will
+        // find the event either in the store or on the bus.
+        let mut new_events = Vec::new();
+        for (message, outcome) in batch.into_iter().zip(&outcomes) {
+            match outcome {
+                Ok(o) if !o.duplicate => {
+                    self.metrics.appended.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let json: Arc<str> = Arc::from(message.to_canonical_json());
+                    new_events.push(Arc::new(Live { event: Event { seq: o.seq, json }, message }));
+                }
+                Ok(_) => {
+                    self.metrics.duplicates.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(Error::Store(clutch_store::Error::IdConflict { .. })) => {
+                    self.metrics.conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(_) => {}
+            }
+        }
+        for live in new_events {
+            // No receivers is fine: nobody is watching.
+            let _ = self.live.send(live);
+        }
+        let mut outcomes = outcomes.into_iter();
+        for (request, n) in requests.into_iter().zip(lens) {
+            // A caller that gave up (its connection dropped) still had its messages stored.
+            let _ = request.reply.send(outcomes.by_ref().take(n).collect());
+        }
+    }
+}
+
+impl Handle {
+    /// Appends `messages` (already validated) and waits until they are durable. One answer per message,
+    /// in order; a bad message does not spoil the others.
+    pub async fn append(&self, messages: Vec<Message>) -> Result<Vec<Result<Outcome>>> {
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (reply, answer) = oneshot::channel();
+        self.requests.send(Request { messages, reply }).await.map_err(|_| Error::ShuttingDown)?;
+        answer.await.map_err(|_| Error::ShuttingDown)
+    }
+
+    /// Appends one message.
+    pub async fn append_one(&self, message: Message) -> Result<Outcome> {
+        self.append(vec![message]).await?.pop().unwrap_or(Err(Error::ShuttingDown))
+    }
+
+    pub async fn get(&self, id: &str) -> Result<Option<Event>> {
+        Ok(self.backend.get(id).await?)
+    }
+
+    pub async fn read(&self, filter: &Filter, after: u64, limit: usize) -> Result<Vec<Event>> {
+        Ok(self.backend.read(filter, after, limit).await?)
+    }
+
+    pub async fn head(&self) -> Result<u64> {
+        Ok(self.backend.head().await?)
+    }
+
+    /// Subscribes to events matching `filter`: first those stored after `after` (or, with `None`, none
+    /// of the past), then live ones, with no gap and no repeat.
+    pub async fn subscribe(&self, filter: Filter, after: Option<u64>) -> Result<Subscription> {
+        let receiver = self.live.subscribe();
+        let after = match after {
+            Some(a) => a,
+            None => self.backend.head().await?,
+        };
+        Ok(Subscription::new(
+            self.backend.clone(),
+            receiver,
+            self.closing.subscribe(),
+            self.metrics.clone(),
+            filter,
+            after,
+        ))
+    }
+
+    pub async fn put_artifact(&self, bytes: Bytes) -> Result<Artifact> {
+        let size = bytes.len() as u64;
+        if size > self.artifact_max_bytes {
+            return Err(Error::ArtifactTooLarge { size, limit: self.artifact_max_bytes });
+        }
+        Ok(self.backend.put_artifact(bytes).await?)
+    }
+
+    pub async fn get_artifact(&self, sha256: &str) -> Result<Option<Bytes>> {
+        Ok(self.backend.get_artifact(sha256).await?)
+    }
+
+    pub fn artifact_max_bytes(&self) -> u64 {
+        self.artifact_max_bytes
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Begins shutting down: every live subscription ends with [`End::Shutdown`](crate::End) so that
+    /// connections close; appends are still taken until the service's `shutdown` resolves.
+    pub fn close_streams(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// True once the daemon has begun shutting down.
+    pub fn is_closing(&self) -> bool {
+        *self.closing.borrow()
+    }
+}

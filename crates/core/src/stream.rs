@@ -1,0 +1,129 @@
+//! Catch-up subscriptions to the live bus: a subscriber first reads what the store holds after its
+//! cursor, then switches to live events without a gap or a repeat, and is cut off (never buffered
+//! without bound) when it cannot keep up.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use clutch_proto::Message;
+use clutch_store::{Backend, Event, Filter};
+use tokio::sync::{broadcast, watch};
+
+use crate::metrics::Metrics;
+
+/// Events read from the store per catch-up query.
+const PAGE: usize = 1000;
+
+/// A committed event as the writer publishes it, with its parsed message for filtering.
+pub(crate) struct Live {
+    pub(crate) event: Event,
+    pub(crate) message: Message,
+}
+
+/// Why a subscription ended. Each carries the `seq` of the last event delivered (or the starting
+/// cursor): resuming with `after` set to it continues without a gap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum End {
+    /// The subscriber fell more than the buffer behind the live stream.
+    Lagged { last_seq: u64 },
+    /// The daemon is shutting down.
+    Shutdown { last_seq: u64 },
+    /// The store failed while catching up.
+    Failed { last_seq: u64, message: String },
+}
+
+/// A live, filtered view of the event log. See [`crate::Handle::subscribe`].
+pub struct Subscription {
+    backend: Arc<dyn Backend>,
+    receiver: broadcast::Receiver<Arc<Live>>,
+    closing: watch::Receiver<bool>,
+    metrics: Arc<Metrics>,
+    filter: Filter,
+    last: u64,
+    buffer: VecDeque<Event>,
+    catching_up: bool,
+    /// Whether a live event has been received since the last catch-up ended: a lag before that is
+    /// the catch-up's own slowness, not the subscriber's.
+    live_ok: bool,
+}
+
+impl Subscription {
+    pub(crate) fn new(
+        backend: Arc<dyn Backend>,
+        receiver: broadcast::Receiver<Arc<Live>>,
+        closing: watch::Receiver<bool>,
+        metrics: Arc<Metrics>,
+        filter: Filter,
+        after: u64,
+    ) -> Subscription {
+        metrics.subscribers.fetch_add(1, Ordering::Relaxed);
+        Subscription {
+            backend,
+            receiver,
+            closing,
+            metrics,
+            filter,
+            last: after,
+            buffer: VecDeque::new(),
+            catching_up: true,
+            live_ok: false,
+        }
+    }
+
+    /// The `seq` of the last event delivered, or the starting cursor.
+    pub fn cursor(&self) -> u64 {
+        self.last
+    }
+
+    /// The next event, or why the subscription ended (after which it yields nothing useful).
+    pub async fn next(&mut self) -> Result<Event, End> {
+        loop {
+            if let Some(event) = self.buffer.pop_front() {
+                self.last = event.seq;
+                return Ok(event);
+            }
+            if *self.closing.borrow() {
+                return Err(End::Shutdown { last_seq: self.last });
+            }
+            if self.catching_up {
+                let page = self
+                    .backend
+                    .read(&self.filter, self.last, PAGE)
+                    .await
+                    .map_err(|e| End::Failed { last_seq: self.last, message: e.to_string() })?;
+                if page.len() < PAGE {
+                    self.catching_up = false;
+                    self.live_ok = false;
+                }
+                self.buffer.extend(page);
+                continue;
+            }
+            tokio::select! {
+                biased;
+                _ = self.closing.changed() => return Err(End::Shutdown { last_seq: self.last }),
+                received = self.receiver.recv() => match received {
+                    Ok(live) => {
+                        self.live_ok = true;
+                        if live.event.seq > self.last && self.filter.matches(&live.message) {
+                            self.last = live.event.seq;
+                            return Ok(live.event.clone());
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) if !self.live_ok => self.catching_up = true,
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        self.metrics.lagged_drops.fetch_add(1, Ordering::Relaxed);
+                        return Err(End::Lagged { last_seq: self.last });
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return Err(End::Shutdown { last_seq: self.last }),
+                },
+            }
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.metrics.subscribers.fetch_sub(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,186 @@
+//! Core's integration tests, on the real SQLite store: group commit, ordering of live events,
+//! catch-up subscriptions, slow subscribers, shutdown.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use clutch_core::{End, Handle, Options, Service};
+use clutch_proto::id::{self, Kind};
+use clutch_proto::validate::{self, Defaults};
+use clutch_proto::{Message, MessageType};
+use clutch_store::Filter;
+use serde_json::json;
+use tokio::sync::oneshot;
+
+struct Daemon {
+    handle: Handle,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+    _dir: tempfile::TempDir,
+}
+
+fn start(options: Options) -> Daemon {
+    let dir = tempfile::tempdir().unwrap();
+    let store = clutch_store_sqlite::Store::open(dir.path()).unwrap();
+    let (service, handle) = Service::new(Arc::new(store), options);
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(service.run(async move {
+        let _ = stopped.await;
+    }));
+    Daemon { handle, stop: Some(stop), task, _dir: dir }
+}
+
+impl Daemon {
+    async fn shutdown(mut self) {
+        self.handle.close_streams();
+        let _ = self.stop.take().unwrap().send(());
+        self.task.await.unwrap();
+    }
+}
+
+fn message(run: &str, kind: MessageType) -> Message {
+    let value = json!({
+        "thread_id": id::generate(Kind::Thread), "run_id": run, "task_id": id::generate(Kind::Task),
+        "from": {"agent_id": "agent:ken"}, "to": [], "type": kind.as_str(), "payload": {},
+    });
+    validate::message(&value, &Defaults { now: SystemTime::now() }).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_are_group_committed_and_all_acknowledged() {
+    let d = start(Options::default());
+    let run = id::generate(Kind::Run);
+    let tasks: Vec<_> = (0..32)
+        .map(|_| {
+            let (h, run) = (d.handle.clone(), run.clone());
+            tokio::spawn(async move {
+                let mut seqs = Vec::new();
+                for _ in 0..20 {
+                    seqs.push(h.append_one(message(&run, MessageType::ChatMessage)).await.unwrap().seq);
+                }
+                seqs
+            })
+        })
+        .collect();
+    let mut all: Vec<u64> = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all.sort();
+    assert_eq!(all, (1..=640).collect::<Vec<_>>());
+    let m = d.handle.metrics();
+    let batches = m.batches.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(batches < 640, "concurrent appends share transactions ({batches} batches for 640 messages)");
+    assert!(m.render().contains("clutch_appends_total 640"));
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_answers_each_message() {
+    let d = start(Options::default());
+    let run = id::generate(Kind::Run);
+    let a = message(&run, MessageType::TaskRequest);
+    let mut conflicting = a.clone();
+    conflicting.payload.insert("x".into(), json!(1));
+    let out = d.handle.append(vec![a.clone(), conflicting, a.clone()]).await.unwrap();
+    assert_eq!(out[0].as_ref().unwrap().seq, 1);
+    assert_eq!(out[1].as_ref().unwrap_err().code(), clutch_proto::ErrorCode::IdConflict);
+    assert!(out[2].as_ref().unwrap().duplicate);
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscription_catches_up_then_goes_live_without_gap_or_repeat() {
+    let d = start(Options::default());
+    let run = id::generate(Kind::Run);
+    for _ in 0..2500 {
+        d.handle.append_one(message(&run, MessageType::TaskProgress)).await.unwrap();
+    }
+    // Appends continue while the subscriber catches up.
+    let writer = {
+        let (h, run) = (d.handle.clone(), run.clone());
+        tokio::spawn(async move {
+            for _ in 0..1500 {
+                h.append_one(message(&run, MessageType::TaskProgress)).await.unwrap();
+            }
+        })
+    };
+    let mut sub =
+        d.handle.subscribe(Filter { run_id: Some(run.clone()), ..Filter::default() }, Some(100)).await.unwrap();
+    let mut expected = 101;
+    while expected <= 4000 {
+        let e = sub.next().await.unwrap();
+        assert_eq!(e.seq, expected);
+        expected += 1;
+    }
+    writer.await.unwrap();
+    assert_eq!(sub.cursor(), 4000);
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_subscription_filters_and_starts_now() {
+    let d = start(Options::default());
+    let (run, other) = (id::generate(Kind::Run), id::generate(Kind::Run));
+    d.handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap();
+    let mut sub = d
+        .handle
+        .subscribe(Filter { run_id: Some(run.clone()), kind: Some(MessageType::TaskResult), ..Filter::default() }, None)
+        .await
+        .unwrap();
+    d.handle.append_one(message(&other, MessageType::TaskResult)).await.unwrap();
+    d.handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap();
+    let wanted = d.handle.append_one(message(&run, MessageType::TaskResult)).await.unwrap();
+    let e = sub.next().await.unwrap();
+    assert_eq!(e.seq, wanted.seq);
+    assert_eq!(e.message().unwrap().run_id, run);
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_subscriber_is_cut_off_with_its_cursor() {
+    let d = start(Options { subscriber_buffer: 16, ..Options::default() });
+    let run = id::generate(Kind::Run);
+    let mut sub = d.handle.subscribe(Filter::default(), None).await.unwrap();
+    for seq in 1..=2 {
+        d.handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap();
+        assert_eq!(sub.next().await.unwrap().seq, seq);
+    }
+    // The subscriber, now live, reads nothing while 100 events are published: more than its buffer.
+    let batch: Vec<Message> = (0..100).map(|_| message(&run, MessageType::ChatMessage)).collect();
+    d.handle.append(batch).await.unwrap();
+    assert_eq!(sub.next().await.unwrap_err(), End::Lagged { last_seq: 2 });
+    assert_eq!(d.handle.metrics().lagged_drops.load(std::sync::atomic::Ordering::Relaxed), 1);
+    // Resuming from the cursor gets everything.
+    let mut again = d.handle.subscribe(Filter::default(), Some(2)).await.unwrap();
+    for seq in 3..=102 {
+        assert_eq!(again.next().await.unwrap().seq, seq);
+    }
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_subscriptions_and_refuses_appends() {
+    let d = start(Options::default());
+    let run = id::generate(Kind::Run);
+    d.handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap();
+    let mut sub = d.handle.subscribe(Filter::default(), Some(0)).await.unwrap();
+    assert_eq!(sub.next().await.unwrap().seq, 1);
+    let handle = d.handle.clone();
+    let waiting = tokio::spawn(async move { sub.next().await });
+    d.shutdown().await;
+    assert_eq!(waiting.await.unwrap().unwrap_err(), End::Shutdown { last_seq: 1 });
+    let err = handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap_err();
+    assert_eq!(err.code(), clutch_proto::ErrorCode::Unavailable);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifact_limit_is_enforced() {
+    let d = start(Options { artifact_max_bytes: 10, ..Options::default() });
+    let ok = d.handle.put_artifact(bytes::Bytes::from_static(b"0123456789")).await.unwrap();
+    assert_eq!(ok.size, 10);
+    let err = d.handle.put_artifact(bytes::Bytes::from_static(b"0123456789A")).await.unwrap_err();
+    assert_eq!(err.code(), clutch_proto::ErrorCode::PayloadTooLarge);
+    assert!(err.to_string().contains("limit of 10 bytes"), "{err}");
+    d.shutdown().await;
+}

@@ -1,0 +1,162 @@
+//! The event log's SQL: the batch append with its dedup rules, and the indexed reads.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use clutch_proto::Message;
+use clutch_store::{Error, Event, Filter, Outcome};
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// A message with the columns it is indexed by, prepared outside the writer's critical section.
+pub(crate) struct Row {
+    id: String,
+    run_id: String,
+    thread_id: String,
+    task_id: String,
+    from_agent: String,
+    kind: &'static str,
+    idempotency_key: Option<String>,
+    body: String,
+    dedup: String,
+}
+
+impl Row {
+    pub(crate) fn all(batch: &[Message]) -> Vec<Row> {
+        batch
+            .iter()
+            .map(|m| Row {
+                id: m.id.clone(),
+                run_id: m.run_id.clone(),
+                thread_id: m.thread_id.clone(),
+                task_id: m.task_id.clone(),
+                from_agent: m.from.agent_id.clone(),
+                kind: m.kind.as_str(),
+                idempotency_key: m.idempotency_key.clone(),
+                body: m.to_canonical_json(),
+                dedup: m.dedup_body(),
+            })
+            .collect()
+    }
+}
+
+/// What a stored id is, for dedup decisions.
+struct Stored {
+    seq: u64,
+    run_id: String,
+    dedup: String,
+}
+
+/// Appends the rows in one `BEGIN IMMEDIATE` transaction, committed with a WAL fsync.
+pub(crate) fn append(conn: &mut Connection, rows: &[Row]) -> rusqlite::Result<Vec<Result<Outcome, Error>>> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let mut next: u64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get::<_, i64>(0))? as u64;
+    let mut by_id: HashMap<&str, Stored> = HashMap::new();
+    let mut by_key: HashMap<(&str, &str), (u64, String)> = HashMap::new();
+    let mut out = Vec::with_capacity(rows.len());
+    {
+        let mut find_id = tx.prepare_cached("SELECT seq, run_id, body FROM events WHERE id = ?1")?;
+        let mut find_key =
+            tx.prepare_cached("SELECT seq, id FROM events WHERE run_id = ?1 AND idempotency_key = ?2")?;
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO events (seq, id, run_id, thread_id, task_id, from_agent, type, idempotency_key, body) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )?;
+        for row in rows {
+            if !by_id.contains_key(row.id.as_str()) {
+                let found = find_id
+                    .query_row([&row.id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
+                    .optional()?;
+                if let Some((seq, run_id, body)) = found {
+                    let dedup = match serde_json::from_str::<Message>(&body) {
+                        Ok(m) => m.dedup_body(),
+                        Err(_) => String::new(),
+                    };
+                    by_id.insert(&row.id, Stored { seq: seq as u64, run_id, dedup });
+                }
+            }
+            if let Some(stored) = by_id.get(row.id.as_str()) {
+                out.push(if stored.run_id == row.run_id && stored.dedup == row.dedup {
+                    Ok(Outcome { id: row.id.clone(), seq: stored.seq, duplicate: true })
+                } else {
+                    Err(Error::IdConflict { id: row.id.clone(), seq: stored.seq })
+                });
+                continue;
+            }
+            if let Some(key) = row.idempotency_key.as_deref() {
+                let k = (row.run_id.as_str(), key);
+                if let std::collections::hash_map::Entry::Vacant(e) = by_key.entry(k) {
+                    let found = find_key
+                        .query_row(params![row.run_id, key], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))
+                        .optional()?;
+                    if let Some(found) = found {
+                        e.insert(found);
+                    }
+                }
+                if let Some((seq, id)) = by_key.get(&k) {
+                    out.push(Ok(Outcome { id: id.clone(), seq: *seq, duplicate: true }));
+                    continue;
+                }
+            }
+            next += 1;
+            insert.execute(params![
+                next as i64,
+                row.id,
+                row.run_id,
+                row.thread_id,
+                row.task_id,
+                row.from_agent,
+                row.kind,
+                row.idempotency_key,
+                row.body,
+            ])?;
+            by_id.insert(&row.id, Stored { seq: next, run_id: row.run_id.clone(), dedup: row.dedup.clone() });
+            if let Some(key) = row.idempotency_key.as_deref() {
+                by_key.insert((row.run_id.as_str(), key), (next, row.id.clone()));
+            }
+            out.push(Ok(Outcome { id: row.id.clone(), seq: next, duplicate: false }));
+        }
+    }
+    tx.commit()?;
+    Ok(out)
+}
+
+pub(crate) fn get(c: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
+    c.prepare_cached("SELECT seq, body FROM events WHERE id = ?1")?.query_row([id], event).optional()
+}
+
+pub(crate) fn head(c: &Connection) -> rusqlite::Result<u64> {
+    c.query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+}
+
+pub(crate) fn read(c: &Connection, f: &Filter, after: u64, limit: usize) -> rusqlite::Result<Vec<Event>> {
+    let kind = f.kind.map(|k| k.as_str());
+    let conditions: Vec<(&str, &str)> = [
+        ("run_id", f.run_id.as_deref()),
+        ("thread_id", f.thread_id.as_deref()),
+        ("task_id", f.task_id.as_deref()),
+        ("from_agent", f.agent_id.as_deref()),
+        ("type", kind),
+    ]
+    .into_iter()
+    .filter_map(|(column, value)| value.map(|v| (column, v)))
+    .collect();
+    let mut sql = String::from("SELECT seq, body FROM events WHERE seq > ?");
+    for (column, _) in &conditions {
+        sql.push_str(" AND ");
+        sql.push_str(column);
+        sql.push_str(" = ?");
+    }
+    sql.push_str(" ORDER BY seq LIMIT ?");
+    let after = after.min(i64::MAX as u64) as i64;
+    let limit = limit.min(i64::MAX as usize) as i64;
+    let mut args: Vec<&dyn rusqlite::ToSql> = vec![&after];
+    args.extend(conditions.iter().map(|(_, v)| v as &dyn rusqlite::ToSql));
+    args.push(&limit);
+    let mut stmt = c.prepare_cached(&sql)?;
+    let rows = stmt.query_map(args.as_slice(), event)?;
+    rows.collect()
+}
+
+fn event(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
+    Ok(Event { seq: r.get::<_, i64>(0)? as u64, json: Arc::from(r.get::<_, String>(1)?) })
+}
