@@ -1,1 +1,376 @@
-//! placeholder
+//! The PostgreSQL backend of [`clutch_store::Backend`]: the event log and the artifact store in one
+//! schema of a PostgreSQL database, which several daemons may share.
+
+mod append;
+mod migrate;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use clutch_proto::Message;
+use clutch_store::{Artifact, Backend, Event, Filter, Outcome};
+use deadpool_postgres::{
+    Hook, HookError, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, Transaction,
+};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{IsolationLevel, NoTls, Row};
+
+/// How to open a [`Store`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The PostgreSQL schema holding Clutch's tables, created if missing; `None` means `public`.
+    pub schema: Option<String>,
+    /// The most connections the store keeps open at once; at least 1.
+    pub pool_size: usize,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a [`Store`] could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid PostgreSQL URL: {0}; expected something like postgres://user:password@host:5432/database")]
+    Url(String),
+    #[error("invalid PostgreSQL store options: {0}")]
+    Options(String),
+    #[error("cannot connect to PostgreSQL at {target}: {reason}; is the server running and the URL right?")]
+    Connect { target: String, reason: String },
+    #[error("cannot prepare schema `{schema}` in PostgreSQL at {target}: {reason}")]
+    Migrate { target: String, schema: String, reason: String },
+    #[error(
+        "schema `{schema}` is at migration {found}, newer than this build of Clutch knows ({known}); \
+         upgrade Clutch or use another schema"
+    )]
+    TooNew { schema: String, found: i64, known: i64 },
+}
+
+/// The event log and artifact store in one PostgreSQL schema.
+#[derive(Debug)]
+pub struct Store {
+    pool: Pool,
+    closed: AtomicBool,
+    /// Identifies this store's schema in the advisory locks (see [`lock_key`]).
+    lock_key: i32,
+}
+
+impl Store {
+    /// Connects to the database at `url`, creates the schema if missing, applies pending migrations and
+    /// returns a store whose pooled connections all use that schema.
+    pub async fn open(url: &str, options: Options) -> Result<Store> {
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| Error::Url(describe(&e)))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if options.pool_size == 0 {
+            return Err(Error::Options("pool_size must be at least 1".into()));
+        }
+        let schema = options.schema.unwrap_or_else(|| "public".to_owned());
+        check_schema_name(&schema)?;
+        let target = describe_target(&config);
+        let lock_key = lock_key(&schema);
+
+        migrate::run(&config, &schema, lock_key).await.map_err(|e| match e {
+            migrate::Error::Connect(e) => Error::Connect { target: target.clone(), reason: describe(&e) },
+            migrate::Error::Db(e) => {
+                Error::Migrate { target: target.clone(), schema: schema.clone(), reason: describe(&e) }
+            }
+            migrate::Error::TooNew { found, known } => Error::TooNew { schema: schema.clone(), found, known },
+        })?;
+
+        let pool = build_pool(config, &schema, options.pool_size)
+            .map_err(|reason| Error::Options(format!("cannot build the connection pool: {reason}")))?;
+        // Fail now, not on the first request, if pooled connections cannot be set up.
+        drop(pool.get().await.map_err(|e| Error::Connect { target: target.clone(), reason: describe_pool(&e) })?);
+        tracing::info!(server = %target, schema = %schema, pool_size = options.pool_size, "opened PostgreSQL store");
+        Ok(Store { pool, closed: AtomicBool::new(false), lock_key })
+    }
+
+    async fn client(&self) -> clutch_store::Result<deadpool_postgres::Client> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(clutch_store::Error::Closed);
+        }
+        self.pool.get().await.map_err(|e| match e {
+            PoolError::Closed => clutch_store::Error::Closed,
+            e => clutch_store::Error::Backend(format!("no PostgreSQL connection: {}", describe_pool(&e))),
+        })
+    }
+}
+
+#[async_trait]
+impl Backend for Store {
+    async fn append_batch(&self, batch: &[Message]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
+        let mut client = self.client().await?;
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Read committed: every statement after the lock sees what the previous holder committed.
+        let tx = client.build_transaction().isolation_level(IsolationLevel::ReadCommitted).start().await.map_err(db)?;
+        let lock = tx.prepare_cached(sql::LOCK_APPEND).await.map_err(db)?;
+        tx.execute(&lock, &[&APPEND_LOCK_CLASS, &self.lock_key]).await.map_err(db)?;
+        let head_stmt = tx.prepare_cached(sql::HEAD).await.map_err(db)?;
+        let head = seq_of(&tx.query_one(&head_stmt, &[]).await.map_err(db)?, 0)?;
+
+        // The two look-ups are independent, so they share one round trip (tokio-postgres pipelines them).
+        let (ids, keys) = tokio::try_join!(stored_ids(&tx, batch), stored_keys(&tx, batch))?;
+        let plan = append::plan(batch, head, ids, keys)?;
+        insert(&tx, &plan.rows).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(plan.outcomes)
+    }
+
+    async fn get(&self, id: &str) -> clutch_store::Result<Option<Event>> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql::GET).await.map_err(db)?;
+        client.query_opt(&stmt, &[&id]).await.map_err(db)?.map(|row| event(&row)).transpose()
+    }
+
+    async fn read(&self, filter: &Filter, after: u64, limit: usize) -> clutch_store::Result<Vec<Event>> {
+        let client = self.client().await?;
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let conditions = [
+            ("run_id", filter.run_id.as_deref()),
+            ("thread_id", filter.thread_id.as_deref()),
+            ("task_id", filter.task_id.as_deref()),
+            ("from_agent", filter.agent_id.as_deref()),
+            ("\"type\"", filter.kind.map(|k| k.as_str())),
+        ];
+        // Only the filters that are set appear in the statement, so each of the 32 shapes gets a plan
+        // that uses its column's `(column, seq)` index; values are always bound, never spliced.
+        let mut query = String::from("SELECT seq, body FROM events WHERE seq > $1");
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&after];
+        for (column, value) in &conditions {
+            if let Some(value) = value {
+                params.push(value);
+                query.push_str(&format!(" AND {column} = ${}", params.len()));
+            }
+        }
+        params.push(&limit);
+        query.push_str(&format!(" ORDER BY seq LIMIT ${}", params.len()));
+        let stmt = client.prepare_cached(&query).await.map_err(db)?;
+        client.query(&stmt, &params).await.map_err(db)?.iter().map(event).collect()
+    }
+
+    async fn head(&self) -> clutch_store::Result<u64> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql::HEAD).await.map_err(db)?;
+        seq_of(&client.query_one(&stmt, &[]).await.map_err(db)?, 0)
+    }
+
+    async fn put_artifact(&self, bytes: Bytes) -> clutch_store::Result<Artifact> {
+        let client = self.client().await?;
+        let sha256 = clutch_store::sha256_hex(&bytes);
+        let size = i64::try_from(bytes.len())
+            .map_err(|_| clutch_store::Error::Backend(format!("artifact of {} bytes is too large", bytes.len())))?;
+        let stmt = client.prepare_cached(sql::PUT_ARTIFACT).await.map_err(db)?;
+        let inserted = client.execute(&stmt, &[&sha256, &size, &&bytes[..]]).await.map_err(db)?;
+        Ok(Artifact {
+            reference: format!("artifact:sha256:{sha256}"),
+            size: bytes.len() as u64,
+            existed: inserted == 0,
+        })
+    }
+
+    async fn get_artifact(&self, sha256: &str) -> clutch_store::Result<Option<Bytes>> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql::GET_ARTIFACT).await.map_err(db)?;
+        let row = client.query_opt(&stmt, &[&sha256]).await.map_err(db)?;
+        row.map(|row| column::<Vec<u8>>(&row, 0).map(Bytes::from)).transpose()
+    }
+
+    async fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.pool.close();
+    }
+}
+
+/// The stored messages with one of the batch's ids, in one query.
+async fn stored_ids(tx: &Transaction<'_>, batch: &[Message]) -> clutch_store::Result<Vec<append::StoredId>> {
+    let ids: Vec<&str> = batch.iter().map(|m| m.id.as_str()).collect();
+    let stmt = tx.prepare_cached(sql::BY_IDS).await.map_err(db)?;
+    let rows = tx.query(&stmt, &[&ids]).await.map_err(db)?;
+    rows.iter()
+        .map(|row| {
+            Ok(append::StoredId {
+                id: column(row, 0)?,
+                seq: seq_of(row, 1)?,
+                run_id: column(row, 2)?,
+                body: column(row, 3)?,
+            })
+        })
+        .collect()
+}
+
+/// The stored messages with one of the batch's `(run_id, idempotency_key)` pairs, in one query.
+async fn stored_keys(tx: &Transaction<'_>, batch: &[Message]) -> clutch_store::Result<Vec<append::StoredKey>> {
+    let (runs, keys): (Vec<&str>, Vec<&str>) =
+        batch.iter().filter_map(|m| Some((m.run_id.as_str(), m.idempotency_key.as_deref()?))).unzip();
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let stmt = tx.prepare_cached(sql::BY_KEYS).await.map_err(db)?;
+    let rows = tx.query(&stmt, &[&runs, &keys]).await.map_err(db)?;
+    rows.iter()
+        .map(|row| {
+            Ok(append::StoredKey {
+                run_id: column(row, 0)?,
+                key: column(row, 1)?,
+                id: column(row, 2)?,
+                seq: seq_of(row, 3)?,
+            })
+        })
+        .collect()
+}
+
+/// Inserts the planned rows with one statement, whatever their number.
+async fn insert(tx: &Transaction<'_>, rows: &append::Rows<'_>) -> clutch_store::Result<()> {
+    if rows.seq.is_empty() {
+        return Ok(());
+    }
+    let stmt = tx.prepare_cached(sql::INSERT).await.map_err(db)?;
+    let params: [&(dyn ToSql + Sync); 9] = [
+        &rows.seq,
+        &rows.id,
+        &rows.run_id,
+        &rows.thread_id,
+        &rows.task_id,
+        &rows.from_agent,
+        &rows.kind,
+        &rows.idempotency_key,
+        &rows.body,
+    ];
+    tx.execute(&stmt, &params).await.map_err(db)?;
+    Ok(())
+}
+
+/// The statements of the hot paths, prepared once per pooled connection.
+mod sql {
+    pub(crate) const LOCK_APPEND: &str = "SELECT pg_advisory_xact_lock($1::int4, $2::int4)";
+    pub(crate) const HEAD: &str = "SELECT coalesce(max(seq), 0) FROM events";
+    pub(crate) const BY_IDS: &str = "SELECT id, seq, run_id, body FROM events WHERE id = ANY($1::text[])";
+    pub(crate) const BY_KEYS: &str = "SELECT e.run_id, e.idempotency_key, e.id, e.seq \
+        FROM UNNEST($1::text[], $2::text[]) AS k(run_id, key) \
+        JOIN events e ON e.run_id = k.run_id AND e.idempotency_key = k.key \
+        WHERE e.idempotency_key IS NOT NULL";
+    pub(crate) const INSERT: &str = "INSERT INTO events \
+        (seq, id, run_id, thread_id, task_id, from_agent, \"type\", idempotency_key, body) \
+        SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
+        $7::text[], $8::text[], $9::text[])";
+    pub(crate) const GET: &str = "SELECT seq, body FROM events WHERE id = $1";
+    pub(crate) const PUT_ARTIFACT: &str =
+        "INSERT INTO artifacts (sha256, size, bytes) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING";
+    pub(crate) const GET_ARTIFACT: &str = "SELECT bytes FROM artifacts WHERE sha256 = $1";
+}
+
+/// First half of the advisory-lock key serialising appends to one schema (the second is [`lock_key`]).
+const APPEND_LOCK_CLASS: i32 = 0x436c_7501;
+/// First half of the advisory-lock key serialising migrations of one schema.
+const MIGRATION_LOCK_CLASS: i32 = 0x436c_7502;
+/// Used when the URL sets no `connect_timeout`.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a request waits for a free pooled connection before failing.
+const POOL_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The schema's half of the advisory-lock keys: FNV-1a of its name, so stores on different schemas of one
+/// database do not wait for each other while daemons sharing a schema do.
+fn lock_key(schema: &str) -> i32 {
+    let hash = schema.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    i32::from_ne_bytes(hash.to_ne_bytes())
+}
+
+/// PostgreSQL identifiers are at most 63 bytes; a longer name would be silently truncated.
+fn check_schema_name(schema: &str) -> Result<()> {
+    if schema.is_empty() || schema.len() > 63 || schema.contains('\0') {
+        return Err(Error::Options(format!(
+            "schema name {schema:?} must be 1 to 63 bytes long and contain no NUL character"
+        )));
+    }
+    Ok(())
+}
+
+/// `name` as a quoted SQL identifier.
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+fn build_pool(config: tokio_postgres::Config, schema: &str, size: usize) -> Result<Pool, String> {
+    let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    // Every pooled session reads and writes this schema only, and commits durably.
+    let session: Arc<str> = format!("SET search_path TO {}; SET synchronous_commit = on", quote_ident(schema)).into();
+    let setup = Hook::async_fn(move |client, _| {
+        let session = Arc::clone(&session);
+        Box::pin(async move { client.batch_execute(&session).await.map_err(HookError::Backend) })
+    });
+    Pool::builder(manager)
+        .max_size(size)
+        .runtime(Runtime::Tokio1)
+        .create_timeout(Some(CONNECT_TIMEOUT))
+        .wait_timeout(Some(POOL_WAIT_TIMEOUT))
+        .post_create(setup)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// Where `config` points, for messages: hosts, ports and database, never the password.
+fn describe_target(config: &tokio_postgres::Config) -> String {
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            let host = match host {
+                tokio_postgres::config::Host::Tcp(name) => name.clone(),
+                #[cfg(unix)]
+                tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+            };
+            let ports = config.get_ports();
+            match ports.get(i).or(ports.first()) {
+                Some(port) => format!("{host}:{port}"),
+                None => host,
+            }
+        })
+        .collect();
+    let hosts = if hosts.is_empty() { "(no host)".to_owned() } else { hosts.join(",") };
+    format!("{hosts}/{}", config.get_dbname().unwrap_or("(default database)"))
+}
+
+/// An error with its chain of causes on one line (`tokio_postgres::Error` alone says just "db error").
+fn describe(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out.replace('\n', "; ")
+}
+
+fn describe_pool(error: &PoolError) -> String {
+    match error {
+        PoolError::Backend(e) => describe(e),
+        PoolError::PostCreateHook(HookError::Backend(e)) => format!("setting up the session failed: {}", describe(e)),
+        e => describe(e),
+    }
+}
+
+fn db(error: tokio_postgres::Error) -> clutch_store::Error {
+    clutch_store::Error::Backend(describe(&error))
+}
+
+fn column<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a Row, index: usize) -> clutch_store::Result<T> {
+    row.try_get(index).map_err(|e| clutch_store::Error::Corrupt(describe(&e)))
+}
+
+fn seq_of(row: &Row, index: usize) -> clutch_store::Result<u64> {
+    let seq: i64 = column(row, index)?;
+    u64::try_from(seq).map_err(|_| clutch_store::Error::Corrupt(format!("negative seq {seq}")))
+}
+
+fn event(row: &Row) -> clutch_store::Result<Event> {
+    let body: String = column(row, 1)?;
+    Ok(Event { seq: seq_of(row, 0)?, json: Arc::from(body) })
+}

@@ -43,7 +43,7 @@ macro_rules! conformance_tests {
     };
 }
 
-/// A valid message of `kind` in `run`/`thread`/`task` from `from`, with a fresh id.
+/// A valid message of `kind` (one whose payload needs no fields, so not `task.error`/`tool.error`) in `run`/`thread`/`task` from `from`, with a fresh id.
 pub fn message(run: &str, thread: &str, task: &str, from: &str, kind: MessageType) -> Message {
     let value = json!({
         "thread_id": thread, "run_id": run, "task_id": task,

@@ -124,7 +124,8 @@ pub trait Backend: Send + Sync + 'static {
     /// order: a new `seq`; or, for a message whose `id` (with the same run and body) or whose
     /// `(run_id, idempotency_key)` is already stored, including earlier in the same batch, the
     /// original's `seq` with `duplicate: true`; or [`Error::IdConflict`]. An `Err` for the whole call
-    /// means nothing was stored.
+    /// means the batch was not acknowledged: with a networked database a commit cut off in flight may
+    /// still have landed, which is why retrying the same messages is always safe (they deduplicate).
     async fn append_batch(&self, batch: &[Message]) -> Result<Vec<Result<Outcome>>>;
 
     /// The message stored under `id`.
