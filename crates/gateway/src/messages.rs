@@ -1,0 +1,72 @@
+//! `POST /v1/messages` (one message or a batch) and `GET /v1/messages/{id}`.
+
+use std::time::SystemTime;
+
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use clutch_proto::ErrorCode;
+use clutch_proto::error::ErrorBody;
+use clutch_proto::validate::{self, Defaults};
+use clutch_store::Outcome;
+use serde_json::{Value, json};
+
+use crate::AppState;
+use crate::error::{ApiError, error_body};
+use crate::extract::JsonValue;
+
+/// Most messages in one batch request.
+const MAX_BATCH: usize = 10_000;
+
+pub(crate) async fn post(State(state): State<AppState>, JsonValue(body): JsonValue) -> Result<Response, ApiError> {
+    let defaults = Defaults { now: SystemTime::now() };
+    match body {
+        Value::Array(items) => {
+            if items.len() > MAX_BATCH {
+                return Err(ApiError::new(
+                    ErrorCode::ValidationFailed,
+                    format!("a batch holds at most {MAX_BATCH} messages, got {}", items.len()),
+                )
+                .hint("split the batch"));
+            }
+            // Validate all, append the valid ones together, answer in the order given.
+            let mut results: Vec<Option<Value>> = vec![None; items.len()];
+            let mut valid = Vec::with_capacity(items.len());
+            let mut positions = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                match validate::message(item, &defaults) {
+                    Ok(m) => {
+                        valid.push(m);
+                        positions.push(i);
+                    }
+                    Err(problems) => results[i] = Some(json!({ "error": ErrorBody::from_problems(problems) })),
+                }
+            }
+            let outcomes = state.log.append(valid).await?;
+            for (i, outcome) in positions.into_iter().zip(outcomes) {
+                results[i] = Some(match outcome {
+                    Ok(o) => ack(&o),
+                    Err(e) => json!({ "error": error_body(&e) }),
+                });
+            }
+            Ok(axum::Json(json!({ "results": results })).into_response())
+        }
+        value => {
+            let message = validate::message(&value, &defaults).map_err(ErrorBody::from_problems)?;
+            let outcome = state.log.append_one(message).await?;
+            let status = if outcome.duplicate { StatusCode::OK } else { StatusCode::CREATED };
+            Ok((status, axum::Json(ack(&outcome))).into_response())
+        }
+    }
+}
+
+fn ack(o: &Outcome) -> Value {
+    json!({ "id": o.id, "seq": o.seq, "duplicate": o.duplicate })
+}
+
+pub(crate) async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    match state.log.get(&id).await? {
+        Some(event) => Ok(([(header::CONTENT_TYPE, "application/json")], event.to_wire()).into_response()),
+        None => Err(ApiError::new(ErrorCode::MessageNotFound, format!("no message with id `{id}`")).field("id")),
+    }
+}

@@ -1,0 +1,248 @@
+//! The request/response routes: messages, events, replay, artifacts, schemas, health, errors.
+
+use serde_json::{Value, json};
+
+use crate::{msg, run_id, start, start_with};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_then_get_then_duplicate_then_conflict() {
+    let d = start().await;
+    let mut m = msg(&run_id(), "task.request");
+    m["id"] = json!(clutch_proto::id::generate(clutch_proto::id::Kind::Message));
+    let (status, ack) = d.post(&m).await;
+    assert_eq!(status, 201);
+    assert_eq!(ack, json!({"id": m["id"], "seq": 1, "duplicate": false}));
+
+    let (status, event) = d.get(&format!("/v1/messages/{}", m["id"].as_str().unwrap())).await;
+    assert_eq!(status, 200);
+    assert_eq!(event["seq"], 1);
+    assert_eq!(event["v"], "clutch/0.1");
+    assert_eq!(event["payload"], m["payload"]);
+    assert!(event["ts"].as_str().unwrap().ends_with('Z'));
+
+    let (status, ack) = d.post(&m).await;
+    assert_eq!((status, ack["duplicate"].clone(), ack["seq"].clone()), (200, json!(true), json!(1)));
+
+    m["payload"]["text"] = json!("changed");
+    let (status, err) = d.post(&m).await;
+    assert_eq!(status, 409);
+    assert_eq!(err["error"]["code"], "ID_CONFLICT");
+    assert_eq!(err["error"]["field"], "id");
+    assert_eq!(err["error"]["retryable"], false);
+    assert_eq!(d.log.head().await.unwrap(), 1);
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_message_lists_every_problem_and_stores_nothing() {
+    let d = start().await;
+    let bad = json!({"run_id": "run_nope", "type": "task.explode", "from": {"agent_id": "ken"}, "payload": []});
+    let (status, err) = d.post(&bad).await;
+    assert_eq!(status, 400);
+    let e = &err["error"];
+    assert_eq!(e["code"], "VALIDATION_FAILED");
+    let paths: Vec<&str> = e["problems"].as_array().unwrap().iter().map(|p| p["path"].as_str().unwrap()).collect();
+    for want in ["run_id", "thread_id", "task_id", "from.agent_id", "to", "type", "payload"] {
+        assert!(paths.contains(&want), "{want} missing from {paths:?}");
+    }
+    assert_eq!(e["field"], Value::from(paths[0]));
+    assert_eq!(d.log.head().await.unwrap(), 0);
+
+    let (status, err) = d
+        .post(&{
+            let mut m = msg(&run_id(), "task.explode");
+            m["type"] = json!("task.explode");
+            m
+        })
+        .await;
+    assert_eq!((status, err["error"]["code"].as_str()), (400, Some("UNKNOWN_TYPE")));
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_answers_each_message_and_keeps_the_good_ones() {
+    let d = start().await;
+    let run = run_id();
+    let mut dup_key = msg(&run, "chat.message");
+    dup_key["idempotency_key"] = json!("k1");
+    let batch = json!([msg(&run, "chat.message"), {"type": "nope"}, dup_key, dup_key, msg(&run, "task.result")]);
+    let (status, body) = d.post(&batch).await;
+    assert_eq!(status, 200);
+    let r = body["results"].as_array().unwrap();
+    assert_eq!(r.len(), 5);
+    assert_eq!((r[0]["seq"].as_u64(), r[0]["duplicate"].as_bool()), (Some(1), Some(false)));
+    assert_eq!(r[1]["error"]["code"], "VALIDATION_FAILED");
+    assert_eq!(r[2]["seq"], 2);
+    assert_eq!((r[3]["seq"].as_u64(), r[3]["duplicate"].as_bool()), (Some(2), Some(true)));
+    assert_eq!(r[3]["id"], r[2]["id"], "a repeated idempotency key answers the original id");
+    assert_eq!(r[4]["seq"], 3);
+    assert_eq!(d.log.head().await.unwrap(), 3);
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_bodies_get_clear_4xx() {
+    let d = start_with(
+        clutch_core::Options::default(),
+        clutch_gateway::Options { body_limit_bytes: 4096, ..Default::default() },
+    )
+    .await;
+    let url = format!("{}/v1/messages", d.url);
+    let r = d.http.post(&url).header("content-type", "application/json").body("{\"run_id\": ").send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "INVALID_JSON");
+    assert!(e["error"]["message"].as_str().unwrap().contains("line 1"), "{e}");
+
+    let r = d.http.post(&url).header("content-type", "text/plain").body("{}").send().await.unwrap();
+    assert_eq!(r.status(), 415);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "UNSUPPORTED_MEDIA_TYPE");
+
+    let mut big = crate::msg(&run_id(), "chat.message");
+    big["payload"]["text"] = json!("x".repeat(10_000));
+    let r = d.http.post(&url).json(&big).send().await.unwrap();
+    assert_eq!(r.status(), 413);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "PAYLOAD_TOO_LARGE");
+
+    let (status, e) = d.post(&json!("just a string")).await;
+    assert_eq!((status, e["error"]["code"].as_str()), (400, Some("VALIDATION_FAILED")));
+
+    let (status, e) = d.get("/v2/nothing").await;
+    assert_eq!((status, e["error"]["code"].as_str()), (404, Some("NOT_FOUND")));
+    let r = d.http.delete(&url).send().await.unwrap();
+    assert_eq!(r.status(), 405);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "METHOD_NOT_ALLOWED");
+    assert_eq!(d.log.head().await.unwrap(), 0);
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_filter_and_page() {
+    let d = start().await;
+    let (a, b) = (run_id(), run_id());
+    let mut batch = Vec::new();
+    for i in 0..30 {
+        batch.push(msg(if i % 2 == 0 { &a } else { &b }, if i % 3 == 0 { "task.result" } else { "chat.message" }));
+    }
+    d.post(&Value::Array(batch)).await;
+    let (status, page) = d.get(&format!("/v1/events?run_id={a}&limit=10")).await;
+    assert_eq!(status, 200);
+    let seqs: Vec<u64> = page["events"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (0..10).map(|i| 1 + 2 * i).collect::<Vec<_>>());
+    assert_eq!(page["next_after"], 19);
+    let (_, page) = d.get(&format!("/v1/events?run_id={a}&limit=10&after=19")).await;
+    assert_eq!(page["events"].as_array().unwrap().len(), 5);
+    assert_eq!(page["next_after"], 29);
+    let (_, page) = d.get(&format!("/v1/events?run_id={a}&after=29")).await;
+    assert_eq!((page["events"].as_array().unwrap().len(), page["next_after"].as_u64()), (0, Some(29)));
+
+    let (_, page) = d.get(&format!("/v1/events?run_id={a}&type=task.result")).await;
+    let seqs: Vec<u64> = page["events"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [1, 7, 13, 19, 25]);
+    let (_, page) = d.get("/v1/events?agent_id=agent:ken&limit=1000").await;
+    assert_eq!(page["events"].as_array().unwrap().len(), 30);
+
+    for (query, field) in [("type=task.nope", "type"), ("limit=0", "limit"), ("limit=5000", "limit")] {
+        let (status, e) = d.get(&format!("/v1/events?{query}")).await;
+        assert_eq!((status, e["error"]["field"].as_str()), (400, Some(field)), "{query}");
+    }
+    let (status, e) = d.get("/v1/events?runid=x").await;
+    assert_eq!(status, 400);
+    assert!(e["error"]["message"].as_str().unwrap().contains("runid"), "{e}");
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_streams_a_whole_run_as_ndjson_in_order() {
+    let d = start().await;
+    let (run, other) = (run_id(), run_id());
+    for chunk in 0..5 {
+        let batch: Vec<Value> =
+            (0..1000).map(|i| msg(if (i + chunk) % 2 == 0 { &run } else { &other }, "task.progress")).collect();
+        d.post(&Value::Array(batch)).await;
+    }
+    let r = d.http.get(format!("{}/v1/runs/{run}/events", d.url)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/x-ndjson");
+    let text = r.text().await.unwrap();
+    let seqs: Vec<u64> = text
+        .lines()
+        .map(|l| {
+            let e: Value = serde_json::from_str(l).unwrap();
+            assert_eq!(e["run_id"], Value::from(run.as_str()));
+            e["seq"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(seqs.len(), 2500);
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+
+    let r = d.http.get(format!("{}/v1/runs/{run}/events?after={}", d.url, seqs[2399])).send().await.unwrap();
+    assert_eq!(r.text().await.unwrap().lines().count(), 100);
+
+    let (status, e) = d.get(&format!("/v1/runs/{}/events", run_id())).await;
+    assert_eq!((status, e["error"]["code"].as_str()), (404, Some("RUN_NOT_FOUND")));
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifacts_upload_download_and_limit() {
+    let d = start_with(
+        clutch_core::Options { artifact_max_bytes: 1 << 20, ..Default::default() },
+        clutch_gateway::Options::default(),
+    )
+    .await;
+    let data = vec![42u8; 300_000];
+    let r = d.http.put(format!("{}/v1/artifacts", d.url)).body(data.clone()).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    let a: Value = r.json().await.unwrap();
+    let reference = a["ref"].as_str().unwrap().to_string();
+    assert!(reference.starts_with("artifact:sha256:"));
+    assert_eq!((a["size"].as_u64(), a["existed"].as_bool()), (Some(300_000), Some(false)));
+    let r = d.http.put(format!("{}/v1/artifacts", d.url)).body(data.clone()).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+
+    let r = d.http.get(format!("{}/v1/artifacts/{reference}", d.url)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.bytes().await.unwrap().as_ref(), data.as_slice());
+
+    let r = d.http.put(format!("{}/v1/artifacts", d.url)).body(vec![0u8; (1 << 20) + 1]).send().await.unwrap();
+    assert_eq!(r.status(), 413);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "PAYLOAD_TOO_LARGE");
+    assert!(e["error"]["message"].as_str().unwrap().contains("1048576"), "{e}");
+
+    let (status, e) = d.get(&format!("/v1/artifacts/artifact:sha256:{}", "0".repeat(64))).await;
+    assert_eq!((status, e["error"]["code"].as_str()), (404, Some("ARTIFACT_NOT_FOUND")));
+    let (status, e) = d.get("/v1/artifacts/report_456").await;
+    assert_eq!((status, e["error"]["field"].as_str()), (400, Some("ref")));
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemas_health_and_metrics() {
+    let d = start().await;
+    let (status, schema) = d.get("/v1/schemas/envelope").await;
+    assert_eq!(status, 200);
+    assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    assert_eq!(schema, clutch_proto::schema::get("envelope").unwrap());
+    let (status, _) = d.get("/v1/schemas/agent-card").await;
+    assert_eq!(status, 200);
+    let (status, e) = d.get("/v1/schemas/nope").await;
+    assert_eq!((status, e["error"]["code"].as_str()), (404, Some("SCHEMA_NOT_FOUND")));
+    assert!(e["error"]["hint"].as_str().unwrap().contains("envelope"));
+
+    d.post(&msg(&run_id(), "chat.message")).await;
+    let (status, h) = d.get("/healthz").await;
+    assert_eq!((status, h["status"].as_str(), h["head_seq"].as_u64()), (200, Some("ok"), Some(1)));
+    let text = d.http.get(format!("{}/metrics", d.url)).send().await.unwrap().text().await.unwrap();
+    for name in [
+        "clutch_appends_total 1",
+        "clutch_append_batches_total 1",
+        "clutch_store_commit_seconds_count 1",
+        "clutch_stream_subscribers 0",
+        "clutch_stream_lagged_drops_total 0",
+    ] {
+        assert!(text.contains(name), "{name} missing from\n{text}");
+    }
+    d.shutdown().await;
+}

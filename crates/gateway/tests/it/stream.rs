@@ -1,0 +1,190 @@
+//! The live stream over WebSocket and SSE: catch-up without gaps while appends continue, filters,
+//! resume by cursor, the slow-subscriber cut-off, and the final frame on shutdown.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message as Ws;
+
+use crate::{Daemon, msg, run_id, start, start_with};
+
+async fn ws(
+    d: &Daemon,
+    query: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    let (socket, _) = tokio_tungstenite::connect_async(format!("ws://{}/v1/stream?{query}", d.addr)).await.unwrap();
+    socket
+}
+
+/// The next JSON text frame, skipping pings.
+async fn next_json(
+    socket: &mut tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+) -> Value {
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(20), socket.next()).await.expect("a frame in time");
+        match frame.expect("stream open").expect("frame ok") {
+            Ws::Text(t) => return serde_json::from_str(&t).unwrap(),
+            Ws::Ping(_) | Ws::Pong(_) => {}
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_catches_up_without_gaps_while_appends_continue() {
+    let d = start().await;
+    let run = run_id();
+    let batch: Vec<Value> = (0..3000).map(|_| msg(&run, "task.progress")).collect();
+    d.post(&Value::Array(batch)).await;
+    let writer = {
+        let (http, url, run) = (d.http.clone(), d.url.clone(), run.clone());
+        tokio::spawn(async move {
+            for _ in 0..40 {
+                let batch: Vec<Value> = (0..50).map(|_| msg(&run, "task.progress")).collect();
+                let r = http.post(format!("{url}/v1/messages")).json(&batch).send().await.unwrap();
+                assert_eq!(r.status(), 200);
+            }
+        })
+    };
+    let mut socket = ws(&d, &format!("run_id={run}&after=10")).await;
+    for expected in 11..=5000u64 {
+        let e = next_json(&mut socket).await;
+        assert_eq!(e["seq"].as_u64(), Some(expected), "no gap, no repeat");
+    }
+    writer.await.unwrap();
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_without_cursor_starts_live_and_filters() {
+    let d = start().await;
+    let (run, other) = (run_id(), run_id());
+    d.post(&msg(&run, "task.result")).await;
+    let mut socket = ws(&d, &format!("run_id={run}&type=task.result")).await;
+    // The subscription is registered once the upgrade completes; a marker proves it is live.
+    d.post(&msg(&other, "task.result")).await;
+    d.post(&msg(&run, "chat.message")).await;
+    let (_, ack) = d.post(&msg(&run, "task.result")).await;
+    let e = next_json(&mut socket).await;
+    assert_eq!(e["seq"], ack["seq"]);
+    assert_eq!(e["type"], "task.result");
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_streams_and_resumes_from_last_event_id() {
+    let d = start().await;
+    let run = run_id();
+    for _ in 0..3 {
+        d.post(&msg(&run, "chat.message")).await;
+    }
+    let read_events = |resp: reqwest::Response, n: usize| async move {
+        let mut body = resp.bytes_stream();
+        let mut text = String::new();
+        let mut events = Vec::new();
+        while events.len() < n {
+            let chunk = tokio::time::timeout(Duration::from_secs(20), body.next()).await.unwrap().unwrap().unwrap();
+            text.push_str(std::str::from_utf8(&chunk).unwrap());
+            while let Some(end) = text.find("\n\n") {
+                let block: String = text.drain(..end + 2).collect();
+                let id = block.lines().find_map(|l| l.strip_prefix("id: ")).map(str::to_string);
+                if let Some(data) = block.lines().find_map(|l| l.strip_prefix("data: ")) {
+                    events.push((id, serde_json::from_str::<Value>(data).unwrap()));
+                }
+            }
+        }
+        events
+    };
+    let resp = d
+        .http
+        .get(format!("{}/v1/stream?run_id={run}&after=0", d.url))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let events = read_events(resp, 3).await;
+    assert_eq!(events.iter().map(|(id, _)| id.clone().unwrap()).collect::<Vec<_>>(), ["1", "2", "3"]);
+    assert_eq!(events[2].1["seq"], 3);
+
+    d.post(&msg(&run, "chat.message")).await;
+    let resp = d
+        .http
+        .get(format!("{}/v1/stream?run_id={run}", d.url))
+        .header("accept", "text/event-stream")
+        .header("last-event-id", "2")
+        .send()
+        .await
+        .unwrap();
+    let events = read_events(resp, 2).await;
+    assert_eq!(events.iter().map(|(_, e)| e["seq"].as_u64().unwrap()).collect::<Vec<_>>(), [3, 4]);
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_websocket_subscriber_is_cut_off_with_its_cursor() {
+    let d = start_with(
+        clutch_core::Options { subscriber_buffer: 16, ..Default::default() },
+        clutch_gateway::Options::default(),
+    )
+    .await;
+    let run = run_id();
+    let mut socket = ws(&d, "").await;
+    d.post(&msg(&run, "chat.message")).await;
+    assert_eq!(next_json(&mut socket).await["seq"], 1);
+    d.post(&msg(&run, "chat.message")).await;
+    assert_eq!(next_json(&mut socket).await["seq"], 2);
+    // Now the client stops reading while far more than the buffer and the socket buffers is published.
+    let mut big = msg(&run, "chat.message");
+    big["payload"]["text"] = json!("x".repeat(16_000));
+    for _ in 0..20 {
+        let batch: Vec<Value> = (0..100).map(|_| big.clone()).collect();
+        d.post(&Value::Array(batch)).await;
+    }
+    let mut last = 2;
+    let end = loop {
+        let frame = next_json(&mut socket).await;
+        if frame.get("frame").is_some() {
+            break frame;
+        }
+        let seq = frame["seq"].as_u64().unwrap();
+        assert_eq!(seq, last + 1, "events before the cut-off have no gap");
+        last = seq;
+    };
+    assert_eq!(end["frame"], "lagged");
+    assert_eq!(end["code"], "SLOW_CONSUMER");
+    assert_eq!(end["last_seq"].as_u64(), Some(last));
+    assert!(last < 2002, "the subscriber was cut off before the end");
+    let text = d.http.get(format!("{}/metrics", d.url)).send().await.unwrap().text().await.unwrap();
+    assert!(text.contains("clutch_stream_lagged_drops_total 1"), "{text}");
+
+    // Resuming with after=last_seq continues exactly where it stopped.
+    let mut again = ws(&d, &format!("after={last}")).await;
+    assert_eq!(next_json(&mut again).await["seq"].as_u64(), Some(last + 1));
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_sends_a_final_frame_with_the_cursor() {
+    let d = start().await;
+    let run = run_id();
+    d.post(&msg(&run, "chat.message")).await;
+    let mut socket = ws(&d, "after=0").await;
+    assert_eq!(next_json(&mut socket).await["seq"], 1);
+    let reader = tokio::spawn(async move { next_json(&mut socket).await });
+    d.shutdown().await;
+    let end = reader.await.unwrap();
+    assert_eq!((end["frame"].as_str(), end["last_seq"].as_u64()), (Some("shutdown"), Some(1)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_stream_filters_are_refused_before_upgrade() {
+    let d = start().await;
+    let (status, e) = d.get("/v1/stream?type=nope").await;
+    assert_eq!((status, e["error"]["field"].as_str()), (400, Some("type")));
+    let (status, e) = d.get("/v1/stream?after=abc").await;
+    assert_eq!((status, e["error"]["code"].as_str()), (400, Some("VALIDATION_FAILED")));
+    d.shutdown().await;
+}
