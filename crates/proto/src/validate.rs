@@ -95,7 +95,9 @@ pub fn message(value: &Value, defaults: &Defaults) -> Result<Message, Problems> 
         c.id("id", Kind::Message, s);
     }
     if let Some(s) = c.opt_str(obj, "", "ts")
-        && OffsetDateTime::parse(s, &Rfc3339).is_err()
+        && (OffsetDateTime::parse(s, &Rfc3339).is_err()
+            || s.as_bytes().get(10) != Some(&b'T')
+            || s.contains(['t', 'z']))
     {
         c.add("ts", "must be an RFC 3339 timestamp with a time zone, e.g. 2026-02-01T13:20:11.123Z");
     }
@@ -163,9 +165,10 @@ pub fn message(value: &Value, defaults: &Defaults) -> Result<Message, Problems> 
         None => None,
     };
     if let Some(s) = c.opt_str(obj, "", "domain")
-        && !is_token(s, 64, |b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_.-".contains(&b))
+        && !(is_token(s, 64, |b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_.-".contains(&b))
+            && s.as_bytes()[0].is_ascii_alphanumeric())
     {
-        c.add("domain", "must be 1-64 characters of a-z 0-9 _ . - (e.g. `research`)");
+        c.add("domain", "must be 1-64 characters of a-z 0-9 _ . -, starting with a letter or digit (e.g. `research`)");
     }
     if let Some(s) = c.opt_str(obj, "", "payload_type")
         && !is_payload_type(s)
@@ -213,7 +216,7 @@ pub fn message(value: &Value, defaults: &Defaults) -> Result<Message, Problems> 
         c.short_text("idempotency_key", s, 256);
     }
     match obj.get("attempt") {
-        None => {}
+        None | Some(Value::Null) => {}
         Some(v) => match v.as_u64() {
             Some(n) if (1..=u32::MAX as u64).contains(&n) => {}
             _ => c.add("attempt", "must be a whole number from 1"),
@@ -223,12 +226,10 @@ pub fn message(value: &Value, defaults: &Defaults) -> Result<Message, Problems> 
 
     c.finish()?;
     let mut full = obj.clone();
+    drop_nulls(&mut full, &["payload", "meta"]);
     full.entry("v").or_insert_with(|| Value::from(crate::VERSION));
     full.entry("id").or_insert_with(|| Value::from(id::generate_at(Kind::Message, defaults.now)));
     full.entry("ts").or_insert_with(|| Value::from(format_ts(defaults.now)));
-    if full.get("parent_task_id") == Some(&Value::Null) {
-        full.remove("parent_task_id");
-    }
     serde_json::from_value(Value::Object(full)).map_err(|e| {
         // Unreachable when the checks above are complete; reported rather than panicking.
         Problems(vec![Problem { path: "$".into(), message: e.to_string() }])
@@ -326,6 +327,7 @@ pub fn agent_card(value: &Value) -> Result<AgentCard, Problems> {
     c.opt_obj(obj, "", "meta");
     c.finish()?;
     let mut full = obj.clone();
+    drop_nulls(&mut full, &["meta"]);
     full.entry("v").or_insert_with(|| Value::from(crate::VERSION));
     serde_json::from_value(Value::Object(full))
         .map_err(|e| Problems(vec![Problem { path: "$".into(), message: e.to_string() }]))
@@ -345,6 +347,27 @@ pub fn format_ts(t: SystemTime) -> String {
         dt.second(),
         ms
     )
+}
+
+/// An optional field given as `null` is absent: removes null members from `obj` and from the objects
+/// nested in it (directly or in arrays), except inside the free-form members named in `keep`.
+fn drop_nulls(obj: &mut Map<String, Value>, keep: &[&str]) {
+    fn walk(v: &mut Value) {
+        match v {
+            Value::Object(o) => {
+                o.retain(|_, v| !v.is_null());
+                o.values_mut().for_each(walk);
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    obj.retain(|_, v| !v.is_null());
+    for (key, value) in obj.iter_mut() {
+        if !keep.contains(&key.as_str()) {
+            walk(value);
+        }
+    }
 }
 
 fn is_token(s: &str, max: usize, ok: impl Fn(u8) -> bool) -> bool {
@@ -401,7 +424,7 @@ impl Checker {
 
     fn opt_str<'a>(&mut self, obj: &'a Map<String, Value>, parent: &str, field: &str) -> Option<&'a str> {
         match obj.get(field) {
-            None => None,
+            None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s),
             Some(_) => {
                 self.add(&join(parent, field), "must be a string");
@@ -413,6 +436,7 @@ impl Checker {
     fn opt_bool(&mut self, obj: &Map<String, Value>, parent: &str, field: &str) {
         if let Some(v) = obj.get(field)
             && !v.is_boolean()
+            && !v.is_null()
         {
             self.add(&join(parent, field), "must be true or false");
         }
@@ -425,7 +449,7 @@ impl Checker {
         field: &str,
     ) -> Option<&'a Map<String, Value>> {
         match obj.get(field) {
-            None => None,
+            None | Some(Value::Null) => None,
             Some(Value::Object(o)) => Some(o),
             Some(_) => {
                 self.add(&join(parent, field), "must be a JSON object");
@@ -436,7 +460,7 @@ impl Checker {
 
     fn opt_array<'a>(&mut self, obj: &'a Map<String, Value>, parent: &str, field: &str) -> Option<&'a Vec<Value>> {
         match obj.get(field) {
-            None => None,
+            None | Some(Value::Null) => None,
             Some(Value::Array(a)) => Some(a),
             Some(_) => {
                 self.add(&join(parent, field), "must be an array");
@@ -468,7 +492,7 @@ impl Checker {
     }
 
     fn short_text(&mut self, path: &str, s: &str, max: usize) {
-        if s.is_empty() || s.len() > max || s.chars().any(char::is_control) {
+        if s.is_empty() || s.chars().count() > max || s.chars().any(char::is_control) {
             self.add(path, format!("must be 1 to {max} characters without control characters"));
         }
     }
