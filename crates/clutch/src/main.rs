@@ -1,1 +1,84 @@
-fn main() {}
+//! The `clutch` binary: parses the command line, loads config, starts logging and runs one command.
+//! Exit codes: 0 success, 1 failure (including a refused message), 2 usage error.
+
+mod bench;
+mod cli;
+mod client;
+mod config;
+mod render;
+mod replay;
+mod send;
+mod serve;
+mod sse;
+mod tail;
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+
+use crate::cli::{Cli, Command, ConfigCommand, RunsCommand};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        // `clutch tail | head`: the reader left, which is no failure of ours.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("clutch: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start tokio")?;
+    let env = |name: &str| std::env::var(name).ok();
+    match cli.command {
+        Command::Serve(args) => {
+            let cwd = std::env::current_dir().context("cannot read the working directory")?;
+            let loaded = config::load(&args.config, cli.log.as_deref(), &env, &cwd)?;
+            init_tracing(&loaded.config.log)?;
+            runtime.block_on(serve::run(loaded, args.allow_remote_unauthenticated))
+        }
+        Command::Config { command: ConfigCommand::Dump(args) } => {
+            let cwd = std::env::current_dir().context("cannot read the working directory")?;
+            let loaded = config::load(&args, cli.log.as_deref(), &env, &cwd)?;
+            use std::io::Write;
+            let mut stdout = std::io::stdout();
+            stdout.write_all(loaded.config.to_toml()?.as_bytes())?;
+            stdout.flush()?;
+            Ok(())
+        }
+        command => {
+            let filter = cli.log.or_else(|| env("CLUTCH_LOG")).or_else(|| env("RUST_LOG")).unwrap_or("warn".into());
+            init_tracing(&filter)?;
+            runtime.block_on(async move {
+                match command {
+                    Command::Send(args) => send::run(args).await,
+                    Command::Tail(args) => tail::run(args).await,
+                    Command::Runs { command: RunsCommand::Replay(args) } => replay::run(args).await,
+                    Command::Bench { command } => bench::run(command).await,
+                    Command::Serve(_) | Command::Config { .. } => unreachable!("handled above"),
+                }
+            })
+        }
+    }
+}
+
+/// Logs go to stderr: stdout carries data.
+fn init_tracing(filter: &str) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .map_err(|e| anyhow::anyhow!("invalid log filter {filter:?}: {e}"))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(render::stderr_color())
+        .init();
+    Ok(())
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}

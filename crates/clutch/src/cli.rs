@@ -1,0 +1,278 @@
+//! The command line: clap types for every command (noun → verb), with their help and examples.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::builder::PossibleValuesParser;
+use clap::{Args, Parser, Subcommand};
+use clutch_proto::MessageType;
+
+/// The daemon's address when neither `--url` nor `CLUTCH_URL` is given.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:7700";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "clutch",
+    version,
+    about = "Clutch: a control plane for AI agents. Runs the daemon and talks to it.",
+    after_help = "EXAMPLES:
+  clutch serve                            the daemon on 127.0.0.1:7700, data in ./.clutch
+  clutch send --from user:ada --to agent:ken --text 'hello'
+  clutch tail --run run_01J...            follow a run's events as they happen
+  clutch runs replay run_01J... --json    a run's events as NDJSON
+  clutch config dump                      the effective daemon config",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// Log filter for diagnostics on stderr, e.g. `debug` or `info,clutch_core=debug` (default: the
+    /// `log` config key for `serve`, `warn` for the other commands; `CLUTCH_LOG`, then `RUST_LOG`
+    /// apply when this flag is absent).
+    #[arg(long, global = true, value_name = "FILTER")]
+    pub log: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the Clutch daemon: the event log and its HTTP API.
+    #[command(after_help = SERVE_EXAMPLES)]
+    Serve(ServeArgs),
+    /// Append messages to the event log, built from flags or read as JSON.
+    #[command(after_help = SEND_EXAMPLES)]
+    Send(SendArgs),
+    /// Follow events live as they are appended; reconnects by itself.
+    #[command(after_help = TAIL_EXAMPLES)]
+    Tail(TailArgs),
+    /// Work with runs.
+    #[command(after_help = RUNS_EXAMPLES)]
+    Runs {
+        #[command(subcommand)]
+        command: RunsCommand,
+    },
+    /// Measure the daemon on this machine, each figure beside a plain-SQL anchor on the same disk.
+    Bench {
+        #[command(subcommand)]
+        command: crate::bench::BenchCommand,
+    },
+    /// Inspect the daemon's configuration.
+    #[command(after_help = CONFIG_EXAMPLES)]
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// Print every event of a run, in order.
+    #[command(after_help = RUNS_EXAMPLES)]
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the effective daemon config as TOML: defaults, then `clutch.toml`, then `CLUTCH_*`
+    /// variables, then flags. Passwords in `db` are shown as `***`.
+    #[command(after_help = CONFIG_EXAMPLES)]
+    Dump(ConfigArgs),
+}
+
+/// The flags that override the config file and the environment; `serve` and `config dump` share them.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ConfigArgs {
+    /// The config file [default: ./clutch.toml when it exists].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on (`listen`, `CLUTCH_LISTEN`) [default: 127.0.0.1:7700]. Port 0 picks a free port.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Directory for the SQLite database and artifacts (`data_dir`, `CLUTCH_DATA_DIR`) [default: ./.clutch].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The store (`db`, `CLUTCH_DB`): unset for SQLite in the data directory; `postgres://…` or
+    /// `postgresql://…` for PostgreSQL; `sqlite://DIR` or a plain directory path for SQLite there.
+    #[arg(long, value_name = "URL")]
+    pub db: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Allow listening on a non-loopback address although the API has no authentication yet.
+    #[arg(long)]
+    pub allow_remote_unauthenticated: bool,
+}
+
+/// Where the daemon is.
+#[derive(Debug, Clone, Args)]
+pub struct ClientArgs {
+    /// The daemon's base URL.
+    #[arg(long, env = "CLUTCH_URL", default_value = DEFAULT_URL, value_name = "URL")]
+    pub url: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+
+    /// Read the message (a JSON object) or messages (an array) from FILE; `-` reads stdin.
+    #[arg(value_name = "FILE", conflicts_with_all = ["file", "build"])]
+    pub input: Option<PathBuf>,
+    /// Same as the FILE argument.
+    #[arg(short, long, value_name = "FILE", conflicts_with = "build")]
+    pub file: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub build: BuildArgs,
+}
+
+/// A message described by flags.
+#[derive(Debug, Args)]
+#[group(id = "build", multiple = true)]
+pub struct BuildArgs {
+    /// The message type [default: chat.message].
+    #[arg(long = "type", value_name = "TYPE", value_parser = message_types())]
+    pub kind: Option<String>,
+    /// The sender: `agent:NAME` or `user:NAME`. Required unless the message comes from a file.
+    #[arg(long, value_name = "SENDER", required_unless_present_any = ["input", "file"])]
+    pub from: Option<String>,
+    /// A recipient: `agent:NAME`, `user:NAME` or `group:NAME`; repeat for several.
+    #[arg(long, value_name = "RECIPIENT")]
+    pub to: Vec<String>,
+    /// The run [default: a new run id].
+    #[arg(long, value_name = "RUN_ID")]
+    pub run: Option<String>,
+    /// The thread [default: a new thread id].
+    #[arg(long, value_name = "THREAD_ID")]
+    pub thread: Option<String>,
+    /// The task [default: a new task id].
+    #[arg(long, value_name = "TASK_ID")]
+    pub task: Option<String>,
+    /// The payload, a JSON object [default: {}].
+    #[arg(long, value_name = "JSON", value_parser = json_object, conflicts_with = "text")]
+    pub payload: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Shorthand for `--payload '{"text": TEXT}'`.
+    #[arg(long, value_name = "TEXT")]
+    pub text: Option<String>,
+    /// A required capability such as `skill:research@^1.2`; repeat for several.
+    #[arg(long, value_name = "CAPABILITY")]
+    pub requires: Vec<String>,
+    /// A preferred capability, `domain:` or `tag:`; repeat for several.
+    #[arg(long, value_name = "PREFERENCE")]
+    pub prefers: Vec<String>,
+    /// Key that makes a repeated send of the same command a no-op within its run.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+}
+
+/// Which events to select; every flag given must match.
+#[derive(Debug, Clone, Default, Args)]
+pub struct FilterArgs {
+    /// Only events of this run.
+    #[arg(long, value_name = "RUN_ID")]
+    pub run: Option<String>,
+    /// Only events of this thread.
+    #[arg(long, value_name = "THREAD_ID")]
+    pub thread: Option<String>,
+    /// Only events about this task.
+    #[arg(long, value_name = "TASK_ID")]
+    pub task: Option<String>,
+    /// Only events sent by this agent or user (`agent:NAME`).
+    #[arg(long, value_name = "SENDER")]
+    pub agent: Option<String>,
+    /// Only events of this type.
+    #[arg(long = "type", value_name = "TYPE", value_parser = message_types())]
+    pub kind: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TailArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Start after this seq (0 = from the beginning) instead of with new events only.
+    #[arg(long, value_name = "SEQ")]
+    pub after: Option<u64>,
+    /// Print each event as one JSON line (NDJSON).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// The run to replay.
+    #[arg(value_name = "RUN_ID")]
+    pub run: String,
+    /// Start after this seq.
+    #[arg(long, value_name = "SEQ")]
+    pub after: Option<u64>,
+    /// Print each event as one JSON line (NDJSON).
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn message_types() -> PossibleValuesParser {
+    PossibleValuesParser::new(MessageType::ALL.iter().map(|t| t.as_str()))
+}
+
+fn json_object(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str(s) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(_) => Err("the payload must be a JSON object, like '{\"text\": \"hi\"}'".into()),
+        Err(e) => Err(format!("not valid JSON: {e}")),
+    }
+}
+
+const SERVE_EXAMPLES: &str = "EXAMPLES:
+  clutch serve                                   127.0.0.1:7700, SQLite in ./.clutch
+  clutch serve --listen 127.0.0.1:0              any free port (printed on stderr)
+  clutch serve --data-dir /var/lib/clutch
+  clutch serve --db postgres://clutch@localhost/clutch
+  CLUTCH_LOG=debug clutch serve --config /etc/clutch/clutch.toml
+
+CONFIG:
+  Layers, later wins: defaults, then clutch.toml (./clutch.toml or --config), then
+  CLUTCH_* variables, then flags. A key's variable is its path in upper case with `_`
+  for `.`: CLUTCH_LISTEN, CLUTCH_DATA_DIR, CLUTCH_DB, CLUTCH_LOG (else RUST_LOG),
+  CLUTCH_LIMITS_BODY_BYTES, ... `clutch config dump` prints the result. Relative paths
+  are relative to the working directory.
+
+  The daemon binds loopback addresses only, as the API has no authentication yet; pass
+  --allow-remote-unauthenticated to bind another address (behind a proxy that authenticates).
+  SIGINT or SIGTERM stops it gracefully: streams end, requests in flight finish (10 s at most),
+  queued appends are committed.";
+
+const SEND_EXAMPLES: &str = "EXAMPLES:
+  clutch send --from user:ada --to agent:ken --text 'hello'
+  clutch send --type task.request --from user:ada --requires skill:research \\
+      --payload '{\"goal\": \"summarise the report\"}' --run run_01J... --idempotency-key job-42
+  clutch send message.json
+  echo '[{...}, {...}]' | clutch send -
+
+  Prints the daemon's answer on stdout: `{\"id\",\"seq\",\"duplicate\"}`, or
+  `{\"results\": [...]}` for an array. Exits 1 when the daemon refuses a message, naming
+  each bad field on stderr.";
+
+const TAIL_EXAMPLES: &str = "EXAMPLES:
+  clutch tail                                    new events, one line each
+  clutch tail --run run_01J... --type task.result
+  clutch tail --after 0 --json | jq .type        every event from the start, as NDJSON
+
+  Reconnects after the daemon restarts or cuts a slow reader off, resuming after the last event
+  printed. Ctrl-C stops.";
+
+const RUNS_EXAMPLES: &str = "EXAMPLES:
+  clutch runs replay run_01J...                  one line per event
+  clutch runs replay run_01J... --json > run.ndjson
+  clutch runs replay run_01J... --after 120";
+
+const CONFIG_EXAMPLES: &str = "EXAMPLES:
+  clutch config dump
+  CLUTCH_LISTEN=127.0.0.1:7800 clutch config dump --data-dir /tmp/clutch";

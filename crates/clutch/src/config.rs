@@ -1,0 +1,361 @@
+//! The daemon's configuration and how it is layered: defaults, then `clutch.toml`, then `CLUTCH_*`
+//! variables, then flags; validated once, on load, with errors that name the key and where it came from.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::cli::ConfigArgs;
+
+/// The config file read from the working directory when `--config` is not given.
+pub const FILE_NAME: &str = "clutch.toml";
+
+/// The effective configuration. Its TOML form is the config file's format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address the HTTP API listens on.
+    pub listen: SocketAddr,
+    /// Directory for the SQLite database and artifacts.
+    pub data_dir: PathBuf,
+    /// The store; see [`Database`]. Absent: SQLite in `data_dir`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db: Option<String>,
+    /// The daemon's log filter (tracing's `EnvFilter` syntax).
+    pub log: String,
+    pub limits: Limits,
+    pub log_service: LogService,
+    pub stream: Stream,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest request body the API accepts.
+    pub body_bytes: u64,
+    /// Largest artifact stored.
+    pub artifact_bytes: u64,
+}
+
+/// Tuning of the event log writer (`clutch_core::Options`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogService {
+    pub batch_max: u64,
+    pub queue: u64,
+    pub subscriber_buffer: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Stream {
+    /// Seconds between keep-alive frames on idle streams.
+    pub keepalive_secs: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7700)),
+            data_dir: PathBuf::from(".clutch"),
+            db: None,
+            log: "info".into(),
+            limits: Limits::default(),
+            log_service: LogService::default(),
+            stream: Stream::default(),
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { body_bytes: 8 << 20, artifact_bytes: 64 << 20 }
+    }
+}
+
+impl Default for LogService {
+    fn default() -> Self {
+        let core = clutch_core::Options::default();
+        LogService {
+            batch_max: core.batch_max as u64,
+            queue: core.queue as u64,
+            subscriber_buffer: core.subscriber_buffer as u64,
+        }
+    }
+}
+
+impl Default for Stream {
+    fn default() -> Self {
+        Stream { keepalive_secs: 15 }
+    }
+}
+
+/// Where the events and artifacts live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Database {
+    /// SQLite in this directory.
+    Sqlite(PathBuf),
+    /// PostgreSQL at this URL.
+    Postgres(String),
+}
+
+/// Every key that can be set from the environment as `CLUTCH_<KEY>`, `.` written `_`.
+const KEYS: &[&str] = &[
+    "listen",
+    "data_dir",
+    "db",
+    "log",
+    "limits.body_bytes",
+    "limits.artifact_bytes",
+    "log_service.batch_max",
+    "log_service.queue",
+    "log_service.subscriber_buffer",
+    "stream.keepalive_secs",
+];
+
+/// A loaded configuration and the file it came from, if any.
+#[derive(Debug)]
+pub struct Loaded {
+    pub config: Config,
+    pub file: Option<PathBuf>,
+}
+
+/// Loads the layers in order and validates the result. `env` looks up variables (the process
+/// environment in the binary, a map in tests); `cwd` is where `clutch.toml` is looked for.
+pub fn load(
+    flags: &ConfigArgs,
+    log_flag: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+    cwd: &Path,
+) -> anyhow::Result<Loaded> {
+    let file = match &flags.config {
+        Some(path) => Some(path.clone()),
+        None => Some(cwd.join(FILE_NAME)).filter(|p| p.is_file()),
+    };
+    let mut config = match &file {
+        Some(path) => read_file(path)?,
+        None => Config::default(),
+    };
+
+    for key in KEYS {
+        let var = env_var(key);
+        if let Some(value) = env(&var) {
+            config.set(key, &value).with_context(|| format!("invalid environment variable {var}={value:?}"))?;
+        }
+    }
+    if env("CLUTCH_LOG").is_none()
+        && let Some(value) = env("RUST_LOG").filter(|v| !v.is_empty())
+    {
+        config.log = value;
+    }
+
+    if let Some(listen) = flags.listen {
+        config.listen = listen;
+    }
+    if let Some(dir) = &flags.data_dir {
+        config.data_dir = dir.clone();
+    }
+    if let Some(db) = &flags.db {
+        config.db = Some(db.clone()).filter(|s| !s.is_empty());
+    }
+    if let Some(log) = log_flag {
+        config.log = log.to_owned();
+    }
+
+    config.validate().context("invalid configuration")?;
+    Ok(Loaded { config, file })
+}
+
+/// `CLUTCH_LIMITS_BODY_BYTES` for `limits.body_bytes`.
+pub fn env_var(key: &str) -> String {
+    format!("CLUTCH_{}", key.replace('.', "_").to_ascii_uppercase())
+}
+
+fn read_file(path: &Path) -> anyhow::Result<Config> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read the config file {}", path.display()))?;
+    toml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("invalid config file {}: {}", path.display(), e.to_string().trim()))
+}
+
+impl Config {
+    /// Sets `key` (one of [`KEYS`]) from its text form.
+    fn set(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
+        let number = || -> anyhow::Result<u64> {
+            value.trim().parse().map_err(|_| anyhow::anyhow!("expected a whole number, got {value:?}"))
+        };
+        match key {
+            "listen" => {
+                self.listen =
+                    value.trim().parse().map_err(|_| anyhow::anyhow!("expected IP:PORT such as 127.0.0.1:7700"))?
+            }
+            "data_dir" => self.data_dir = PathBuf::from(value),
+            "db" => self.db = Some(value.to_owned()).filter(|s| !s.is_empty()),
+            "log" => self.log = value.to_owned(),
+            "limits.body_bytes" => self.limits.body_bytes = number()?,
+            "limits.artifact_bytes" => self.limits.artifact_bytes = number()?,
+            "log_service.batch_max" => self.log_service.batch_max = number()?,
+            "log_service.queue" => self.log_service.queue = number()?,
+            "log_service.subscriber_buffer" => self.log_service.subscriber_buffer = number()?,
+            "stream.keepalive_secs" => self.stream.keepalive_secs = number()?,
+            other => bail!("unknown config key `{other}`"),
+        }
+        Ok(())
+    }
+
+    /// Checks what types alone do not.
+    fn validate(&self) -> anyhow::Result<()> {
+        let positive = [
+            ("limits.body_bytes", self.limits.body_bytes),
+            ("limits.artifact_bytes", self.limits.artifact_bytes),
+            ("log_service.batch_max", self.log_service.batch_max),
+            ("log_service.queue", self.log_service.queue),
+            ("log_service.subscriber_buffer", self.log_service.subscriber_buffer),
+            ("stream.keepalive_secs", self.stream.keepalive_secs),
+        ];
+        for (key, value) in positive {
+            if value == 0 {
+                bail!("`{key}` must be at least 1");
+            }
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            bail!("`data_dir` must not be empty");
+        }
+        tracing_subscriber::EnvFilter::try_new(&self.log)
+            .map_err(|e| anyhow::anyhow!("`log` = {:?} is not a valid log filter: {e}", self.log))?;
+        self.database()?;
+        Ok(())
+    }
+
+    /// The store `db` selects.
+    pub fn database(&self) -> anyhow::Result<Database> {
+        let Some(db) = &self.db else { return Ok(Database::Sqlite(self.data_dir.clone())) };
+        if db.starts_with("postgres://") || db.starts_with("postgresql://") {
+            return Ok(Database::Postgres(db.clone()));
+        }
+        if let Some(path) = db.strip_prefix("sqlite://") {
+            if path.is_empty() {
+                bail!("`db` = \"sqlite://\" needs a directory after it, like sqlite://./data");
+            }
+            return Ok(Database::Sqlite(PathBuf::from(path)));
+        }
+        if let Some((scheme, _)) = db.split_once("://") {
+            bail!(
+                "`db` uses the unsupported scheme `{scheme}`; use postgres://…, postgresql://…, sqlite://DIR \
+                 or a directory path"
+            );
+        }
+        Ok(Database::Sqlite(PathBuf::from(db)))
+    }
+
+    pub fn core_options(&self) -> clutch_core::Options {
+        clutch_core::Options {
+            batch_max: saturating(self.log_service.batch_max),
+            queue: saturating(self.log_service.queue),
+            subscriber_buffer: saturating(self.log_service.subscriber_buffer),
+            artifact_max_bytes: self.limits.artifact_bytes,
+        }
+    }
+
+    pub fn gateway_options(&self) -> clutch_gateway::Options {
+        clutch_gateway::Options {
+            body_limit_bytes: saturating(self.limits.body_bytes),
+            stream_keepalive: Duration::from_secs(self.stream.keepalive_secs),
+        }
+    }
+
+    /// The TOML form for `clutch config dump`, with any password in `db` masked.
+    pub fn to_toml(&self) -> anyhow::Result<String> {
+        let mut shown = self.clone();
+        shown.db = shown.db.as_deref().map(mask_password);
+        let body = toml::to_string_pretty(&shown).context("cannot render the config as TOML")?;
+        let note = if self.db.is_none() { "# db is unset: SQLite in data_dir\n" } else { "" };
+        Ok(format!("# The effective Clutch daemon config: defaults < clutch.toml < CLUTCH_* < flags.\n{note}{body}"))
+    }
+}
+
+fn saturating(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
+fn mask_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let Some((userinfo, host)) = rest.split_once('@') else { return url.to_owned() };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn load_with(file: Option<&str>, env: &[(&str, &str)], flags: ConfigArgs) -> anyhow::Result<Config> {
+        let dir = tempfile::tempdir().unwrap();
+        if let Some(text) = file {
+            std::fs::write(dir.path().join(FILE_NAME), text).unwrap();
+        }
+        let env: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        load(&flags, None, &|k| env.get(k).cloned(), dir.path()).map(|l| l.config)
+    }
+
+    #[test]
+    fn defaults_without_anything() {
+        assert_eq!(load_with(None, &[], ConfigArgs::default()).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn layers_in_order() {
+        let file = "listen = \"127.0.0.1:1\"\ndata_dir = \"f\"\n[limits]\nbody_bytes = 10\n[log_service]\nqueue = 7\n";
+        let env = [("CLUTCH_LISTEN", "127.0.0.1:2"), ("CLUTCH_LIMITS_BODY_BYTES", "20"), ("CLUTCH_DATA_DIR", "e")];
+        let flags = ConfigArgs { listen: Some("127.0.0.1:3".parse().unwrap()), ..ConfigArgs::default() };
+        let c = load_with(Some(file), &env, flags).unwrap();
+        assert_eq!(c.listen, "127.0.0.1:3".parse().unwrap());
+        assert_eq!(c.data_dir, PathBuf::from("e"));
+        assert_eq!(c.limits.body_bytes, 20);
+        assert_eq!(c.log_service.queue, 7);
+        assert_eq!(c.log_service.batch_max, LogService::default().batch_max);
+    }
+
+    #[test]
+    fn errors_name_the_culprit() {
+        let e = format!("{:#}", load_with(Some("[limits]\nbody_byte = 1\n"), &[], ConfigArgs::default()).unwrap_err());
+        assert!(e.contains("body_byte") && e.contains(FILE_NAME), "{e}");
+        let e = format!(
+            "{:#}",
+            load_with(None, &[("CLUTCH_LOG_SERVICE_QUEUE", "lots")], ConfigArgs::default()).unwrap_err()
+        );
+        assert!(e.contains("CLUTCH_LOG_SERVICE_QUEUE"), "{e}");
+        let e =
+            format!("{:#}", load_with(Some("[stream]\nkeepalive_secs = 0\n"), &[], ConfigArgs::default()).unwrap_err());
+        assert!(e.contains("stream.keepalive_secs"), "{e}");
+        let e = format!("{:#}", load_with(None, &[("CLUTCH_DB", "mysql://x")], ConfigArgs::default()).unwrap_err());
+        assert!(e.contains("mysql"), "{e}");
+    }
+
+    #[test]
+    fn database_choices() {
+        let with = |db: Option<&str>| Config { db: db.map(str::to_owned), ..Config::default() }.database().unwrap();
+        assert_eq!(with(None), Database::Sqlite(PathBuf::from(".clutch")));
+        assert_eq!(with(Some("sqlite://x/y")), Database::Sqlite(PathBuf::from("x/y")));
+        assert_eq!(with(Some("/var/lib/c")), Database::Sqlite(PathBuf::from("/var/lib/c")));
+        assert_eq!(with(Some("postgresql://h/d")), Database::Postgres("postgresql://h/d".into()));
+    }
+
+    #[test]
+    fn dump_masks_passwords_and_round_trips() {
+        let c = Config { db: Some("postgres://u:secret@h/d".into()), ..Config::default() };
+        let text = c.to_toml().unwrap();
+        assert!(!text.contains("secret") && text.contains("u:***@h"), "{text}");
+        let plain = Config::default();
+        let back: Config = toml::from_str(&plain.to_toml().unwrap()).unwrap();
+        assert_eq!(back, plain);
+    }
+}

@@ -1,0 +1,184 @@
+//! `clutch serve`: wires the daemon together (store → event log service → HTTP gateway), serves
+//! until SIGINT or SIGTERM, then drains in order: streams end, requests in flight finish (bounded),
+//! queued appends are committed and the store is closed.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clutch_store::Backend;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use crate::config::{Config, Database, Loaded};
+
+/// How long requests in flight may take to finish after a shutdown signal.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the event log may take to commit what is queued and close the store.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connections the PostgreSQL store keeps.
+const PG_POOL_SIZE: usize = 8;
+
+pub async fn run(loaded: Loaded, allow_remote_unauthenticated: bool) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let Loaded { config, file } = loaded;
+    if let Some(file) = &file {
+        tracing::info!(path = %file.display(), "read config file");
+    }
+    check_exposure(config.listen, allow_remote_unauthenticated)?;
+    // Handlers go in before anything can be announced: a signal from then on means a clean stop.
+    let mut signals = Signals::new().context("cannot install signal handlers")?;
+
+    let backend = tokio::select! {
+        backend = open_store(&config) => backend?,
+        name = signals.recv() => {
+            tracing::info!(signal = name, "stopped while opening the store");
+            return Ok(());
+        }
+    };
+    let (service, handle) = clutch_core::Service::new(backend, config.core_options());
+    let (stop_log, log_stop) = oneshot::channel::<()>();
+    let log_task = tokio::spawn(service.run(async move {
+        let _ = log_stop.await;
+    }));
+
+    let served = serve(&config, handle, signals, started).await;
+
+    // Only now, with no request left that could append, does the log writer stop.
+    let _ = stop_log.send(());
+    match tokio::time::timeout(CLOSE_TIMEOUT, log_task).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => bail!("the event log service failed: {e}"),
+        Err(_) => bail!("the event log did not close within {} s", CLOSE_TIMEOUT.as_secs()),
+    }
+    served?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Refuses a non-loopback address unless the operator said they know it has no authentication.
+fn check_exposure(listen: SocketAddr, allowed: bool) -> anyhow::Result<()> {
+    if listen.ip().is_loopback() {
+        return Ok(());
+    }
+    if !allowed {
+        bail!(
+            "binding {listen} would expose the API without authentication; auth arrives in a later release — \
+             bind 127.0.0.1 or put a proxy with auth in front (then pass --allow-remote-unauthenticated)"
+        );
+    }
+    tracing::warn!(%listen, "listening on a non-loopback address without authentication");
+    Ok(())
+}
+
+async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Backend>> {
+    let opened = Instant::now();
+    let backend: Arc<dyn Backend> = match config.database()? {
+        Database::Sqlite(dir) => {
+            let shown = dir.display().to_string();
+            let store = tokio::task::spawn_blocking(move || clutch_store_sqlite::Store::open(&dir))
+                .await
+                .context("opening the SQLite store panicked")?
+                .context("cannot open the SQLite store")?;
+            tracing::info!(path = %shown, elapsed_ms = opened.elapsed().as_millis() as u64, "opened SQLite store");
+            Arc::new(store)
+        }
+        Database::Postgres(url) => {
+            let options = clutch_store_postgres::Options { schema: None, pool_size: PG_POOL_SIZE };
+            let store =
+                clutch_store_postgres::Store::open(&url, options).await.context("cannot open the PostgreSQL store")?;
+            tracing::info!(elapsed_ms = opened.elapsed().as_millis() as u64, "opened PostgreSQL store");
+            Arc::new(store)
+        }
+    };
+    Ok(backend)
+}
+
+/// Binds, announces the address, and serves until a signal and the drain that follows are done.
+async fn serve(
+    config: &Config,
+    handle: clutch_core::Handle,
+    mut signals: Signals,
+    started: Instant,
+) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(config.listen).await.map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+            "; is another daemon running? Choose another address with --listen"
+        } else {
+            ""
+        };
+        anyhow::anyhow!("cannot listen on {}: {e}{hint}", config.listen)
+    })?;
+    let addr = listener.local_addr().context("cannot read the bound address")?;
+    let router = clutch_gateway::router(handle.clone(), config.gateway_options());
+
+    let (signalled, on_signal) = oneshot::channel::<Signals>();
+    let graceful = async move {
+        let name = signals.recv().await;
+        tracing::info!(signal = name, "shutting down: ending streams, finishing requests in flight");
+        handle.close_streams();
+        let _ = signalled.send(signals);
+    };
+    let mut server = tokio::spawn(async move { axum::serve(listener, router).with_graceful_shutdown(graceful).await });
+
+    eprintln!("clutch: listening on http://{addr}");
+    tracing::info!(%addr, startup_ms = started.elapsed().as_millis() as u64, "ready");
+
+    let mut signals = tokio::select! {
+        result = &mut server => return result.context("the HTTP server panicked")?.context("the HTTP server failed"),
+        signals = on_signal => match signals {
+            Ok(signals) => signals,
+            // The server ended without a signal; its own result says why.
+            Err(_) => return server.await.context("the HTTP server panicked")?.context("the HTTP server failed"),
+        },
+    };
+    tokio::select! {
+        result = &mut server => result.context("the HTTP server panicked")?.context("the HTTP server failed")?,
+        () = tokio::time::sleep(DRAIN_TIMEOUT) => {
+            tracing::warn!(timeout_secs = DRAIN_TIMEOUT.as_secs(), "requests still in flight after the drain timeout; dropping them");
+            server.abort();
+        }
+        name = signals.recv() => {
+            tracing::warn!(signal = name, "second signal: dropping requests in flight");
+            server.abort();
+        }
+    }
+    Ok(())
+}
+
+/// SIGINT and SIGTERM.
+struct Signals {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    #[cfg(unix)]
+    fn new() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals { interrupt: signal(SignalKind::interrupt())?, terminate: signal(SignalKind::terminate())? })
+    }
+
+    #[cfg(not(unix))]
+    fn new() -> std::io::Result<Signals> {
+        Ok(Signals {})
+    }
+
+    /// Waits for the next signal and names it.
+    #[cfg(unix)]
+    async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.interrupt.recv() => "SIGINT",
+            _ = self.terminate.recv() => "SIGTERM",
+        }
+    }
+
+    #[cfg(not(unix))]
+    async fn recv(&mut self) -> &'static str {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
+}

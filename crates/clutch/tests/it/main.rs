@@ -1,0 +1,12 @@
+//! The `clutch` binary's integration tests, in one test binary: each starts the real executable and
+//! talks to it as a user or a client would.
+
+mod cli;
+mod config;
+mod crash;
+mod replay;
+mod send;
+mod serve;
+mod support;
+mod tail;
+mod tidy;

@@ -1,0 +1,226 @@
+//! Test helpers: run the real `clutch` binary (as a daemon or a one-shot command) with a clean
+//! environment, every wait bounded by a deadline.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// How long a daemon may take to start, or a command to finish.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A `clutch` command with no `CLUTCH_*` or `RUST_LOG` from the test's own environment.
+pub fn clutch() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clutch"));
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(|n| n.starts_with("CLUTCH_") || n == "RUST_LOG") {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env("NO_COLOR", "1");
+    cmd
+}
+
+/// What a finished command printed.
+pub struct Output {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit code {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+/// Runs `cmd` to completion with `stdin`, killing it if it outlives [`DEADLINE`].
+pub fn run(mut cmd: Command, stdin: &str) -> Output {
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.to_owned();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(stdin.as_bytes());
+    });
+    let stdout = drain(child.stdout.take().unwrap());
+    let stderr = drain(child.stderr.take().unwrap());
+    let status = wait(&mut child, DEADLINE).unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("command did not finish within {DEADLINE:?}: {cmd:?}");
+    });
+    writer.join().unwrap();
+    Output { code: status.code(), stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() }
+}
+
+/// Reads all of `pipe` on a thread.
+pub fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    })
+}
+
+/// Waits for `child` to exit, polling until `timeout`.
+pub fn wait(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A spawned `clutch` process that is killed when dropped, even by a failing test.
+pub struct Spawned(pub Child);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A running `clutch serve`, killed when dropped.
+pub struct Daemon {
+    child: Option<Child>,
+    pub url: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Daemon {
+    /// `clutch serve --listen 127.0.0.1:0 --data-dir <data_dir>`.
+    pub fn start(data_dir: &Path) -> Daemon {
+        let mut cmd = clutch();
+        cmd.arg("serve").arg("--listen").arg("127.0.0.1:0").arg("--data-dir").arg(data_dir);
+        Daemon::spawn(cmd)
+    }
+
+    /// Spawns `cmd` (a `serve` command) and waits for its `clutch: listening on URL` line.
+    pub fn spawn(mut cmd: Command) -> Daemon {
+        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel();
+        let pipe = child.stderr.take().unwrap();
+        let buffer = stderr.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                if let Some(url) = line.strip_prefix("clutch: listening on ") {
+                    let _ = tx.send(url.trim().to_owned());
+                }
+                let mut buffer = buffer.lock().unwrap();
+                buffer.push_str(&line);
+                buffer.push('\n');
+            }
+        });
+        match rx.recv_timeout(DEADLINE) {
+            Ok(url) => Daemon { child: Some(child), url, stderr },
+            Err(_) => {
+                let _ = child.kill();
+                let status = child.wait();
+                panic!("the daemon did not start ({status:?}); stderr:\n{}", stderr.lock().unwrap());
+            }
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Everything the daemon printed on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Sends SIGTERM (through the `kill` program) and waits for the exit.
+    pub fn terminate(mut self) -> (ExitStatus, String) {
+        let status = Command::new("kill").arg("-TERM").arg(self.pid().to_string()).status().expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+        let mut child = self.child.take().unwrap();
+        let status = wait(&mut child, DEADLINE).unwrap_or_else(|| {
+            let _ = child.kill();
+            panic!("the daemon did not stop within {DEADLINE:?} of SIGTERM; stderr:\n{}", self.stderr());
+        });
+        // The reader thread sees EOF once the process is gone; give it a moment to store the tail.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.stderr().contains("stopped") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        (status, self.stderr())
+    }
+
+    /// SIGKILL: no chance to flush or close anything.
+    pub fn kill(mut self) {
+        let mut child = self.child.take().unwrap();
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reap");
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A valid message from `user:test` in `run`, as a client sends it (no id, ts or v).
+pub fn message(run: &str, text: &str) -> Value {
+    json!({
+        "run_id": run,
+        "thread_id": clutch_proto::id::generate(clutch_proto::id::Kind::Thread),
+        "task_id": clutch_proto::id::generate(clutch_proto::id::Kind::Task),
+        "from": {"agent_id": "user:test"},
+        "to": [{"agent_id": "agent:ken"}],
+        "type": "chat.message",
+        "payload": {"text": text},
+    })
+}
+
+/// A fresh run id.
+pub fn run_id() -> String {
+    clutch_proto::id::generate(clutch_proto::id::Kind::Run)
+}
+
+/// Posts one message and returns the daemon's answer.
+pub async fn post(http: &reqwest::Client, url: &str, body: &Value) -> (u16, Value) {
+    let response = http.post(format!("{url}/v1/messages")).json(body).send().await.expect("POST /v1/messages");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("a JSON answer"))
+}
+
+/// Every event in the log, paging through `/v1/events`.
+pub async fn all_events(http: &reqwest::Client, url: &str) -> Vec<Value> {
+    let mut events = Vec::new();
+    let mut after = 0u64;
+    loop {
+        let page: Value = http
+            .get(format!("{url}/v1/events?after={after}&limit=500"))
+            .send()
+            .await
+            .expect("GET /v1/events")
+            .error_for_status()
+            .expect("events answer 200")
+            .json()
+            .await
+            .expect("events JSON");
+        let batch = page["events"].as_array().expect("events array").clone();
+        if batch.is_empty() {
+            return events;
+        }
+        after = page["next_after"].as_u64().unwrap_or_else(|| batch.last().unwrap()["seq"].as_u64().unwrap());
+        events.extend(batch);
+    }
+}

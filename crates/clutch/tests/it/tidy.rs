@@ -1,0 +1,602 @@
+//! Architecture invariants checked on the source tree (rust-analyzer's `tidy`): which crate may
+//! depend on which, crate metadata, file headers, leftover debugging macros, a synchronous `proto`,
+//! and an ARCHITECTURE.md that names every crate. Manifests are read line by line, std only.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Who may depend on whom: crate directory → the internal crates (by directory) its
+/// `[dependencies]` may name. `None` means anything (the binary wires everything together).
+const RULES: &[(&str, Option<&[&str]>)] = &[
+    ("proto", Some(&[])),
+    ("store", Some(&["proto"])),
+    ("store-sqlite", Some(&["store", "proto"])),
+    ("store-postgres", Some(&["store", "proto"])),
+    ("core", Some(&["proto", "store"])),
+    ("gateway", Some(FACE_DEPS)),
+    ("mcp", Some(FACE_DEPS)),
+    ("a2a", Some(FACE_DEPS)),
+    ("runtime", Some(&["core", "proto"])),
+    ("clutch", None),
+];
+
+/// What a face may use: core does the work, proto and (for its types) store describe it.
+const FACE_DEPS: &[&str] = &["core", "proto", "store"];
+/// The faces, which never depend on each other.
+const FACES: &[&str] = &["gateway", "mcp", "a2a"];
+/// The storage backends: chosen by the binary, used elsewhere only by tests.
+const BACKENDS: &[&str] = &["store-sqlite", "store-postgres"];
+/// Crates whose `[dev-dependencies]` may not add a backend: the layers below the backends, and the
+/// backends themselves.
+const NO_BACKEND_IN_TESTS: &[&str] = &["proto", "store", "store-sqlite", "store-postgres"];
+
+const HOW_TO_CHANGE: &str = "If the new edge is intended, change RULES in crates/clutch/tests/it/tidy.rs and \
+     the code map in ARCHITECTURE.md together.";
+
+#[test]
+fn every_crate_is_in_the_architecture_rules() {
+    let unknown: Vec<String> = manifests()
+        .iter()
+        .filter(|m| rule(&m.dir).is_none())
+        .map(|m| {
+            format!(
+                "  crates/{dir} (`{}`) is not in the architecture rules: add it to RULES in \
+                 crates/clutch/tests/it/tidy.rs with the internal crates it may depend on, and give it a \
+                 paragraph in ARCHITECTURE.md's code map",
+                m.name.as_deref().unwrap_or("?"),
+                dir = m.dir
+            )
+        })
+        .collect();
+    assert!(unknown.is_empty(), "unknown crates:\n{}", unknown.join("\n"));
+}
+
+#[test]
+fn internal_dependencies_point_the_allowed_way() {
+    let bad = layering_violations(&manifests());
+    assert!(
+        bad.is_empty(),
+        "dependencies break the layering (proto <- store <- store backends; proto, store <- core <- faces \
+         (gateway, mcp, a2a) and runtime <- clutch):\n{}\n{HOW_TO_CHANGE}",
+        bad.join("\n")
+    );
+}
+
+/// One line per internal dependency that RULES do not allow.
+fn layering_violations(manifests: &[Manifest]) -> Vec<String> {
+    let dir_of: BTreeMap<&str, &str> =
+        manifests.iter().filter_map(|m| Some((m.name.as_deref()?, m.dir.as_str()))).collect();
+    let mut bad = Vec::new();
+    for m in manifests {
+        let Some(Some(allowed)) = rule(&m.dir) else { continue };
+        let from = m.dir.as_str();
+        for dep in &m.deps {
+            let Some(&to) = dir_of.get(dep.name.as_str()) else { continue };
+            let test_backend =
+                dep.section == Section::Dev && BACKENDS.contains(&to) && !NO_BACKEND_IN_TESTS.contains(&from);
+            if allowed.contains(&to) || test_backend {
+                continue;
+            }
+            let why = if FACES.contains(&from) && FACES.contains(&to) {
+                "faces never depend on each other; move what they share into core (or proto)".to_string()
+            } else if BACKENDS.contains(&to) && !NO_BACKEND_IN_TESTS.contains(&from) {
+                format!(
+                    "store backends are chosen by the binary; program against `clutch-store`'s traits and use \
+                     `{}` only in [dev-dependencies]",
+                    dep.name
+                )
+            } else if allowed.is_empty() {
+                format!("{from} depends on nothing internal")
+            } else {
+                format!("{from} may only depend on {}", allowed.join(", "))
+            };
+            bad.push(format!(
+                "  {}:{}: `{}` depends on `{}` in [{}]: {why}",
+                m.rel_path(),
+                dep.line,
+                m.name.as_deref().unwrap_or(from),
+                dep.name,
+                dep.section.header()
+            ));
+        }
+    }
+    bad
+}
+
+#[test]
+fn internal_crates_are_unpublished_0_0_0_and_named_after_their_directory() {
+    let mut bad = Vec::new();
+    for m in manifests() {
+        let path = m.rel_path();
+        let want = if m.dir == "clutch" { "clutch".to_string() } else { format!("clutch-{}", m.dir) };
+        if m.name.as_deref() != Some(want.as_str()) {
+            bad.push(format!("  {path}: [package] name must be \"{want}\" (crates/<dir> holds clutch-<dir>)"));
+        }
+        if m.version.as_deref() != Some("\"0.0.0\"") {
+            bad.push(format!("  {path}: [package] needs `version = \"0.0.0\"` (internal crates are never versioned)"));
+        }
+        if m.publish.as_deref() != Some("false") {
+            bad.push(format!("  {path}: [package] needs `publish = false`"));
+        }
+        for dep in m.deps.iter().filter(|d| d.name.starts_with("clutch") && !d.workspace) {
+            bad.push(format!(
+                "  {path}:{}: write `{}.workspace = true`; internal crates are declared once, in the root \
+                 Cargo.toml's [workspace.dependencies]",
+                dep.line, dep.name
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "crate metadata:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn every_source_file_starts_with_a_doc_line() {
+    let bad: Vec<String> = source_files()
+        .into_iter()
+        .filter(|(_, text)| !text.lines().next().is_some_and(|l| l.starts_with("//!")))
+        .map(|(path, _)| format!("  {}", rel(&path)))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "these files do not start with a `//!` line saying why the file exists:\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn no_placeholder_or_debugging_macros_in_src() {
+    let mut bad = Vec::new();
+    for (path, text) in source_files() {
+        for (i, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for needle in ["todo!(", "unimplemented!(", "dbg!("] {
+                if line.contains(needle) {
+                    bad.push(format!("  {}:{}: {}", rel(&path), i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "`todo!`, `unimplemented!` and `dbg!` do not belong in shipped code: finish the code, return an \
+         error, or log with `tracing`:\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn proto_stays_synchronous() {
+    let proto = manifests().into_iter().find(|m| m.dir == "proto").expect("crates/proto/Cargo.toml");
+    let mut bad: Vec<String> = proto
+        .deps
+        .iter()
+        .filter(|d| is_async(&d.name))
+        .map(|d| format!("  {}:{}: `{}` in [{}]", proto.rel_path(), d.line, d.name, d.section.header()))
+        .collect();
+
+    // No async runtime through other crates either, as Cargo.lock records them. (Only runtimes: the
+    // lock also lists target-specific and feature-gated edges, e.g. ulid -> web-time -> js-sys ->
+    // futures-util for wasm, which never reach a native build.)
+    let lock_path = root().join("Cargo.lock");
+    let lock = fs::read_to_string(&lock_path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}; run `cargo generate-lockfile`", lock_path.display()));
+    let graph = lock_graph(&lock);
+    let mut via: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut queue = VecDeque::from(["clutch-proto"]);
+    while let Some(name) = queue.pop_front() {
+        for dep in graph.get(name).into_iter().flatten() {
+            if dep != "clutch-proto" && !via.contains_key(dep.as_str()) {
+                via.insert(dep, name);
+                queue.push_back(dep);
+            }
+        }
+    }
+    for (&name, _) in via.iter().filter(|(n, _)| is_runtime(n)) {
+        let mut chain = vec![name];
+        while let Some(&parent) = via.get(chain.last().unwrap()) {
+            chain.push(parent);
+        }
+        chain.reverse();
+        bad.push(format!("  Cargo.lock: {}", chain.join(" -> ")));
+    }
+    assert!(
+        bad.is_empty(),
+        "proto is pure data and pure functions: no async runtime or async crate, directly or not:\n{}\n\
+         Move the async code to core (or a face) and keep only types and checks in proto.",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn architecture_md_mentions_every_crate() {
+    let path = root().join("ARCHITECTURE.md");
+    let Ok(text) = fs::read_to_string(&path) else {
+        panic!(
+            "ARCHITECTURE.md is missing at the repository root ({}). Write it in matklad's shape: bird's-eye \
+             view, entry points, a code map with one paragraph per crate in crates/ (with **Invariant** and \
+             **API boundary** notes), cross-cutting concerns.",
+            path.display()
+        );
+    };
+    let missing: Vec<String> = manifests()
+        .iter()
+        .filter(|m| !mentions(&text, &m.dir) && !mentions(&text, &format!("clutch-{}", m.dir)))
+        .map(|m| format!("  crates/{} (write `{}` in the code map)", m.dir, m.dir))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md does not mention these crates; give each a paragraph in the code map:\n{}",
+        missing.join("\n")
+    );
+}
+
+// ---- reading the tree ----
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn rel(path: &Path) -> String {
+    let root = root().canonicalize().unwrap();
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    path.strip_prefix(&root).unwrap_or(&path).display().to_string()
+}
+
+fn rule(dir: &str) -> Option<Option<&'static [&'static str]>> {
+    RULES.iter().find(|(d, _)| *d == dir).map(|(_, allowed)| *allowed)
+}
+
+/// Whether a crate is an async runtime or an async building block.
+fn is_async(name: &str) -> bool {
+    const EXACT: &[&str] = &["tokio", "smol", "mio", "futures", "hyper", "axum", "reqwest", "tonic", "tower"];
+    const PREFIXES: &[&str] = &["tokio-", "async-", "futures-", "hyper-", "axum-", "tower-", "actix"];
+    EXACT.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Whether a crate is an async runtime (or its reactor).
+fn is_runtime(name: &str) -> bool {
+    ["tokio", "async-std", "smol", "async-executor", "async-global-executor", "mio"].contains(&name)
+}
+
+/// Whether `word` appears in `text` not as part of a longer name (`store` is not mentioned by
+/// `store-sqlite`).
+fn mentions(text: &str, word: &str) -> bool {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    text.match_indices(word).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + word.len()..].chars().next();
+        !before.is_some_and(is_name) && !after.is_some_and(is_name)
+    })
+}
+
+/// Every `.rs` file under `crates/*/src`, with its text.
+fn source_files() -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    for m in manifests() {
+        let mut stack = vec![root().join("crates").join(&m.dir).join("src")];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = fs::read_dir(&dir) else { continue };
+            for entry in entries {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                    files.push((path, text));
+                }
+            }
+        }
+    }
+    files.sort();
+    assert!(!files.is_empty(), "no source files found under {}/crates/*/src", root().display());
+    files
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Section {
+    Normal,
+    Dev,
+    Build,
+}
+
+impl Section {
+    fn header(self) -> &'static str {
+        match self {
+            Section::Normal => "dependencies",
+            Section::Dev => "dev-dependencies",
+            Section::Build => "build-dependencies",
+        }
+    }
+
+    fn parse(segment: &str) -> Option<Section> {
+        match segment {
+            "dependencies" => Some(Section::Normal),
+            "dev-dependencies" => Some(Section::Dev),
+            "build-dependencies" => Some(Section::Build),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Dep {
+    /// The package name (after any `package = "..."` rename).
+    name: String,
+    section: Section,
+    line: usize,
+    /// Written `x.workspace = true` or `x = { workspace = true, ... }`.
+    workspace: bool,
+}
+
+#[derive(Debug)]
+struct Manifest {
+    dir: String,
+    name: Option<String>,
+    /// The raw values, quotes included.
+    version: Option<String>,
+    publish: Option<String>,
+    deps: Vec<Dep>,
+}
+
+impl Manifest {
+    fn rel_path(&self) -> String {
+        format!("crates/{}/Cargo.toml", self.dir)
+    }
+}
+
+/// Every `crates/*/Cargo.toml`, parsed; a directory without one fails the test.
+fn manifests() -> Vec<Manifest> {
+    let crates = root().join("crates");
+    let mut dirs: Vec<PathBuf> = fs::read_dir(&crates)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", crates.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    let mut out = Vec::new();
+    for dir in dirs {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let path = dir.join("Cargo.toml");
+        let text = fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!("crates/{name} has no readable Cargo.toml ({e}); every directory in crates/ is a crate")
+        });
+        out.push(parse_manifest(name, &text));
+    }
+    assert!(out.len() >= 2, "found only {} crates under {}", out.len(), crates.display());
+    out
+}
+
+enum Table {
+    Package,
+    /// `[dependencies]` and the like: one dependency per line.
+    Deps(Section),
+    /// `[dependencies.foo]`: the keys of one dependency.
+    Dep,
+    Other,
+}
+
+fn parse_manifest(dir: String, text: &str) -> Manifest {
+    let mut m = Manifest { dir, name: None, version: None, publish: None, deps: Vec::new() };
+    let mut table = Table::Other;
+    for (i, raw) in text.lines().enumerate() {
+        let line = strip_comment(raw).trim();
+        if line.is_empty() {
+            continue;
+        }
+        if line.starts_with("[[") {
+            table = Table::Other;
+            continue;
+        }
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let segments: Vec<&str> = header.split('.').map(|s| s.trim()).collect();
+            table = match segments.iter().position(|s| Section::parse(s).is_some()) {
+                _ if header.trim() == "package" => Table::Package,
+                Some(at) if at + 1 == segments.len() => Table::Deps(Section::parse(segments[at]).unwrap()),
+                Some(at) if at + 2 == segments.len() => {
+                    let section = Section::parse(segments[at]).unwrap();
+                    m.deps.push(Dep { name: unquote(segments[at + 1]), section, line: i + 1, workspace: false });
+                    Table::Dep
+                }
+                _ => Table::Other,
+            };
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else { continue };
+        let (key, value) = (key.trim(), value.trim());
+        match table {
+            Table::Package => match key {
+                "name" => m.name = Some(unquote(value)),
+                "version" => m.version = Some(value.to_string()),
+                "publish" => m.publish = Some(value.to_string()),
+                _ => {}
+            },
+            Table::Deps(section) => {
+                let (dep, rest) = key.split_once('.').unwrap_or((key, ""));
+                let workspace = rest == "workspace" || inline_value(value, "workspace").as_deref() == Some("true");
+                let name = inline_value(value, "package").map_or_else(|| unquote(dep), |p| unquote(&p));
+                m.deps.push(Dep { name, section, line: i + 1, workspace });
+            }
+            Table::Dep => {
+                let dep = m.deps.last_mut().unwrap();
+                match key {
+                    "package" => dep.name = unquote(value),
+                    "workspace" => dep.workspace = value == "true",
+                    _ => {}
+                }
+            }
+            Table::Other => {}
+        }
+    }
+    m
+}
+
+/// The line without a trailing `# comment` (a `#` inside a string is kept).
+fn strip_comment(line: &str) -> &str {
+    let mut in_string = false;
+    for (i, c) in line.char_indices() {
+        match c {
+            '"' => in_string = !in_string,
+            '#' if !in_string => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
+fn unquote(s: &str) -> String {
+    s.trim().trim_matches(|c| c == '"' || c == '\'').to_string()
+}
+
+/// The value of `key` in an inline table such as `{ workspace = true, package = "x" }`.
+fn inline_value(value: &str, key: &str) -> Option<String> {
+    let inner = value.strip_prefix('{')?.strip_suffix('}')?;
+    inner.split(',').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        (k.trim() == key).then(|| v.trim().to_string())
+    })
+}
+
+/// Cargo.lock as package name → the names of its dependencies (all versions merged).
+fn lock_graph(lock: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    let mut in_deps = false;
+    for line in lock.lines() {
+        let line = line.trim();
+        if line == "[[package]]" {
+            current = None;
+            in_deps = false;
+        } else if let Some(name) = line.strip_prefix("name = ") {
+            let name = unquote(name);
+            graph.entry(name.clone()).or_default();
+            current = Some(name);
+        } else if line == "dependencies = [" {
+            in_deps = true;
+        } else if line == "]" {
+            in_deps = false;
+        } else if in_deps && let Some(package) = &current {
+            // ` "name",` or ` "name 1.2.3",` or ` "name 1.2.3 (registry+...)",`
+            let dep = unquote(line.trim_end_matches(','));
+            let dep = dep.split(' ').next().unwrap_or_default().to_string();
+            graph.get_mut(package).unwrap().insert(dep);
+        }
+    }
+    graph
+}
+
+#[test]
+fn the_manifest_reader_understands_the_usual_forms() {
+    let m = parse_manifest(
+        "x".into(),
+        r#"
+[package]
+name = "clutch-x" # the name
+version = "0.0.0"
+publish = false
+
+[features]
+dependencies = ["dep:serde"]
+
+[dependencies]
+clutch-proto.workspace = true
+clutch-store = { workspace = true, features = ["conformance"] }
+renamed = { package = "clutch-core", path = "../core" }
+serde = "1"
+
+[dev-dependencies.clutch-store-sqlite]
+workspace = true
+
+[target.'cfg(unix)'.dependencies]
+tokio = { workspace = true }
+
+[build-dependencies]
+cc = "1"
+
+[[test]]
+name = "it"
+path = "tests/it/main.rs"
+"#,
+    );
+    assert_eq!(m.name.as_deref(), Some("clutch-x"));
+    assert_eq!(m.version.as_deref(), Some("\"0.0.0\""));
+    assert_eq!(m.publish.as_deref(), Some("false"));
+    let deps: Vec<(&str, Section, bool)> = m.deps.iter().map(|d| (d.name.as_str(), d.section, d.workspace)).collect();
+    assert_eq!(
+        deps,
+        [
+            ("clutch-proto", Section::Normal, true),
+            ("clutch-store", Section::Normal, true),
+            ("clutch-core", Section::Normal, false),
+            ("serde", Section::Normal, false),
+            ("clutch-store-sqlite", Section::Dev, true),
+            ("tokio", Section::Normal, true),
+            ("cc", Section::Build, false),
+        ]
+    );
+    assert!(mentions("the `store` crate", "store"));
+    assert!(!mentions("clutch-store-sqlite and store_x", "store"));
+    assert!(mentions("see crates/store.", "store"));
+}
+
+#[test]
+fn the_layering_check_catches_wrong_edges() {
+    let manifest = |dir: &str, deps: &[(&str, Section)]| Manifest {
+        dir: dir.into(),
+        name: Some(if dir == "clutch" { "clutch".into() } else { format!("clutch-{dir}") }),
+        version: Some("\"0.0.0\"".into()),
+        publish: Some("false".into()),
+        deps: deps
+            .iter()
+            .enumerate()
+            .map(|(i, (to, section))| Dep {
+                name: format!("clutch-{to}"),
+                section: *section,
+                line: i + 1,
+                workspace: true,
+            })
+            .collect(),
+    };
+    use Section::{Dev, Normal};
+    let fine = [
+        manifest("proto", &[]),
+        manifest("store", &[("proto", Normal)]),
+        manifest("store-sqlite", &[("store", Normal), ("proto", Normal), ("store", Dev)]),
+        manifest("store-postgres", &[("store", Normal), ("proto", Normal)]),
+        manifest("core", &[("proto", Normal), ("store", Normal), ("store-sqlite", Dev), ("store-postgres", Dev)]),
+        manifest("gateway", &[("core", Normal), ("proto", Normal), ("store", Normal), ("store-sqlite", Dev)]),
+        manifest("mcp", &[("core", Normal), ("proto", Normal)]),
+        manifest("runtime", &[("core", Normal), ("proto", Normal), ("store-sqlite", Dev)]),
+        manifest("clutch", &[("gateway", Normal), ("mcp", Normal), ("store-sqlite", Normal), ("runtime", Normal)]),
+    ];
+    assert_eq!(layering_violations(&fine), Vec::<String>::new());
+
+    let wrong = [
+        manifest("proto", &[("store", Dev)]),
+        manifest("store", &[("proto", Normal), ("core", Normal), ("store-sqlite", Dev)]),
+        manifest("store-sqlite", &[("store", Normal), ("store-postgres", Dev)]),
+        manifest("store-postgres", &[("store", Normal)]),
+        manifest("core", &[("proto", Normal), ("store-sqlite", Normal), ("gateway", Dev)]),
+        manifest("gateway", &[("core", Normal), ("mcp", Normal)]),
+        manifest("mcp", &[("core", Normal), ("a2a", Dev)]),
+        manifest("a2a", &[("core", Normal)]),
+        manifest("runtime", &[("core", Normal), ("store", Normal)]),
+    ];
+    let found = layering_violations(&wrong).join("\n");
+    for expected in [
+        "crates/proto/Cargo.toml:1: `clutch-proto` depends on `clutch-store` in [dev-dependencies]: proto depends on nothing internal",
+        "crates/store/Cargo.toml:2: `clutch-store` depends on `clutch-core` in [dependencies]: store may only depend on proto",
+        "crates/store/Cargo.toml:3: `clutch-store` depends on `clutch-store-sqlite` in [dev-dependencies]",
+        "crates/store-sqlite/Cargo.toml:2: `clutch-store-sqlite` depends on `clutch-store-postgres`",
+        "crates/core/Cargo.toml:2: `clutch-core` depends on `clutch-store-sqlite` in [dependencies]: store backends are chosen by the binary",
+        "crates/core/Cargo.toml:3: `clutch-core` depends on `clutch-gateway` in [dev-dependencies]: core may only depend on proto, store",
+        "crates/gateway/Cargo.toml:2: `clutch-gateway` depends on `clutch-mcp` in [dependencies]: faces never depend on each other",
+        "crates/mcp/Cargo.toml:2: `clutch-mcp` depends on `clutch-a2a` in [dev-dependencies]: faces never depend on each other",
+        "crates/runtime/Cargo.toml:2: `clutch-runtime` depends on `clutch-store` in [dependencies]: runtime may only depend on core, proto",
+    ] {
+        assert!(found.contains(expected), "missing {expected:?} in:\n{found}");
+    }
+    assert_eq!(found.lines().count(), 9, "{found}");
+}
