@@ -524,7 +524,7 @@ async fn fill_replay_store(args: &ReplayArgs) -> anyhow::Result<ReplayFixture> {
                 validate::message(&message(&run, 300), &defaults).map_err(|p| anyhow::anyhow!("{p}"))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        for outcome in store.append_batch(&batch).await? {
+        for outcome in store.append_messages(&batch).await? {
             outcome?;
         }
         written += n;

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use clutch_proto::Message;
-use clutch_store::{Artifact, Backend, Event, Filter, Outcome};
+use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::metrics::Metrics;
@@ -36,7 +36,7 @@ impl Default for Options {
 type Reply = oneshot::Sender<Vec<Result<Outcome>>>;
 
 struct Request {
-    messages: Vec<Message>,
+    entries: Vec<Entry>,
     reply: Reply,
 }
 
@@ -48,7 +48,14 @@ pub struct Service {
     closing: Arc<watch::Sender<bool>>,
     metrics: Arc<Metrics>,
     batch_max: usize,
+    /// Requests the last batch held: the writer waits (at most [`LINGER`]) for about as many before
+    /// committing, so that concurrent callers answered together share the next commit too.
+    expected: usize,
 }
+
+/// The longest a batch waits for the requests it expects. Callers answered by one commit come back
+/// at nearly the same moment; without this, the first to return would be committed alone.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// A cheap, cloneable handle to the event log: appends go to the writer, reads straight to the store.
 #[derive(Clone)]
@@ -75,7 +82,8 @@ impl Service {
             metrics: metrics.clone(),
             artifact_max_bytes: options.artifact_max_bytes,
         };
-        let service = Service { backend, requests: rx, live, closing, metrics, batch_max: options.batch_max.max(1) };
+        let service =
+            Service { backend, requests: rx, live, closing, metrics, batch_max: options.batch_max.max(1), expected: 1 };
         (service, handle)
     }
 
@@ -100,21 +108,25 @@ impl Service {
         tracing::info!("event log closed");
     }
 
-    /// Commits `first` and whatever else is queued, up to `batch_max` messages, as one transaction.
+    /// Commits `first` and whatever else is queued (or, under concurrency, arrives within [`LINGER`]),
+    /// up to `batch_max` messages, as one transaction.
     async fn write(&mut self, first: Request) {
+        let mut count = first.entries.len();
         let mut requests = vec![first];
-        let mut count = requests[0].messages.len();
+        let deadline = tokio::time::Instant::now() + LINGER;
         while count < self.batch_max {
-            match self.requests.try_recv() {
-                Ok(r) => {
-                    count += r.messages.len();
-                    requests.push(r);
-                }
-                Err(_) => break,
-            }
+            let next = match self.requests.try_recv() {
+                Ok(r) => Some(r),
+                Err(_) if requests.len() >= self.expected => None,
+                Err(_) => tokio::time::timeout_at(deadline, self.requests.recv()).await.ok().flatten(),
+            };
+            let Some(r) = next else { break };
+            count += r.entries.len();
+            requests.push(r);
         }
-        let lens: Vec<usize> = requests.iter().map(|r| r.messages.len()).collect();
-        let batch: Vec<Message> = requests.iter_mut().flat_map(|r| std::mem::take(&mut r.messages)).collect();
+        self.expected = requests.len();
+        let lens: Vec<usize> = requests.iter().map(|r| r.entries.len()).collect();
+        let batch: Vec<Entry> = requests.iter_mut().flat_map(|r| std::mem::take(&mut r.entries)).collect();
         let started = Instant::now();
         let result = self.backend.append_batch(&batch).await;
         self.metrics.commit.observe_duration(started.elapsed());
@@ -142,11 +154,10 @@ impl Service {
         // Publish before answering: a caller that sees its ack and then subscribes from `after` will
         // find the event either in the store or on the bus.
         let mut new_events = Vec::new();
-        for (message, outcome) in batch.into_iter().zip(&outcomes) {
+        for (Entry { message, json }, outcome) in batch.into_iter().zip(&outcomes) {
             match outcome {
                 Ok(o) if !o.duplicate => {
                     self.metrics.appended.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let json: Arc<str> = Arc::from(message.to_canonical_json());
                     new_events.push(Arc::new(Live { event: Event { seq: o.seq, json }, message }));
                 }
                 Ok(_) => {
@@ -177,8 +188,10 @@ impl Handle {
         if messages.is_empty() {
             return Ok(Vec::new());
         }
+        // Serialized here, on the caller's task, not on the writer's serial path.
+        let entries = messages.into_iter().map(Entry::new).collect();
         let (reply, answer) = oneshot::channel();
-        self.requests.send(Request { messages, reply }).await.map_err(|_| Error::ShuttingDown)?;
+        self.requests.send(Request { entries, reply }).await.map_err(|_| Error::ShuttingDown)?;
         answer.await.map_err(|_| Error::ShuttingDown)
     }
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use clutch_proto::Message;
-use clutch_store::{Error, Outcome, Result};
+use clutch_store::{Entry, Error, Outcome, Result};
 
 /// A stored message whose id is one of the batch's.
 pub(crate) struct StoredId {
@@ -33,7 +33,7 @@ pub(crate) struct Rows<'a> {
     pub from_agent: Vec<&'a str>,
     pub kind: Vec<&'static str>,
     pub idempotency_key: Vec<Option<&'a str>>,
-    pub body: Vec<String>,
+    pub body: Vec<&'a str>,
 }
 
 pub(crate) struct Plan<'a> {
@@ -48,7 +48,7 @@ enum Original<'a> {
 }
 
 /// Plans `batch` after the log's `head`, knowing which of its ids and idempotency keys are stored.
-pub(crate) fn plan(batch: &[Message], head: u64, ids: Vec<StoredId>, keys: Vec<StoredKey>) -> Result<Plan<'_>> {
+pub(crate) fn plan(batch: &[Entry], head: u64, ids: Vec<StoredId>, keys: Vec<StoredKey>) -> Result<Plan<'_>> {
     let mut by_id: HashMap<String, Original<'_>> =
         ids.into_iter().map(|s| (s.id, Original::Stored { seq: s.seq, run_id: s.run_id, body: s.body })).collect();
     let mut by_key: HashMap<(String, String), (String, u64)> =
@@ -57,7 +57,8 @@ pub(crate) fn plan(batch: &[Message], head: u64, ids: Vec<StoredId>, keys: Vec<S
     let mut outcomes = Vec::with_capacity(batch.len());
     let mut next = head;
 
-    for message in batch {
+    for entry in batch {
+        let message = &entry.message;
         if let Some(original) = by_id.get(&message.id) {
             outcomes.push(repeat_of_id(message, original));
             continue;
@@ -78,7 +79,7 @@ pub(crate) fn plan(batch: &[Message], head: u64, ids: Vec<StoredId>, keys: Vec<S
         rows.from_agent.push(&message.from.agent_id);
         rows.kind.push(message.kind.as_str());
         rows.idempotency_key.push(message.idempotency_key.as_deref());
-        rows.body.push(message.to_canonical_json());
+        rows.body.push(&entry.json);
         by_id.insert(message.id.clone(), Original::Batch { seq: next, message });
         if let Some(key) = &message.idempotency_key {
             by_key.insert((message.run_id.clone(), key.clone()), (message.id.clone(), next));

@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use clutch_proto::Message;
-use clutch_store::{Artifact, Backend, Event, Filter, Outcome};
+use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome};
 use deadpool_postgres::{
     Hook, HookError, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, Transaction,
 };
@@ -101,7 +100,7 @@ impl Store {
 
 #[async_trait]
 impl Backend for Store {
-    async fn append_batch(&self, batch: &[Message]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
+    async fn append_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
         let mut client = self.client().await?;
         if batch.is_empty() {
             return Ok(Vec::new());
@@ -188,8 +187,8 @@ impl Backend for Store {
 }
 
 /// The stored messages with one of the batch's ids, in one query.
-async fn stored_ids(tx: &Transaction<'_>, batch: &[Message]) -> clutch_store::Result<Vec<append::StoredId>> {
-    let ids: Vec<&str> = batch.iter().map(|m| m.id.as_str()).collect();
+async fn stored_ids(tx: &Transaction<'_>, batch: &[Entry]) -> clutch_store::Result<Vec<append::StoredId>> {
+    let ids: Vec<&str> = batch.iter().map(|e| e.message.id.as_str()).collect();
     let stmt = tx.prepare_cached(sql::BY_IDS).await.map_err(db)?;
     let rows = tx.query(&stmt, &[&ids]).await.map_err(db)?;
     rows.iter()
@@ -205,9 +204,12 @@ async fn stored_ids(tx: &Transaction<'_>, batch: &[Message]) -> clutch_store::Re
 }
 
 /// The stored messages with one of the batch's `(run_id, idempotency_key)` pairs, in one query.
-async fn stored_keys(tx: &Transaction<'_>, batch: &[Message]) -> clutch_store::Result<Vec<append::StoredKey>> {
-    let (runs, keys): (Vec<&str>, Vec<&str>) =
-        batch.iter().filter_map(|m| Some((m.run_id.as_str(), m.idempotency_key.as_deref()?))).unzip();
+async fn stored_keys(tx: &Transaction<'_>, batch: &[Entry]) -> clutch_store::Result<Vec<append::StoredKey>> {
+    let (runs, keys): (Vec<&str>, Vec<&str>) = batch
+        .iter()
+        .map(|e| &e.message)
+        .filter_map(|m| Some((m.run_id.as_str(), m.idempotency_key.as_deref()?)))
+        .unzip();
     if keys.is_empty() {
         return Ok(Vec::new());
     }

@@ -10,8 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use clutch_proto::Message;
-use clutch_store::{Artifact, Backend, Event, Filter, Outcome};
+use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome};
 use rusqlite::Connection;
 
 /// The database file's name inside the data directory.
@@ -151,7 +150,7 @@ impl Inner {
 
 #[async_trait]
 impl Backend for Store {
-    async fn append_batch(&self, batch: &[Message]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
+    async fn append_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
         self.inner.check_open()?;
         let rows = log::Row::all(batch);
         let inner = self.inner.clone();

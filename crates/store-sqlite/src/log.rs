@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use clutch_proto::Message;
-use clutch_store::{Error, Event, Filter, Outcome};
+use clutch_store::{Entry, Error, Event, Filter, Outcome};
 use rusqlite::{Connection, OptionalExtension, params};
 
 /// A message with the columns it is indexed by, prepared outside the writer's critical section.
@@ -16,15 +16,14 @@ pub(crate) struct Row {
     from_agent: String,
     kind: &'static str,
     idempotency_key: Option<String>,
-    body: String,
-    dedup: String,
+    body: Arc<str>,
 }
 
 impl Row {
-    pub(crate) fn all(batch: &[Message]) -> Vec<Row> {
+    pub(crate) fn all(batch: &[Entry]) -> Vec<Row> {
         batch
             .iter()
-            .map(|m| Row {
+            .map(|Entry { message: m, json }| Row {
                 id: m.id.clone(),
                 run_id: m.run_id.clone(),
                 thread_id: m.thread_id.clone(),
@@ -32,8 +31,7 @@ impl Row {
                 from_agent: m.from.agent_id.clone(),
                 kind: m.kind.as_str(),
                 idempotency_key: m.idempotency_key.clone(),
-                body: m.to_canonical_json(),
-                dedup: m.dedup_body(),
+                body: json.clone(),
             })
             .collect()
     }
@@ -43,13 +41,21 @@ impl Row {
 struct Stored {
     seq: u64,
     run_id: String,
-    dedup: String,
+    body: Arc<str>,
+}
+
+/// Whether two stored bodies are the same message but for `ts` (a retry, not a conflict). Only
+/// computed when an id repeats, so appends of new ids never pay for it.
+fn same_message(a: &str, b: &str) -> bool {
+    let dedup = |s: &str| serde_json::from_str::<Message>(s).map(|m| m.dedup_body()).ok();
+    a == b || matches!((dedup(a), dedup(b)), (Some(x), Some(y)) if x == y)
 }
 
 /// Appends the rows in one `BEGIN IMMEDIATE` transaction, committed with a WAL fsync.
 pub(crate) fn append(conn: &mut Connection, rows: &[Row]) -> rusqlite::Result<Vec<Result<Outcome, Error>>> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let mut next: u64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get::<_, i64>(0))? as u64;
+    let mut next: u64 =
+        tx.prepare_cached("SELECT coalesce(max(seq), 0) FROM events")?.query_row([], |r| r.get::<_, i64>(0))? as u64;
     let mut by_id: HashMap<&str, Stored> = HashMap::new();
     let mut by_key: HashMap<(&str, &str), (u64, String)> = HashMap::new();
     let mut out = Vec::with_capacity(rows.len());
@@ -67,15 +73,11 @@ pub(crate) fn append(conn: &mut Connection, rows: &[Row]) -> rusqlite::Result<Ve
                     .query_row([&row.id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
                     .optional()?;
                 if let Some((seq, run_id, body)) = found {
-                    let dedup = match serde_json::from_str::<Message>(&body) {
-                        Ok(m) => m.dedup_body(),
-                        Err(_) => String::new(),
-                    };
-                    by_id.insert(&row.id, Stored { seq: seq as u64, run_id, dedup });
+                    by_id.insert(&row.id, Stored { seq: seq as u64, run_id, body: Arc::from(body) });
                 }
             }
             if let Some(stored) = by_id.get(row.id.as_str()) {
-                out.push(if stored.run_id == row.run_id && stored.dedup == row.dedup {
+                out.push(if stored.run_id == row.run_id && same_message(&stored.body, &row.body) {
                     Ok(Outcome { id: row.id.clone(), seq: stored.seq, duplicate: true })
                 } else {
                     Err(Error::IdConflict { id: row.id.clone(), seq: stored.seq })
@@ -107,9 +109,9 @@ pub(crate) fn append(conn: &mut Connection, rows: &[Row]) -> rusqlite::Result<Ve
                 row.from_agent,
                 row.kind,
                 row.idempotency_key,
-                row.body,
+                &*row.body,
             ])?;
-            by_id.insert(&row.id, Stored { seq: next, run_id: row.run_id.clone(), dedup: row.dedup.clone() });
+            by_id.insert(&row.id, Stored { seq: next, run_id: row.run_id.clone(), body: row.body.clone() });
             if let Some(key) = row.idempotency_key.as_deref() {
                 by_key.insert((row.run_id.as_str(), key), (next, row.id.clone()));
             }
@@ -125,7 +127,9 @@ pub(crate) fn get(c: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
 }
 
 pub(crate) fn head(c: &Connection) -> rusqlite::Result<u64> {
-    c.query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+    c.prepare_cached("SELECT coalesce(max(seq), 0) FROM events")?
+        .query_row([], |r| r.get::<_, i64>(0))
+        .map(|n| n as u64)
 }
 
 pub(crate) fn read(c: &Connection, f: &Filter, after: u64, limit: usize) -> rusqlite::Result<Vec<Event>> {
@@ -158,5 +162,9 @@ pub(crate) fn read(c: &Connection, f: &Filter, after: u64, limit: usize) -> rusq
 }
 
 fn event(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
-    Ok(Event { seq: r.get::<_, i64>(0)? as u64, json: Arc::from(r.get::<_, String>(1)?) })
+    let body = r
+        .get_ref(1)?
+        .as_str()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, Box::new(e)))?;
+    Ok(Event { seq: r.get::<_, i64>(0)? as u64, json: Arc::from(body) })
 }

@@ -63,7 +63,7 @@ fn simple() -> Message {
 }
 
 async fn append_one(store: &dyn Backend, m: &Message) -> crate::Result<crate::Outcome> {
-    let mut out = store.append_batch(std::slice::from_ref(m)).await.expect("batch commits");
+    let mut out = store.append_messages(std::slice::from_ref(m)).await.expect("batch commits");
     assert_eq!(out.len(), 1);
     out.pop().unwrap()
 }
@@ -80,7 +80,7 @@ pub async fn seq_is_gap_free_and_increasing(h: &impl Harness) {
     let mut expected = 1;
     for batch_len in [1, 5, 1, 32, 3] {
         let batch: Vec<Message> = (0..batch_len).map(|_| simple()).collect();
-        let out = s.append_batch(&batch).await.unwrap();
+        let out = s.append_messages(&batch).await.unwrap();
         for (m, o) in batch.iter().zip(out) {
             let o = o.unwrap();
             assert_eq!((o.seq, o.duplicate, o.id.as_str()), (expected, false, m.id.as_str()));
@@ -113,7 +113,7 @@ pub async fn filters_select_by_each_index(h: &impl Harness) {
         message(&r1, &t2, &k2, "agent:b", MessageType::TaskResult),
         message(&r2, &t1, &k1, "agent:a", MessageType::ChatMessage),
     ];
-    for o in s.append_batch(&batch).await.unwrap() {
+    for o in s.append_messages(&batch).await.unwrap() {
         o.unwrap();
     }
     let seqs = |f: Filter| {
@@ -141,7 +141,7 @@ pub async fn filters_combine_with_and(h: &impl Harness) {
         message(&r, &t, &k, "agent:b", MessageType::TaskRequest),
         message(&r, &t, &k, "agent:a", MessageType::TaskResult),
     ];
-    for o in s.append_batch(&batch).await.unwrap() {
+    for o in s.append_messages(&batch).await.unwrap() {
         o.unwrap();
     }
     let f = Filter {
@@ -159,7 +159,7 @@ pub async fn paging_with_after_and_limit(h: &impl Harness) {
     let s = h.open().await;
     let (r, t, k) = ids();
     let batch: Vec<Message> = (0..25).map(|_| message(&r, &t, &k, "agent:a", MessageType::TaskProgress)).collect();
-    s.append_batch(&batch).await.unwrap();
+    s.append_messages(&batch).await.unwrap();
     let f = Filter { run_id: Some(r), ..Filter::default() };
     let mut after = 0;
     let mut pages = Vec::new();
@@ -249,7 +249,7 @@ pub async fn duplicates_within_one_batch(h: &impl Harness) {
     let mut conflicting = a.clone();
     conflicting.payload.insert("n".into(), json!(2));
     let fresh = simple();
-    let out = s.append_batch(&[a.clone(), a.clone(), same_key, conflicting, fresh.clone()]).await.unwrap();
+    let out = s.append_messages(&[a.clone(), a.clone(), same_key, conflicting, fresh.clone()]).await.unwrap();
     assert_eq!(out[0].as_ref().unwrap(), &crate::Outcome { id: a.id.clone(), seq: 1, duplicate: false });
     assert_eq!(out[1].as_ref().unwrap(), &crate::Outcome { id: a.id.clone(), seq: 1, duplicate: true });
     assert_eq!(out[2].as_ref().unwrap(), &crate::Outcome { id: a.id.clone(), seq: 1, duplicate: true });
@@ -267,7 +267,7 @@ pub async fn concurrent_appends_of_one_id(h: &impl Harness) {
             tokio::spawn(async move {
                 let other = simple();
                 let batch = if i % 2 == 0 { vec![m, other] } else { vec![other, m] };
-                let out = s.append_batch(&batch).await.unwrap();
+                let out = s.append_messages(&batch).await.unwrap();
                 let pos = if i % 2 == 0 { 0 } else { 1 };
                 out.into_iter().nth(pos).unwrap().unwrap()
             })
@@ -290,7 +290,7 @@ pub async fn conflict_does_not_spoil_the_batch(h: &impl Harness) {
     let mut bad = m.clone();
     bad.payload.insert("n".into(), json!(99));
     let (x, y) = (simple(), simple());
-    let out = s.append_batch(&[x.clone(), bad, y.clone()]).await.unwrap();
+    let out = s.append_messages(&[x.clone(), bad, y.clone()]).await.unwrap();
     assert_eq!(out[0].as_ref().unwrap().seq, 2);
     assert!(out[1].is_err());
     assert_eq!(out[2].as_ref().unwrap().seq, 3);
@@ -327,7 +327,7 @@ pub async fn large_run_pages_in_order(h: &impl Harness) {
                 }
             })
             .collect();
-        s.append_batch(&batch).await.unwrap();
+        s.append_messages(&batch).await.unwrap();
     }
     let f = Filter { run_id: Some(r), ..Filter::default() };
     let (mut after, mut count) = (0, 0);
@@ -364,6 +364,6 @@ pub async fn reopen_keeps_everything(h: &impl Harness) {
 pub async fn closed_store_refuses(h: &impl Harness) {
     let s = h.open().await;
     s.close().await;
-    assert!(matches!(s.append_batch(&[simple()]).await, Err(Error::Closed)));
+    assert!(matches!(s.append_messages(&[simple()]).await, Err(Error::Closed)));
     assert!(matches!(s.head().await, Err(Error::Closed)));
 }

@@ -42,6 +42,21 @@ impl Event {
     }
 }
 
+/// A message ready to append, with its canonical JSON made once, off the writer's serial path.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub message: Message,
+    /// [`Message::to_canonical_json`], the body that is stored and published.
+    pub json: Arc<str>,
+}
+
+impl Entry {
+    pub fn new(message: Message) -> Entry {
+        let json = Arc::from(message.to_canonical_json());
+        Entry { message, json }
+    }
+}
+
 /// The answer to one appended message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
@@ -126,7 +141,13 @@ pub trait Backend: Send + Sync + 'static {
     /// original's `seq` with `duplicate: true`; or [`Error::IdConflict`]. An `Err` for the whole call
     /// means the batch was not acknowledged: with a networked database a commit cut off in flight may
     /// still have landed, which is why retrying the same messages is always safe (they deduplicate).
-    async fn append_batch(&self, batch: &[Message]) -> Result<Vec<Result<Outcome>>>;
+    async fn append_batch(&self, batch: &[Entry]) -> Result<Vec<Result<Outcome>>>;
+
+    /// [`Backend::append_batch`] for messages not yet serialized.
+    async fn append_messages(&self, batch: &[Message]) -> Result<Vec<Result<Outcome>>> {
+        let entries: Vec<Entry> = batch.iter().cloned().map(Entry::new).collect();
+        self.append_batch(&entries).await
+    }
 
     /// The message stored under `id`.
     async fn get(&self, id: &str) -> Result<Option<Event>>;

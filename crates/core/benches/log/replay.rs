@@ -227,7 +227,7 @@ fn fill(rt: &Runtime, dir: &Path) -> String {
             let batch: Vec<Message> = (start..start + FILL_BATCH)
                 .map(|i| if i % 10 == 0 { traffic.next_in(&run_id) } else { traffic.next_in(&others[i % 99]) })
                 .collect();
-            for outcome in store.append_batch(&batch).await.expect("append a batch") {
+            for outcome in store.append_messages(&batch).await.expect("append a batch") {
                 assert!(!outcome.expect("append").duplicate);
             }
             let done = start + FILL_BATCH;

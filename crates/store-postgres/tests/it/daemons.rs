@@ -32,7 +32,7 @@ async fn two_daemons_append_one_gap_free_log() {
                     if round == w {
                         batch.insert(batch.len() / 2, shared.clone());
                     }
-                    for (m, outcome) in batch.iter().zip(store.append_batch(&batch).await.expect("batch commits")) {
+                    for (m, outcome) in batch.iter().zip(store.append_messages(&batch).await.expect("batch commits")) {
                         stored.push((m.id.clone(), outcome.expect("no conflict")));
                     }
                 }
@@ -107,9 +107,9 @@ async fn a_schema_from_a_newer_clutch_is_refused() {
 async fn schemas_keep_their_logs_apart() {
     let (Some(first), Some(second)) = (harness().await, harness().await) else { return };
     let (a, b) = (first.store().await, second.store().await);
-    for o in a.append_batch(&[fresh(), fresh()]).await.unwrap() {
+    for o in a.append_messages(&[fresh(), fresh()]).await.unwrap() {
         o.unwrap();
     }
-    assert_eq!(b.append_batch(&[fresh()]).await.unwrap()[0].as_ref().unwrap().seq, 1);
+    assert_eq!(b.append_messages(&[fresh()]).await.unwrap()[0].as_ref().unwrap().seq, 1);
     assert_eq!((a.head().await.unwrap(), b.head().await.unwrap()), (2, 1));
 }
