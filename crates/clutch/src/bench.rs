@@ -270,6 +270,8 @@ async fn append(args: AppendArgs) -> anyhow::Result<()> {
     let clutch = Summary::new(latencies, acked, measured);
     let batches = daemon.log.metrics().batches.load(std::sync::atomic::Ordering::Relaxed);
     let appended = daemon.log.metrics().appended.load(std::sync::atomic::Ordering::Relaxed);
+    let commit = &daemon.log.metrics().commit;
+    let mean_commit_ms = commit.sum() / commit.count().max(1) as f64 * 1000.0;
     daemon.stop().await;
     cleanup.run().await;
 
@@ -278,7 +280,7 @@ async fn append(args: AppendArgs) -> anyhow::Result<()> {
     println!("{}", anchor.line("anchor", "rows"));
     println!(
         "  ratio    {:.2}× the anchor (plain single-row durable insert loop, 1 writer, same disk); \
-         {:.1} messages per group commit",
+         {:.1} messages per group commit, {mean_commit_ms:.2} ms per commit",
         clutch.rate() / anchor.rate(),
         appended as f64 / batches.max(1) as f64
     );

@@ -42,7 +42,42 @@ struct Inner {
     readers: Mutex<Vec<Connection>>,
     db_path: PathBuf,
     artifacts: artifacts::Dir,
+    checkpointer: Mutex<Option<Checkpointer>>,
     closed: AtomicBool,
+}
+
+/// How often the WAL is folded back into the database file.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A thread that checkpoints the WAL in the background (`PASSIVE`: it never blocks the writer or the
+/// readers), so that no append pays for copying pages into the database file.
+struct Checkpointer {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Checkpointer {
+    fn start(db_path: &Path) -> rusqlite::Result<Checkpointer> {
+        let conn = Connection::open(db_path)?;
+        configure(&conn)?;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("clutch-checkpoint".into())
+            .spawn(move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_EVERY) {
+                    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
+                        tracing::warn!(error = %e, "WAL checkpoint failed; retrying later");
+                    }
+                }
+            })
+            .expect("spawning the checkpoint thread");
+        Ok(Checkpointer { stop, thread })
+    }
+
+    fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
 }
 
 impl Store {
@@ -53,7 +88,10 @@ impl Store {
         let open_err = |source| Error::Open { path: db_path.clone(), source };
         let writer = Connection::open(&db_path).map_err(open_err)?;
         configure(&writer).map_err(open_err)?;
+        // Checkpoints run on their own thread (below), never inside an append's commit.
+        writer.pragma_update(None, "wal_autocheckpoint", 0).map_err(open_err)?;
         migrate(&writer, &db_path)?;
+        let checkpointer = Checkpointer::start(&db_path).map_err(open_err)?;
         let readers = (0..READERS)
             .map(|_| {
                 let c = Connection::open(&db_path)?;
@@ -71,6 +109,7 @@ impl Store {
                 readers: Mutex::new(readers),
                 db_path,
                 artifacts,
+                checkpointer: Mutex::new(Some(checkpointer)),
                 closed: AtomicBool::new(false),
             }),
         })
@@ -197,6 +236,9 @@ impl Backend for Store {
         let inner = self.inner.clone();
         let _ = tokio::task::spawn_blocking(move || {
             inner.readers.lock().expect("reader pool lock").clear();
+            if let Some(checkpointer) = inner.checkpointer.lock().expect("checkpointer lock").take() {
+                checkpointer.stop();
+            }
             if let Some(conn) = inner.writer.lock().expect("writer lock").take() {
                 // Fold the WAL into the database so the next start reads one file.
                 if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {

@@ -1,6 +1,5 @@
 //! The event log's SQL: the batch append with its dedup rules, and the indexed reads.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use clutch_proto::Message;
@@ -37,13 +36,6 @@ impl Row {
     }
 }
 
-/// What a stored id is, for dedup decisions.
-struct Stored {
-    seq: u64,
-    run_id: String,
-    body: Arc<str>,
-}
-
 /// Whether two stored bodies are the same message but for `ts` (a retry, not a conflict). Only
 /// computed when an id repeats, so appends of new ids never pay for it.
 fn same_message(a: &str, b: &str) -> bool {
@@ -51,57 +43,25 @@ fn same_message(a: &str, b: &str) -> bool {
     a == b || matches!((dedup(a), dedup(b)), (Some(x), Some(y)) if x == y)
 }
 
-/// Appends the rows in one `BEGIN IMMEDIATE` transaction, committed with a WAL fsync.
+/// Appends the rows in one `BEGIN IMMEDIATE` transaction, committed with a WAL fsync. Each row is
+/// inserted optimistically; only when a uniqueness constraint (the id, or the run's idempotency key,
+/// including rows inserted earlier in this batch) stops it is the original looked up.
 pub(crate) fn append(conn: &mut Connection, rows: &[Row]) -> rusqlite::Result<Vec<Result<Outcome, Error>>> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let mut next: u64 =
         tx.prepare_cached("SELECT coalesce(max(seq), 0) FROM events")?.query_row([], |r| r.get::<_, i64>(0))? as u64;
-    let mut by_id: HashMap<&str, Stored> = HashMap::new();
-    let mut by_key: HashMap<(&str, &str), (u64, String)> = HashMap::new();
     let mut out = Vec::with_capacity(rows.len());
     {
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO events (seq, id, run_id, thread_id, task_id, from_agent, type, idempotency_key, body) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING",
+        )?;
         let mut find_id = tx.prepare_cached("SELECT seq, run_id, body FROM events WHERE id = ?1")?;
         let mut find_key =
             tx.prepare_cached("SELECT seq, id FROM events WHERE run_id = ?1 AND idempotency_key = ?2")?;
-        let mut insert = tx.prepare_cached(
-            "INSERT INTO events (seq, id, run_id, thread_id, task_id, from_agent, type, idempotency_key, body) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )?;
         for row in rows {
-            if !by_id.contains_key(row.id.as_str()) {
-                let found = find_id
-                    .query_row([&row.id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
-                    .optional()?;
-                if let Some((seq, run_id, body)) = found {
-                    by_id.insert(&row.id, Stored { seq: seq as u64, run_id, body: Arc::from(body) });
-                }
-            }
-            if let Some(stored) = by_id.get(row.id.as_str()) {
-                out.push(if stored.run_id == row.run_id && same_message(&stored.body, &row.body) {
-                    Ok(Outcome { id: row.id.clone(), seq: stored.seq, duplicate: true })
-                } else {
-                    Err(Error::IdConflict { id: row.id.clone(), seq: stored.seq })
-                });
-                continue;
-            }
-            if let Some(key) = row.idempotency_key.as_deref() {
-                let k = (row.run_id.as_str(), key);
-                if let std::collections::hash_map::Entry::Vacant(e) = by_key.entry(k) {
-                    let found = find_key
-                        .query_row(params![row.run_id, key], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))
-                        .optional()?;
-                    if let Some(found) = found {
-                        e.insert(found);
-                    }
-                }
-                if let Some((seq, id)) = by_key.get(&k) {
-                    out.push(Ok(Outcome { id: id.clone(), seq: *seq, duplicate: true }));
-                    continue;
-                }
-            }
-            next += 1;
-            insert.execute(params![
-                next as i64,
+            let inserted = insert.execute(params![
+                (next + 1) as i64,
                 row.id,
                 row.run_id,
                 row.thread_id,
@@ -111,11 +71,32 @@ pub(crate) fn append(conn: &mut Connection, rows: &[Row]) -> rusqlite::Result<Ve
                 row.idempotency_key,
                 &*row.body,
             ])?;
-            by_id.insert(&row.id, Stored { seq: next, run_id: row.run_id.clone(), body: row.body.clone() });
-            if let Some(key) = row.idempotency_key.as_deref() {
-                by_key.insert((row.run_id.as_str(), key), (next, row.id.clone()));
+            if inserted == 1 {
+                next += 1;
+                out.push(Ok(Outcome { id: row.id.clone(), seq: next, duplicate: false }));
+                continue;
             }
-            out.push(Ok(Outcome { id: row.id.clone(), seq: next, duplicate: false }));
+            let by_id = find_id
+                .query_row([&row.id], |r| {
+                    Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+                })
+                .optional()?;
+            if let Some((seq, run_id, body)) = by_id {
+                out.push(if run_id == row.run_id && same_message(&body, &row.body) {
+                    Ok(Outcome { id: row.id.clone(), seq, duplicate: true })
+                } else {
+                    Err(Error::IdConflict { id: row.id.clone(), seq })
+                });
+                continue;
+            }
+            let by_key = find_key
+                .query_row(params![row.run_id, row.idempotency_key], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))
+                .optional()?;
+            match by_key {
+                Some((seq, id)) => out.push(Ok(Outcome { id, seq, duplicate: true })),
+                // Only the two constraints above can refuse a row; anything else is a fault.
+                None => return Err(rusqlite::Error::StatementChangedRows(0)),
+            }
         }
     }
     tx.commit()?;

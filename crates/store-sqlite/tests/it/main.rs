@@ -45,3 +45,27 @@ fn a_newer_schema_is_refused() {
     let err = Store::open(dir.path()).err().expect("refused");
     assert!(err.to_string().contains("newer than this build"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wal_is_checkpointed_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let db_size = || std::fs::metadata(store.path()).unwrap().len();
+    let before = db_size();
+    let run = clutch_proto::id::generate(clutch_proto::id::Kind::Run);
+    let thread = clutch_proto::id::generate(clutch_proto::id::Kind::Thread);
+    let task = clutch_proto::id::generate(clutch_proto::id::Kind::Task);
+    let batch: Vec<_> = (0..500)
+        .map(|_| {
+            clutch_store::conformance::message(&run, &thread, &task, "agent:a", clutch_proto::MessageType::ChatMessage)
+        })
+        .collect();
+    store.append_messages(&batch).await.unwrap();
+    // Appends only write the WAL; the database file grows when the checkpoint thread copies pages in.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while db_size() <= before {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint within 10 s");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    store.close().await;
+}
