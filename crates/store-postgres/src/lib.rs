@@ -300,8 +300,14 @@ fn quote_ident(name: &str) -> String {
 
 fn build_pool(config: tokio_postgres::Config, schema: &str, size: usize) -> Result<Pool, String> {
     let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-    // Every pooled session reads and writes this schema only, and commits durably.
-    let session: Arc<str> = format!("SET search_path TO {}; SET synchronous_commit = on", quote_ident(schema)).into();
+    // Every pooled session reads and writes this schema only, and commits durably. Plans are made for
+    // each execution: a generic plan cached while the log was small (a new database has no statistics
+    // yet) kept scanning the whole table for `id = ANY($1)` long after it had grown.
+    let session: Arc<str> = format!(
+        "SET search_path TO {}; SET synchronous_commit = on; SET plan_cache_mode = force_custom_plan",
+        quote_ident(schema)
+    )
+    .into();
     let setup = Hook::async_fn(move |client, _| {
         let session = Arc::clone(&session);
         Box::pin(async move { client.batch_execute(&session).await.map_err(HookError::Backend) })
