@@ -152,7 +152,8 @@ fn no_placeholder_or_debugging_macros_in_src() {
             if line.trim_start().starts_with("//") {
                 continue;
             }
-            for needle in ["todo!(", "unimplemented!(", "dbg!("] {
+            // Spelled in pieces so that this file does not match itself in text searches.
+            for needle in [concat!("todo", "!("), concat!("unimplemented", "!("), concat!("dbg", "!(")] {
                 if line.contains(needle) {
                     bad.push(format!("  {}:{}: {}", rel(&path), i + 1, line.trim()));
                 }
