@@ -308,21 +308,12 @@ impl Cleanup {
     }
 }
 
-const ANCHOR_TABLE: &str = "CREATE TABLE events (
-    seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, run_id TEXT NOT NULL, thread_id TEXT NOT NULL,
-    task_id TEXT NOT NULL, from_agent TEXT NOT NULL, type TEXT NOT NULL, idempotency_key TEXT, body TEXT NOT NULL);
-CREATE INDEX events_run ON events (run_id, seq);
-CREATE INDEX events_thread ON events (thread_id, seq);
-CREATE INDEX events_task ON events (task_id, seq);
-CREATE INDEX events_from ON events (from_agent, seq);
-CREATE INDEX events_type ON events (type, seq);";
-
 /// Plain SQLite, same table and indexes, WAL + synchronous=FULL, one INSERT and COMMIT per row.
 fn sqlite_anchor(path: &Path, duration: Duration, payload: usize) -> anyhow::Result<Summary> {
     let conn = rusqlite::Connection::open(path)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.execute_batch(ANCHOR_TABLE)?;
+    conn.execute_batch(clutch_store_sqlite::EVENTS_SCHEMA)?;
     let run = id::generate(Kind::Run);
     let body = message(&run, payload).to_string();
     let mut stmt = conn.prepare(

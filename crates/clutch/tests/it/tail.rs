@@ -23,6 +23,11 @@ fn lines(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
     rx
 }
 
+/// `clutch ARGS` with its stdout and stderr piped, killed when dropped.
+fn tail(args: &[&str]) -> Spawned {
+    Spawned(clutch().args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap())
+}
+
 #[tokio::test]
 async fn json_tail_receives_events_appended_after_it_started() {
     let dir = tempfile::tempdir().unwrap();
@@ -33,15 +38,7 @@ async fn json_tail_receives_events_appended_after_it_started() {
     let (status, _) = post(&http, &daemon.url, &message(&run, "old")).await;
     assert_eq!(status, 201);
 
-    let mut child = Spawned(
-        clutch()
-            .args(["tail", "--json", "--run", &run, "--url", &daemon.url])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut child = tail(&["tail", "--json", "--run", &run, "--url", &daemon.url]);
     let stdout = lines(child.0.stdout.take().unwrap());
     let stderr = lines(child.0.stderr.take().unwrap());
     let following = stderr.recv_timeout(DEADLINE).expect("tail says it is following");
@@ -76,15 +73,7 @@ async fn human_tail_from_the_start_and_resumes_across_a_restart() {
     let run = run_id();
     post(&http, &daemon.url, &message(&run, "first")).await;
 
-    let mut child = Spawned(
-        clutch()
-            .args(["tail", "--after", "0", "--url", &daemon.url])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut child = tail(&["tail", "--after", "0", "--url", &daemon.url]);
     let stdout = lines(child.0.stdout.take().unwrap());
     let stderr = lines(child.0.stderr.take().unwrap());
     let line = stdout.recv_timeout(DEADLINE).expect("the first event");
@@ -119,15 +108,7 @@ async fn a_closed_stdout_ends_the_tail_quietly() {
     post(&http, &daemon.url, &message(&run, "first")).await;
 
     // Like `clutch tail | head -1`: the reader takes one line and goes away.
-    let mut child = Spawned(
-        clutch()
-            .args(["tail", "--after", "0", "--json", "--url", &daemon.url])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut child = tail(&["tail", "--after", "0", "--json", "--url", &daemon.url]);
     let stdout = child.0.stdout.take().unwrap();
     let (tx, first) = mpsc::channel();
     std::thread::spawn(move || {

@@ -32,9 +32,6 @@ criterion_group! {
 }
 criterion_main!(benches);
 
-/// The event log's schema, taken from the SQLite backend so that the anchors index what Clutch indexes.
-const SCHEMA: &str = include_str!("../../../store-sqlite/migrations/0001_events.sql");
-
 /// A runtime shaped like the daemon's on this machine: a multi-threaded scheduler with two workers.
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime")
@@ -172,7 +169,7 @@ impl Anchor {
         let conn = Connection::open(path).expect("open the anchor database");
         conn.pragma_update(None, "journal_mode", "WAL").expect("WAL");
         conn.pragma_update(None, "synchronous", "FULL").expect("synchronous=FULL");
-        conn.execute_batch(SCHEMA).expect("anchor schema");
+        conn.execute_batch(clutch_store_sqlite::EVENTS_SCHEMA).expect("anchor schema");
         Anchor { conn }
     }
 
