@@ -99,15 +99,15 @@ struct Daemon {
 
 impl Daemon {
     async fn start(backend: Arc<dyn Backend>) -> anyhow::Result<Daemon> {
-        let (service, log) = clutch_core::Service::new(backend, clutch_core::Options::default());
+        let core =
+            clutch_core::start(backend, clutch_core::Options::default(), clutch_core::engine::Options::default())
+                .await?;
+        let log = core.log.clone();
+        let engine = core.engine.clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (stop_log, log_stopped) = tokio::sync::oneshot::channel::<()>();
-        let service = tokio::spawn(service.run(async move {
-            let _ = log_stopped.await;
-        }));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
-        let router = clutch_gateway::router(log.clone(), clutch_gateway::Options::default());
+        let router = clutch_gateway::router(log.clone(), engine, clutch_gateway::Options::default());
         let closing = log.clone();
         let server = tokio::spawn(async move {
             let shutdown = async move {
@@ -117,9 +117,11 @@ impl Daemon {
             if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
                 tracing::error!(error = %e, "bench server failed");
             }
-            let _ = stop_log.send(());
+            if let Err(e) = core.stop().await {
+                tracing::error!(error = %e, "bench core failed while stopping");
+            }
         });
-        Ok(Daemon { url, log, stop: Some(stop), tasks: vec![server, service] })
+        Ok(Daemon { url, log, stop: Some(stop), tasks: vec![server] })
     }
 
     async fn stop(mut self) {

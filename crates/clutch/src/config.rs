@@ -29,6 +29,51 @@ pub struct Config {
     pub limits: Limits,
     pub log_service: LogService,
     pub stream: Stream,
+    pub engine: EngineTimers,
+}
+
+/// Delivery timers and retry policy of the engine (`clutch_core::engine::Options`), in milliseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineTimers {
+    /// The heartbeat interval agents are told to keep.
+    pub heartbeat_interval_ms: u64,
+    /// Silence after which an agent is `stale` (gets no new tasks).
+    pub stale_after_ms: u64,
+    /// Silence after which an agent is `offline` (its unfinished tasks are routed again).
+    pub offline_after_ms: u64,
+    /// A delivered task not accepted within this is delivered again.
+    pub accept_timeout_ms: u64,
+    /// Deliveries of one routing before the task fails with DELIVERY_FAILED.
+    pub max_deliveries: u32,
+    /// Routings of a task in all (the first, and one per retryable error).
+    pub max_routings: u32,
+    /// First backoff before a retry; doubles per retry up to `retry_backoff_max_ms`, with jitter.
+    pub retry_backoff_ms: u64,
+    pub retry_backoff_max_ms: u64,
+    /// How long a task waits for a busy or offline agent before it fails.
+    pub queue_timeout_ms: u64,
+    /// Runtime limit for agents whose card sets none (0 = none).
+    pub default_max_runtime_ms: u64,
+}
+
+impl Default for EngineTimers {
+    fn default() -> Self {
+        let o = clutch_core::engine::Options::default();
+        let ms = |d: Duration| d.as_millis() as u64;
+        EngineTimers {
+            heartbeat_interval_ms: ms(o.heartbeat_interval),
+            stale_after_ms: ms(o.stale_after),
+            offline_after_ms: ms(o.offline_after),
+            accept_timeout_ms: ms(o.accept_timeout),
+            max_deliveries: o.max_deliveries,
+            max_routings: o.max_routings,
+            retry_backoff_ms: ms(o.retry_backoff),
+            retry_backoff_max_ms: ms(o.retry_backoff_max),
+            queue_timeout_ms: ms(o.queue_timeout),
+            default_max_runtime_ms: o.default_max_runtime.map_or(0, ms),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,6 +111,7 @@ impl Default for Config {
             limits: Limits::default(),
             log_service: LogService::default(),
             stream: Stream::default(),
+            engine: EngineTimers::default(),
         }
     }
 }
@@ -114,6 +160,16 @@ const KEYS: &[&str] = &[
     "log_service.queue",
     "log_service.subscriber_buffer",
     "stream.keepalive_secs",
+    "engine.heartbeat_interval_ms",
+    "engine.stale_after_ms",
+    "engine.offline_after_ms",
+    "engine.accept_timeout_ms",
+    "engine.max_deliveries",
+    "engine.max_routings",
+    "engine.retry_backoff_ms",
+    "engine.retry_backoff_max_ms",
+    "engine.queue_timeout_ms",
+    "engine.default_max_runtime_ms",
 ];
 
 /// A loaded configuration and the file it came from, if any.
@@ -257,6 +313,24 @@ impl Config {
             queue: saturating(self.log_service.queue),
             subscriber_buffer: saturating(self.log_service.subscriber_buffer),
             artifact_max_bytes: self.limits.artifact_bytes,
+        }
+    }
+
+    pub fn engine_options(&self) -> clutch_core::engine::Options {
+        let e = &self.engine;
+        let ms = Duration::from_millis;
+        clutch_core::engine::Options {
+            heartbeat_interval: ms(e.heartbeat_interval_ms),
+            stale_after: ms(e.stale_after_ms),
+            offline_after: ms(e.offline_after_ms.max(e.stale_after_ms)),
+            accept_timeout: ms(e.accept_timeout_ms),
+            max_deliveries: e.max_deliveries.max(1),
+            max_routings: e.max_routings.max(1),
+            retry_backoff: ms(e.retry_backoff_ms),
+            retry_backoff_max: ms(e.retry_backoff_max_ms.max(e.retry_backoff_ms)),
+            queue_timeout: ms(e.queue_timeout_ms),
+            default_max_runtime: (e.default_max_runtime_ms > 0).then(|| ms(e.default_max_runtime_ms)),
+            ..clutch_core::engine::Options::default()
         }
     }
 

@@ -37,19 +37,16 @@ pub async fn run(loaded: Loaded, allow_remote_unauthenticated: bool) -> anyhow::
             return Ok(());
         }
     };
-    let (service, handle) = clutch_core::Service::new(backend, config.core_options());
-    let (stop_log, log_stop) = oneshot::channel::<()>();
-    let log_task = tokio::spawn(service.run(async move {
-        let _ = log_stop.await;
-    }));
+    let core = clutch_core::start(backend, config.core_options(), config.engine_options())
+        .await
+        .context("cannot rebuild the engine's state from the event log")?;
 
-    let served = serve(&config, handle, signals, started).await;
+    let served = serve(&config, core.log.clone(), core.engine.clone(), signals, started).await;
 
-    // Only now, with no request left that could append, does the log writer stop.
-    let _ = stop_log.send(());
-    match tokio::time::timeout(CLOSE_TIMEOUT, log_task).await {
+    // Only now, with no request left that could append, do the engine and the log writer stop.
+    match tokio::time::timeout(CLOSE_TIMEOUT, core.stop()).await {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => bail!("the event log service failed: {e}"),
+        Ok(Err(e)) => bail!("the core failed while stopping: {e}"),
         Err(_) => bail!("the event log did not close within {} s", CLOSE_TIMEOUT.as_secs()),
     }
     served?;
@@ -99,6 +96,7 @@ async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Backend>> {
 async fn serve(
     config: &Config,
     handle: clutch_core::Handle,
+    engine: clutch_core::Engine,
     mut signals: Signals,
     started: Instant,
 ) -> anyhow::Result<()> {
@@ -111,7 +109,7 @@ async fn serve(
         anyhow::anyhow!("cannot listen on {}: {e}{hint}", config.listen)
     })?;
     let addr = listener.local_addr().context("cannot read the bound address")?;
-    let router = clutch_gateway::router(handle.clone(), config.gateway_options());
+    let router = clutch_gateway::router(handle.clone(), engine, config.gateway_options());
 
     let (signalled, on_signal) = oneshot::channel::<Signals>();
     let graceful = async move {

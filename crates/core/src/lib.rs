@@ -1,12 +1,20 @@
-//! The orchestration core. For now: the event log service (one writer, group commit), the live bus
-//! with catch-up subscriptions, and the daemon's metrics. It knows nothing of HTTP, SQL or the CLI.
+//! The orchestration core: the event log service (one writer, group commit), the live bus with
+//! catch-up subscriptions, and the engine (agent registry, router, task state, delivery timers,
+//! budgets) that keeps its state in step with the log. It knows nothing of HTTP, SQL or the CLI.
 
+pub mod engine;
 pub mod log;
 pub mod metrics;
+pub mod registry;
+pub mod router;
+mod running;
 mod stream;
+pub mod tasks;
 
-pub use log::{Handle, Options, Service};
-pub use stream::{End, Subscription};
+pub use engine::Engine;
+pub use log::{Gate, Handle, Options, Service};
+pub use running::{Running, start};
+pub use stream::{End, Live, Subscription};
 
 use clutch_proto::ErrorCode;
 
@@ -21,6 +29,11 @@ pub enum Error {
     ShuttingDown,
     #[error("the artifact has {size} bytes, more than the limit of {limit} bytes")]
     ArtifactTooLarge { size: u64, limit: u64 },
+    #[error("{}", .0.message)]
+    Refused(Refusal),
+    /// A background task of the core panicked.
+    #[error("a core task failed: {0}")]
+    Task(String),
 }
 
 impl Error {
@@ -29,6 +42,40 @@ impl Error {
             Error::Store(e) => e.kind(),
             Error::ShuttingDown => ErrorCode::Unavailable,
             Error::ArtifactTooLarge { .. } => ErrorCode::PayloadTooLarge,
+            Error::Refused(r) => r.code,
+            Error::Task(_) => ErrorCode::Internal,
         }
+    }
+}
+
+/// Why the engine refuses a message or a request: a stable code, what is wrong, the field at fault
+/// and what to do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: ErrorCode,
+    pub message: String,
+    pub field: Option<String>,
+    pub hint: Option<String>,
+}
+
+impl Refusal {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Refusal {
+        Refusal { code, message: message.into(), field: None, hint: None }
+    }
+
+    pub fn field(mut self, field: impl Into<String>) -> Refusal {
+        self.field = Some(field.into());
+        self
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Refusal {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+impl From<Refusal> for Error {
+    fn from(r: Refusal) -> Error {
+        Error::Refused(r)
     }
 }

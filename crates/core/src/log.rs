@@ -12,7 +12,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::metrics::Metrics;
 use crate::stream::{Live, Subscription};
-use crate::{Error, Result};
+use crate::{Error, Refusal, Result};
 
 /// Tuning of the log service; the defaults suit a laptop and a server alike.
 #[derive(Debug, Clone)]
@@ -34,6 +34,19 @@ impl Default for Options {
 }
 
 type Reply = oneshot::Sender<Vec<Result<Outcome>>>;
+/// An entry with its position in the batch.
+type Numbered = (usize, Entry);
+
+/// A check the writer runs on every message before it is stored, and is told of every event once it
+/// is committed. The orchestration engine is one: it refuses illegal task transitions and keeps its
+/// state exactly in step with the log, because both happen on the writer's serial path.
+pub trait Gate: Send + Sync {
+    /// One answer per entry, in order: `Some` refuses that entry (it is answered with the refusal and
+    /// not stored). Earlier admitted entries of the batch count as if already stored.
+    fn admit(&self, batch: &[Entry]) -> Vec<Option<Refusal>>;
+    /// The events just committed, in `seq` order, before anyone else sees them.
+    fn committed(&self, events: &[Arc<Live>]);
+}
 
 struct Request {
     entries: Vec<Entry>,
@@ -51,6 +64,7 @@ pub struct Service {
     /// Requests the last batch held: the writer waits (at most [`LINGER`]) for about as many before
     /// committing, so that concurrent callers answered together share the next commit too.
     expected: usize,
+    gate: Option<Arc<dyn Gate>>,
 }
 
 /// The longest a batch waits for the requests it expects. Callers answered by one commit come back
@@ -82,9 +96,22 @@ impl Service {
             metrics: metrics.clone(),
             artifact_max_bytes: options.artifact_max_bytes,
         };
-        let service =
-            Service { backend, requests: rx, live, closing, metrics, batch_max: options.batch_max.max(1), expected: 1 };
+        let service = Service {
+            backend,
+            requests: rx,
+            live,
+            closing,
+            metrics,
+            batch_max: options.batch_max.max(1),
+            expected: 1,
+            gate: None,
+        };
         (service, handle)
+    }
+
+    /// Puts `gate` on the append path: it vets every message and follows every commit.
+    pub fn set_gate(&mut self, gate: Arc<dyn Gate>) {
+        self.gate = Some(gate);
     }
 
     /// Runs until `shutdown` resolves; then ends live subscriptions, refuses new appends, commits
@@ -127,19 +154,26 @@ impl Service {
         self.expected = requests.len();
         let lens: Vec<usize> = requests.iter().map(|r| r.entries.len()).collect();
         let batch: Vec<Entry> = requests.iter_mut().flat_map(|r| std::mem::take(&mut r.entries)).collect();
+        let refusals = match &self.gate {
+            Some(gate) => gate.admit(&batch),
+            None => Vec::new(),
+        };
+        let (admitted, refused): (Vec<Numbered>, Vec<Numbered>) =
+            batch.into_iter().enumerate().partition(|(i, _)| refusals.get(*i).is_none_or(Option::is_none));
+        let stored: Vec<Entry> = admitted.iter().map(|(_, e)| e.clone()).collect();
         let started = Instant::now();
-        let result = self.backend.append_batch(&batch).await;
+        let result = if stored.is_empty() { Ok(Vec::new()) } else { self.backend.append_batch(&stored).await };
         self.metrics.commit.observe_duration(started.elapsed());
         self.metrics.batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.metrics.batch_size.observe(batch.len() as f64);
-        let outcomes: Vec<Result<Outcome>> = match result {
+        self.metrics.batch_size.observe(stored.len() as f64);
+        let stored_outcomes: Vec<Result<Outcome>> = match result {
             Ok(outcomes) => outcomes.into_iter().map(|o| o.map_err(Error::Store)).collect(),
             Err(e) => {
-                tracing::error!(error = %e, messages = batch.len(), "append batch failed; nothing stored");
+                tracing::error!(error = %e, messages = stored.len(), "append batch failed; nothing stored");
                 self.metrics.batch_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let text = e.to_string();
                 let closed = matches!(e, clutch_store::Error::Closed);
-                batch
+                stored
                     .iter()
                     .map(|_| {
                         Err(if closed {
@@ -151,6 +185,19 @@ impl Service {
                     .collect()
             }
         };
+        // Put answers and entries back in request order.
+        let total = admitted.len() + refused.len();
+        let mut slots: Vec<Option<(Entry, Result<Outcome>)>> = (0..total).map(|_| None).collect();
+        for ((i, entry), outcome) in admitted.into_iter().zip(stored_outcomes) {
+            slots[i] = Some((entry, outcome));
+        }
+        let mut refusals = refusals;
+        for (i, entry) in refused {
+            let refusal = refusals[i].take().expect("a refused entry has its refusal");
+            let outcome = self.refused(&entry, refusal).await;
+            slots[i] = Some((entry, outcome));
+        }
+        let (batch, outcomes): (Vec<Entry>, Vec<Result<Outcome>>) = slots.into_iter().flatten().unzip();
         // Publish before answering: a caller that sees its ack and then subscribes from `after` will
         // find the event either in the store or on the bus.
         let mut new_events = Vec::new();
@@ -169,6 +216,11 @@ impl Service {
                 Err(_) => {}
             }
         }
+        if let Some(gate) = &self.gate
+            && !new_events.is_empty()
+        {
+            gate.committed(&new_events);
+        }
         for live in new_events {
             // No receivers is fine: nobody is watching.
             let _ = self.live.send(live);
@@ -178,6 +230,28 @@ impl Service {
             // A caller that gave up (its connection dropped) still had its messages stored.
             let _ = request.reply.send(outcomes.by_ref().take(n).collect());
         }
+    }
+}
+
+impl Service {
+    /// The answer to a refused entry: a retry of a message already stored is still a duplicate (the
+    /// state moved on because of that very message); anything else gets the refusal.
+    async fn refused(&self, entry: &Entry, refusal: Refusal) -> Result<Outcome> {
+        self.metrics.refusals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(Some(stored)) = self.backend.get(&entry.message.id).await {
+            let same = serde_json::from_str::<Message>(&stored.json)
+                .is_ok_and(|original| original.dedup_body() == entry.message.dedup_body());
+            if same {
+                self.metrics.duplicates.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Ok(Outcome { id: entry.message.id.clone(), seq: stored.seq, duplicate: true });
+            }
+            self.metrics.conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Err(Error::Store(clutch_store::Error::IdConflict {
+                id: entry.message.id.clone(),
+                seq: stored.seq,
+            }));
+        }
+        Err(Error::Refused(refusal))
     }
 }
 

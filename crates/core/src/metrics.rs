@@ -18,6 +18,13 @@ pub struct Metrics {
     pub subscribers: AtomicI64,
     pub lagged_drops: AtomicU64,
     pub http_requests: AtomicU64,
+    /// Messages refused by the engine (illegal transition, policy, signature).
+    pub refusals: AtomicU64,
+    pub routing_decisions: AtomicU64,
+    pub routing_failures: AtomicU64,
+    pub redeliveries: AtomicU64,
+    pub pushes: AtomicU64,
+    pub push_failures: AtomicU64,
 }
 
 const BUCKETS: usize = 12;
@@ -117,6 +124,32 @@ impl Metrics {
             load(&self.lagged_drops),
         );
         counter(&mut out, "clutch_http_requests_total", "HTTP requests served.", load(&self.http_requests));
+        counter(
+            &mut out,
+            "clutch_refusals_total",
+            "Messages refused by policy or the task state machine.",
+            load(&self.refusals),
+        );
+        counter(&mut out, "clutch_routing_decisions_total", "Tasks routed to an agent.", load(&self.routing_decisions));
+        counter(
+            &mut out,
+            "clutch_routing_failures_total",
+            "Routing attempts that found no agent.",
+            load(&self.routing_failures),
+        );
+        counter(
+            &mut out,
+            "clutch_redeliveries_total",
+            "Task requests delivered again after no accept.",
+            load(&self.redeliveries),
+        );
+        counter(&mut out, "clutch_push_deliveries_total", "Messages pushed to agent endpoints.", load(&self.pushes));
+        counter(
+            &mut out,
+            "clutch_push_failures_total",
+            "Failed push attempts (each retried).",
+            load(&self.push_failures),
+        );
         out
     }
 }

@@ -16,9 +16,9 @@ use crate::metrics::Metrics;
 const PAGE: usize = 1000;
 
 /// A committed event as the writer publishes it, with its parsed message for filtering.
-pub(crate) struct Live {
-    pub(crate) event: Event,
-    pub(crate) message: Message,
+pub struct Live {
+    pub event: Event,
+    pub message: Message,
 }
 
 /// Why a subscription ended. Each carries the `seq` of the last event delivered (or the starting

@@ -1,6 +1,7 @@
 //! The HTTP face of the daemon: the JSON API, the live stream over WebSocket and SSE, artifacts,
 //! schemas, health and metrics, on one axum `Router`.
 
+mod agents;
 mod artifacts;
 mod error;
 mod events;
@@ -15,7 +16,7 @@ use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
-use clutch_core::Handle;
+use clutch_core::{Engine, Handle};
 use clutch_proto::ErrorCode;
 use tracing::Instrument;
 
@@ -39,14 +40,15 @@ impl Default for Options {
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub(crate) log: Handle,
+    pub(crate) engine: Engine,
     pub(crate) options: Options,
 }
 
 /// The daemon's HTTP API. Serve it with `axum::serve(listener, router(..))`.
-pub fn router(log: Handle, options: Options) -> Router {
+pub fn router(log: Handle, engine: Engine, options: Options) -> Router {
     let artifact_limit = usize::try_from(log.artifact_max_bytes()).unwrap_or(usize::MAX).saturating_add(1);
     let body_limit = options.body_limit_bytes;
-    let state = AppState { log, options };
+    let state = AppState { log, engine, options };
     Router::new()
         .route("/v1/messages", post(messages::post))
         .route("/v1/messages/{id}", get(messages::get))
@@ -56,6 +58,11 @@ pub fn router(log: Handle, options: Options) -> Router {
         .route("/v1/artifacts", put(artifacts::put).layer(DefaultBodyLimit::max(artifact_limit)))
         .route("/v1/artifacts/{reference}", get(artifacts::get))
         .route("/v1/schemas/{name}", get(schema))
+        .route("/v1/agents", get(agents::list).post(agents::register))
+        .route("/v1/agents/{id}", get(agents::show).delete(agents::remove))
+        .route("/v1/agents/{id}/heartbeat", post(agents::heartbeat))
+        .route("/v1/tasks/{id}", get(agents::task))
+        .route("/v1/runs/{run_id}/tasks", get(agents::run_tasks))
         .route("/healthz", get(health))
         .route("/metrics", get(metrics))
         .fallback(not_found)
@@ -102,7 +109,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::new(ErrorCode::NotFound, format!("no route for {}", uri.path()))
-        .hint("the API lives under /v1 (messages, events, runs, stream, artifacts, schemas)")
+        .hint("the API lives under /v1 (messages, events, runs, stream, agents, tasks, artifacts, schemas)")
 }
 
 async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {

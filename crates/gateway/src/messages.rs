@@ -5,10 +5,10 @@ use std::time::SystemTime;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use clutch_core::engine::Ack;
 use clutch_proto::ErrorCode;
 use clutch_proto::error::ErrorBody;
 use clutch_proto::validate::{self, Defaults};
-use clutch_store::Outcome;
 use serde_json::{Value, json};
 
 use crate::AppState;
@@ -42,10 +42,10 @@ pub(crate) async fn post(State(state): State<AppState>, JsonValue(body): JsonVal
                     Err(problems) => results[i] = Some(json!({ "error": ErrorBody::from_problems(problems) })),
                 }
             }
-            let outcomes = state.log.append(valid).await?;
+            let outcomes = state.engine.submit(valid).await?;
             for (i, outcome) in positions.into_iter().zip(outcomes) {
                 results[i] = Some(match outcome {
-                    Ok(o) => ack(&o),
+                    Ok(a) => ack(&a),
                     Err(e) => json!({ "error": error_body(&e) }),
                 });
             }
@@ -53,15 +53,23 @@ pub(crate) async fn post(State(state): State<AppState>, JsonValue(body): JsonVal
         }
         value => {
             let message = validate::message(&value, &defaults).map_err(ErrorBody::from_problems)?;
-            let outcome = state.log.append_one(message).await?;
-            let status = if outcome.duplicate { StatusCode::OK } else { StatusCode::CREATED };
+            let outcome = state.engine.submit(vec![message]).await?.pop().expect("one answer per message")?;
+            let status = match &outcome {
+                Ack::Stored(o) if !o.duplicate => StatusCode::CREATED,
+                _ => StatusCode::OK,
+            };
             Ok((status, axum::Json(ack(&outcome))).into_response())
         }
     }
 }
 
-fn ack(o: &Outcome) -> Value {
-    json!({ "id": o.id, "seq": o.seq, "duplicate": o.duplicate })
+fn ack(a: &Ack) -> Value {
+    match a {
+        Ack::Stored(o) => json!({ "id": o.id, "seq": o.seq, "duplicate": o.duplicate }),
+        Ack::Heartbeat(h) => json!({
+            "agent_id": h.agent_id, "status": h.status, "next_heartbeat_sec": h.next_heartbeat_sec, "stored": false,
+        }),
+    }
 }
 
 pub(crate) async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {

@@ -1,6 +1,9 @@
 //! Core's integration tests, on the real SQLite store: group commit, ordering of live events,
 //! catch-up subscriptions, slow subscribers, shutdown.
 
+mod engine;
+mod router;
+
 use std::sync::Arc;
 use std::time::SystemTime;
 

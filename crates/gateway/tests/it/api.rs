@@ -7,7 +7,7 @@ use crate::{msg, run_id, start, start_with};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn post_then_get_then_duplicate_then_conflict() {
     let d = start().await;
-    let mut m = msg(&run_id(), "task.request");
+    let mut m = msg(&run_id(), "chat.message");
     m["id"] = json!(clutch_proto::id::generate(clutch_proto::id::Kind::Message));
     let (status, ack) = d.post(&m).await;
     assert_eq!(status, 201);

@@ -7,7 +7,7 @@ mod stream;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use clutch_core::{Handle, Service};
+use clutch_core::{Engine, Handle, Running};
 use clutch_proto::id::{self, Kind};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -16,11 +16,11 @@ pub struct Daemon {
     pub url: String,
     pub addr: SocketAddr,
     pub log: Handle,
+    pub engine: Engine,
     pub http: reqwest::Client,
     stop_http: Option<oneshot::Sender<()>>,
-    stop_log: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
-    service: Option<tokio::task::JoinHandle<()>>,
+    core: Option<Running>,
     _dir: tempfile::TempDir,
 }
 
@@ -29,16 +29,22 @@ pub async fn start() -> Daemon {
 }
 
 pub async fn start_with(core: clutch_core::Options, options: clutch_gateway::Options) -> Daemon {
+    start_full(core, clutch_core::engine::Options::default(), options).await
+}
+
+pub async fn start_full(
+    core: clutch_core::Options,
+    engine: clutch_core::engine::Options,
+    options: clutch_gateway::Options,
+) -> Daemon {
     let dir = tempfile::tempdir().unwrap();
     let store = clutch_store_sqlite::Store::open(dir.path()).unwrap();
-    let (service, log) = Service::new(Arc::new(store), core);
-    let (stop_log, log_stopped) = oneshot::channel::<()>();
-    let service = tokio::spawn(service.run(async move {
-        let _ = log_stopped.await;
-    }));
+    let running = clutch_core::start(Arc::new(store), core, engine).await.unwrap();
+    let log = running.log.clone();
+    let engine = running.engine.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let router = clutch_gateway::router(log.clone(), options);
+    let router = clutch_gateway::router(log.clone(), engine.clone(), options);
     let (stop_http, http_stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         axum::serve(listener, router)
@@ -52,11 +58,11 @@ pub async fn start_with(core: clutch_core::Options, options: clutch_gateway::Opt
         url: format!("http://{addr}"),
         addr,
         log,
+        engine,
         http: reqwest::Client::new(),
         stop_http: Some(stop_http),
-        stop_log: Some(stop_log),
         server: Some(server),
-        service: Some(service),
+        core: Some(running),
         _dir: dir,
     }
 }
@@ -67,8 +73,7 @@ impl Daemon {
         self.log.close_streams();
         let _ = self.stop_http.take().unwrap().send(());
         self.server.take().unwrap().await.unwrap();
-        let _ = self.stop_log.take().unwrap().send(());
-        self.service.take().unwrap().await.unwrap();
+        self.core.take().unwrap().stop().await.unwrap();
     }
 
     pub async fn post(&self, body: &Value) -> (u16, Value) {

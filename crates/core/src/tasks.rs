@@ -1,0 +1,196 @@
+//! Task state, derived from the log: requested → routed → accepted → running → completed, failed,
+//! cancelled or timed out, with queueing and retry in between. [`next`] is the one place that says
+//! which message may move a task where; the writer refuses anything else with `INVALID_TRANSITION`.
+
+use std::sync::Arc;
+
+use clutch_proto::{ErrorCode, Message, MessageType};
+
+use crate::Refusal;
+
+/// The sender the daemon uses for everything it says itself (routing, redelivery, timeouts).
+pub const ORCHESTRATOR: &str = "agent:orchestrator";
+
+/// Where a task is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// Waiting for the router.
+    Requested,
+    /// No agent could take it yet (offline, busy or out of budget); it waits for one.
+    Queued,
+    /// Delivered to its agent, not yet accepted.
+    Routed,
+    Accepted,
+    /// The agent reported progress.
+    Running,
+    /// Failed with a retryable error; waiting out the backoff before it is routed again.
+    Retrying,
+    Completed,
+    Failed,
+    Cancelled,
+    TimedOut,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Requested => "requested",
+            Phase::Queued => "queued",
+            Phase::Routed => "routed",
+            Phase::Accepted => "accepted",
+            Phase::Running => "running",
+            Phase::Retrying => "retrying",
+            Phase::Completed => "completed",
+            Phase::Failed => "failed",
+            Phase::Cancelled => "cancelled",
+            Phase::TimedOut => "timed_out",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Phase::Completed | Phase::Failed | Phase::Cancelled | Phase::TimedOut)
+    }
+
+    /// Whether the task occupies a slot of its agent.
+    pub fn is_in_flight(self) -> bool {
+        matches!(self, Phase::Routed | Phase::Accepted | Phase::Running)
+    }
+
+    /// Whether the task waits for the router.
+    pub fn awaits_routing(self) -> bool {
+        matches!(self, Phase::Requested | Phase::Queued | Phase::Retrying)
+    }
+}
+
+/// One event in a task's history.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub seq: u64,
+    pub id: String,
+    pub kind: MessageType,
+    pub from: String,
+    pub ts: String,
+    pub phase: Phase,
+}
+
+/// A task as the daemon knows it. It begins with a `task.request`; messages about a task id that
+/// never had one pass through untracked.
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub id: String,
+    pub run_id: String,
+    pub thread_id: String,
+    pub parent_task_id: Option<String>,
+    /// Who asked (the first request's sender): it may cancel.
+    pub requester: String,
+    pub phase: Phase,
+    /// The agent it is routed to (or was, once ended).
+    pub agent: Option<String>,
+    /// Delivery attempt of the current assignment (1-based).
+    pub attempt: u32,
+    /// How many times it has been routed (the retry policy counts these).
+    pub routings: u32,
+    /// The first request, copied for each delivery.
+    pub request: Arc<Message>,
+    /// Whether the router picks the agent (no concrete recipient in the first request).
+    pub routed_by_orchestrator: bool,
+    /// Milliseconds since the epoch of the last phase change: timers count from here.
+    pub since_ms: i64,
+    /// When the current agent accepted it (runtime limits count from here).
+    pub accepted_ms: Option<i64>,
+    /// The `attempt` the current routing's first delivery had: redeliveries are counted from it.
+    pub routing_first_attempt: u32,
+    /// When its timer fires next, if it has one (the engine's due index holds the same).
+    pub due_ms: Option<i64>,
+    pub progress: Option<f64>,
+    pub last_error: Option<(String, String)>,
+    /// A cancel the assigned agent has not been sent yet.
+    pub cancel_to_forward: bool,
+}
+
+/// What a message does to a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// The task moves to `phase` (with `agent` assigned when it is routed).
+    To(Phase),
+    /// Allowed, no change (a forwarded cancel, repeated progress).
+    Stay,
+}
+
+/// Options of the state machine that come from the retry policy.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    /// Routings a task gets in all (the first and each retry after a retryable error).
+    pub max_routings: u32,
+}
+
+/// Decides what `message` (from a client, or from the daemon when `daemon` is true) does to `task`.
+pub fn next(task: &Task, message: &Message, daemon: bool, policy: Policy) -> Result<Effect, Refusal> {
+    use MessageType as T;
+    use Phase as P;
+    let from = message.from.agent_id.as_str();
+    let assignee = task.agent.as_deref();
+    let phase = task.phase;
+    let refuse = |why: String| Err(invalid(task, message.kind, why));
+    if phase.is_terminal() && !(daemon && message.kind == T::TaskCancel) {
+        return refuse(format!("task {} has ended ({})", task.id, phase.as_str()));
+    }
+    let by_assignee = assignee == Some(from) && phase.is_in_flight();
+    match message.kind {
+        T::TaskRequest if daemon => {
+            let to = recipient(message);
+            let redelivery = phase == P::Routed && to == assignee && message.attempt > task.attempt;
+            if phase.awaits_routing() || redelivery {
+                Ok(Effect::To(P::Routed))
+            } else {
+                refuse(format!("task {} is {}; it cannot be delivered again now", task.id, phase.as_str()))
+            }
+        }
+        T::TaskRequest => {
+            refuse(format!("task {} already exists ({}); a new request needs a new task_id", task.id, phase.as_str()))
+        }
+        T::TaskAccept | T::TaskProgress | T::TaskResult if !by_assignee => {
+            let why = match assignee {
+                Some(a) if phase.is_in_flight() => format!("task {} is assigned to {a}, not {from}", task.id),
+                _ => format!("task {} is {} and assigned to no agent", task.id, phase.as_str()),
+            };
+            refuse(why)
+        }
+        T::TaskAccept if phase == P::Routed => Ok(Effect::To(P::Accepted)),
+        T::TaskAccept => refuse(format!("task {} was already accepted", task.id)),
+        T::TaskProgress => Ok(Effect::To(P::Running)),
+        T::TaskResult => Ok(Effect::To(P::Completed)),
+        T::TaskError if by_assignee || daemon => {
+            let retryable = message.payload.get("retryable").and_then(|v| v.as_bool()).unwrap_or(false);
+            if retryable && task.routings < policy.max_routings && task.routed_by_orchestrator {
+                Ok(Effect::To(P::Retrying))
+            } else {
+                Ok(Effect::To(P::Failed))
+            }
+        }
+        T::TaskError => refuse(format!("only the assigned agent may report an error for task {}", task.id)),
+        T::TaskCancel if daemon && phase == P::Cancelled => Ok(Effect::Stay),
+        T::TaskCancel if daemon || from == task.requester || from.starts_with("user:") => Ok(Effect::To(P::Cancelled)),
+        T::TaskCancel => {
+            refuse(format!("only the requester ({}) or a user may cancel task {}", task.requester, task.id))
+        }
+        T::TaskTimeout if daemon => Ok(Effect::To(P::TimedOut)),
+        T::TaskTimeout => refuse("only the daemon reports timeouts".into()),
+        T::RoutingFailure if daemon && phase.awaits_routing() => {
+            let queued = message.payload.get("queued").and_then(|v| v.as_bool()).unwrap_or(false);
+            Ok(if queued { Effect::To(P::Queued) } else { Effect::Stay })
+        }
+        _ => Ok(Effect::Stay),
+    }
+}
+
+/// The concrete agent a `task.request` names, if any (the orchestrator is not one).
+pub fn recipient(message: &Message) -> Option<&str> {
+    message.to.iter().map(|r| r.agent_id.as_str()).find(|a| a.starts_with("agent:") && *a != ORCHESTRATOR)
+}
+
+fn invalid(task: &Task, kind: MessageType, why: String) -> Refusal {
+    Refusal::new(ErrorCode::InvalidTransition, format!("{} refused: {why}", kind.as_str()))
+        .field("task_id")
+        .hint(format!("GET /v1/tasks/{} shows its state and history", task.id))
+}

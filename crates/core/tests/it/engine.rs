@@ -1,0 +1,489 @@
+//! The engine on a real SQLite store: routing, the task state machine, redelivery, retries, queueing,
+//! heartbeat expiry, runtime limits, cancels, tool allowlists, budgets, and timers that survive a
+//! restart. Waits are on events in the log (a subscription), bounded by a generous guard timeout.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use clutch_core::engine::{Ack, Options};
+use clutch_core::{Running, start};
+use clutch_proto::id::{self, Kind};
+use clutch_proto::validate::{self, Defaults};
+use clutch_store::Filter;
+use serde_json::{Value, json};
+
+const GUARD: Duration = Duration::from_secs(20);
+
+struct Hub {
+    core: Option<Running>,
+    dir: tempfile::TempDir,
+}
+
+async fn open(dir: &Path, options: Options) -> Running {
+    let store = clutch_store_sqlite::Store::open(dir).unwrap();
+    start(Arc::new(store), clutch_core::Options::default(), options).await.unwrap()
+}
+
+async fn hub(options: Options) -> Hub {
+    let dir = tempfile::tempdir().unwrap();
+    let core = open(dir.path(), options).await;
+    Hub { core: Some(core), dir }
+}
+
+fn fast() -> Options {
+    Options {
+        accept_timeout: Duration::from_secs(30),
+        retry_backoff: Duration::from_millis(20),
+        retry_backoff_max: Duration::from_millis(100),
+        ..Options::default()
+    }
+}
+
+impl Hub {
+    fn core(&self) -> &Running {
+        self.core.as_ref().unwrap()
+    }
+
+    async fn register(&self, name: &str, card: Value) {
+        let mut card = card;
+        card["agent_id"] = json!(format!("agent:{name}"));
+        let card = validate::agent_card(&card).unwrap();
+        self.core().engine.register(&card).await.unwrap();
+    }
+
+    async fn send(&self, value: Value) -> Result<Ack, clutch_core::Error> {
+        let m = validate::message(&value, &Defaults { now: SystemTime::now() }).unwrap();
+        self.core().engine.submit(vec![m]).await.unwrap().pop().unwrap()
+    }
+
+    /// Waits for the first event of `task` after `after` for which `pred` holds; returns it.
+    async fn wait(&self, task: &str, after: u64, pred: impl Fn(&Value) -> bool) -> Value {
+        let filter = Filter { task_id: Some(task.to_owned()), ..Filter::default() };
+        let mut sub = self.core().log.subscribe(filter, Some(after)).await.unwrap();
+        let mut seen = Vec::new();
+        let found = tokio::time::timeout(GUARD, async {
+            loop {
+                let event = sub.next().await.expect("stream ended");
+                let v: Value = serde_json::from_str(&event.to_wire()).unwrap();
+                seen.push(format!("{} {} {}", v["type"], v["from"]["agent_id"], v["payload"]));
+                if pred(&v) {
+                    return v;
+                }
+            }
+        })
+        .await;
+        found.unwrap_or_else(|_| panic!("no matching event for {task}; saw:\n{}", seen.join("\n")))
+    }
+
+    async fn restart(&mut self, options: Options) {
+        self.core.take().unwrap().stop().await.unwrap();
+        self.core = Some(open(self.dir.path(), options).await);
+    }
+
+    async fn stop(mut self) {
+        self.core.take().unwrap().stop().await.unwrap();
+    }
+}
+
+struct Task {
+    run: String,
+    thread: String,
+    task: String,
+}
+
+fn new_task() -> Task {
+    Task { run: id::generate(Kind::Run), thread: id::generate(Kind::Thread), task: id::generate(Kind::Task) }
+}
+
+impl Task {
+    fn msg(&self, from: &str, kind: &str, payload: Value) -> Value {
+        json!({
+            "thread_id": self.thread, "run_id": self.run, "task_id": self.task,
+            "from": {"agent_id": from}, "to": [], "type": kind, "payload": payload,
+        })
+    }
+
+    fn request(&self, requires: &[&str]) -> Value {
+        let mut m = self.msg("user:ada", "task.request", json!({"goal": "work"}));
+        m["to"] = json!([{"agent_id": "agent:orchestrator"}]);
+        m["requires"] = json!(requires);
+        m
+    }
+}
+
+fn kind(v: &Value) -> &str {
+    v["type"].as_str().unwrap()
+}
+
+fn delivered_to(v: &Value) -> Option<&str> {
+    (kind(v) == "task.request" && v["from"]["agent_id"] == "agent:orchestrator")
+        .then(|| v["to"][0]["agent_id"].as_str().unwrap())
+}
+
+fn code(e: clutch_core::Error) -> &'static str {
+    e.code().as_str()
+}
+
+fn seq(a: Ack) -> u64 {
+    match a {
+        Ack::Stored(o) => o.seq,
+        Ack::Heartbeat(_) => panic!("not stored"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_routed_by_requirements_explained_and_followed_to_its_result() {
+    let h = hub(fast()).await;
+    h.register("res", json!({"capabilities": [{"id": "skill:research", "version": "1.2.0"}]})).await;
+    h.register(
+        "coder",
+        json!({"capabilities": [{"id": "skill:code", "version": "2.1"}], "limits": {"max_concurrency": 2}}),
+    )
+    .await;
+    let t = new_task();
+    h.send(t.request(&["skill:code@^2"])).await.unwrap();
+    let decision = h.wait(&t.task, 0, |v| kind(v) == "routing.decision").await;
+    assert_eq!(decision["payload"]["selected"], "agent:coder");
+    assert_eq!(decision["payload"]["candidates"], json!(["agent:coder"]));
+    assert_eq!(decision["payload"]["excluded"]["agent:res"], "lacks required capability skill:code@^2");
+    assert!(decision["payload"]["reason"].as_str().unwrap().contains("matched requires[skill:code@^2]"));
+    let delivery = h.wait(&t.task, 0, |v| delivered_to(v).is_some()).await;
+    assert_eq!(delivered_to(&delivery), Some("agent:coder"));
+    assert_eq!(delivery["attempt"], 1);
+    assert_eq!(delivery["run_id"], t.run.as_str());
+    assert_eq!(delivery["payload"], json!({"goal": "work"}));
+
+    // Only the agent it was routed to may accept it.
+    let err = h.send(t.msg("agent:res", "task.accept", json!({}))).await.unwrap_err();
+    assert_eq!(code(err), "INVALID_TRANSITION");
+    h.send(t.msg("agent:coder", "task.accept", json!({}))).await.unwrap();
+    assert_eq!(h.core().engine.agent("agent:coder").unwrap()["load"], json!({"in_flight": 1, "max_concurrency": 2}));
+    h.send(t.msg("agent:coder", "task.progress", json!({"percent": 50, "usage": {"tokens": 120, "cost_usd": 0.01}})))
+        .await
+        .unwrap();
+    let result = json!({"files": [], "language": "rust", "tests_passed": true});
+    h.send(t.msg("agent:coder", "task.result", result.clone())).await.unwrap();
+    // Answering twice is refused; the state does not change.
+    let err = h.send(t.msg("agent:coder", "task.result", result)).await.unwrap_err();
+    assert_eq!(code(err), "INVALID_TRANSITION");
+
+    let task = h.core().engine.task(&t.task).unwrap();
+    assert_eq!(task["state"], "completed");
+    assert_eq!(task["agent"], "agent:coder");
+    let kinds: Vec<&str> = task["history"].as_array().unwrap().iter().map(|s| s["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["task.request", "routing.decision", "task.request", "task.accept", "task.progress", "task.result"]
+    );
+    let agent = h.core().engine.agent("agent:coder").unwrap();
+    assert_eq!(agent["load"]["in_flight"], 0);
+    assert_eq!(agent["success_rate"], 1.0);
+    assert_eq!(agent["usage"]["tokens"], 120);
+    let tree = h.core().engine.run_tasks(&t.run).unwrap();
+    assert_eq!(tree["tasks"][0]["task_id"], t.task.as_str());
+    assert_eq!(tree["counts"], json!({"completed": 1}));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unaccepted_task_is_redelivered_then_fails_and_a_late_accept_is_taken() {
+    let h = hub(Options { accept_timeout: Duration::from_millis(150), max_deliveries: 3, ..fast() }).await;
+    h.register("slow", json!({"capabilities": [{"id": "skill:x"}]})).await;
+    // Never accepted: three deliveries, then DELIVERY_FAILED.
+    let t = new_task();
+    h.send(t.request(&["skill:x"])).await.unwrap();
+    let failed = h.wait(&t.task, 0, |v| kind(v) == "task.error").await;
+    assert_eq!(failed["payload"]["code"], "DELIVERY_FAILED");
+    assert_eq!(failed["payload"]["retryable"], false);
+    let task = h.core().engine.task(&t.task).unwrap();
+    assert_eq!(task["state"], "failed");
+    let attempts: Vec<u64> = h
+        .core()
+        .log
+        .read(&Filter { task_id: Some(t.task.clone()), ..Filter::default() }, 0, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| serde_json::from_str::<Value>(&e.json).unwrap())
+        .filter(|v| delivered_to(v) == Some("agent:slow"))
+        .map(|v| v["attempt"].as_u64().unwrap())
+        .collect();
+    assert_eq!(attempts, [1, 2, 3]);
+    // A late accept of an ended task is refused.
+    let err = h.send(t.msg("agent:slow", "task.accept", json!({}))).await.unwrap_err();
+    assert_eq!(code(err), "INVALID_TRANSITION");
+
+    // Accepted after the first redelivery: taken, and no more deliveries.
+    let t2 = new_task();
+    h.send(t2.request(&["skill:x"])).await.unwrap();
+    h.wait(&t2.task, 0, |v| delivered_to(v).is_some() && v["attempt"] == 2).await;
+    h.send(t2.msg("agent:slow", "task.accept", json!({}))).await.unwrap();
+    assert_eq!(h.core().engine.task(&t2.task).unwrap()["state"], "accepted");
+    h.send(t2.msg("agent:slow", "task.result", json!({}))).await.unwrap();
+    assert_eq!(h.core().engine.task(&t2.task).unwrap()["attempt"], 2);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retryable_error_is_routed_again_to_another_agent_and_retries_are_bounded() {
+    let h = hub(Options { max_routings: 2, ..fast() }).await;
+    h.register("a", json!({"capabilities": [{"id": "skill:x"}]})).await;
+    h.register("b", json!({"capabilities": [{"id": "skill:x"}]})).await;
+    let t = new_task();
+    h.send(t.request(&["skill:x"])).await.unwrap();
+    let first = h.wait(&t.task, 0, |v| delivered_to(v).is_some()).await;
+    let first_agent = delivered_to(&first).unwrap().to_owned();
+    h.send(t.msg(&first_agent, "task.accept", json!({}))).await.unwrap();
+    let after = seq(h
+        .send(t.msg(
+            &first_agent,
+            "task.error",
+            json!({"code": "TOOL_UNAVAILABLE", "message": "down", "retryable": true}),
+        ))
+        .await
+        .unwrap());
+    assert_eq!(h.core().engine.task(&t.task).unwrap()["state"], "retrying");
+    let second = h.wait(&t.task, after, |v| delivered_to(v).is_some()).await;
+    let second_agent = delivered_to(&second).unwrap().to_owned();
+    assert_ne!(second_agent, first_agent, "the agent that failed has the worse success rate");
+    assert_eq!(second["attempt"], 2);
+    // The second retryable error exhausts max_routings = 2: the task fails.
+    h.send(t.msg(&second_agent, "task.error", json!({"code": "X", "message": "again", "retryable": true})))
+        .await
+        .unwrap();
+    let task = h.core().engine.task(&t.task).unwrap();
+    assert_eq!(task["state"], "failed");
+    assert_eq!(task["routings"], 2);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_agent_queues_tasks_and_an_impossible_task_fails_at_once() {
+    let h = hub(fast()).await;
+    h.register("solo", json!({"capabilities": [{"id": "skill:x"}], "limits": {"max_concurrency": 1}})).await;
+    let (t1, t2) = (new_task(), new_task());
+    h.send(t1.request(&["skill:x"])).await.unwrap();
+    h.wait(&t1.task, 0, |v| delivered_to(v).is_some()).await;
+    h.send(t2.request(&["skill:x"])).await.unwrap();
+    let queued = h.wait(&t2.task, 0, |v| kind(v) == "routing.failure").await;
+    assert_eq!(queued["payload"]["queued"], true);
+    assert!(queued["payload"]["excluded"]["agent:solo"].as_str().unwrap().contains("concurrency limit (1/1)"));
+    assert_eq!(h.core().engine.task(&t2.task).unwrap()["state"], "queued");
+    h.send(t1.msg("agent:solo", "task.result", json!({}))).await.unwrap();
+    let routed = h.wait(&t2.task, 0, |v| delivered_to(v).is_some()).await;
+    assert_eq!(delivered_to(&routed), Some("agent:solo"));
+
+    let t3 = new_task();
+    h.send(t3.request(&["skill:translate"])).await.unwrap();
+    let failure = h.wait(&t3.task, 0, |v| kind(v) == "routing.failure").await;
+    assert_eq!(failure["payload"]["queued"], false);
+    assert_eq!(failure["payload"]["excluded"]["agent:solo"], "lacks required capability skill:translate");
+    let error = h.wait(&t3.task, 0, |v| kind(v) == "task.error").await;
+    assert_eq!(error["payload"]["code"], "NO_ELIGIBLE_AGENT");
+    assert_eq!(h.core().engine.task(&t3.task).unwrap()["state"], "failed");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_agent_goes_stale_then_offline_and_its_task_moves_to_a_live_one() {
+    let h =
+        hub(Options { stale_after: Duration::from_millis(200), offline_after: Duration::from_millis(400), ..fast() })
+            .await;
+    h.register("quiet", json!({"capabilities": [{"id": "skill:x"}], "limits": {"max_concurrency": 5}})).await;
+    let t = new_task();
+    h.send(t.request(&["skill:x"])).await.unwrap();
+    h.wait(&t.task, 0, |v| delivered_to(v) == Some("agent:quiet")).await;
+    h.send(t.msg("agent:quiet", "task.accept", json!({}))).await.unwrap();
+    // A second agent registers and keeps beating.
+    h.register("alive", json!({"capabilities": [{"id": "skill:x"}]})).await;
+    let engine = h.core().engine.clone();
+    let beats = tokio::spawn(async move {
+        loop {
+            let beat = engine.heartbeat("agent:alive").await.unwrap();
+            assert_eq!(beat.status, "online");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let moved = h.wait(&t.task, 0, |v| delivered_to(v) == Some("agent:alive")).await;
+    assert_eq!(moved["attempt"], 2);
+    let error = h.wait(&t.task, 0, |v| kind(v) == "task.error").await;
+    assert_eq!(error["payload"]["code"], "AGENT_UNAVAILABLE");
+    assert_eq!(error["payload"]["retryable"], true);
+    let statuses = h
+        .core()
+        .log
+        .read(&Filter { kind: Some(clutch_proto::MessageType::AgentUpdate), ..Filter::default() }, 0, 100)
+        .await
+        .unwrap();
+    let quiet: Vec<String> = statuses
+        .iter()
+        .map(|e| serde_json::from_str::<Value>(&e.json).unwrap())
+        .filter(|v| v["payload"]["agent_id"] == "agent:quiet")
+        .map(|v| v["payload"]["status"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(quiet, ["stale", "offline"]);
+    assert_eq!(h.core().engine.agent("agent:quiet").unwrap()["status"], "offline");
+    // A heartbeat brings it back, as an event.
+    assert_eq!(h.core().engine.heartbeat("agent:quiet").await.unwrap().status, "online");
+    assert_eq!(h.core().engine.agent("agent:quiet").unwrap()["status"], "online");
+    beats.abort();
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_past_its_runtime_limit_times_out_and_a_cancel_reaches_the_agent() {
+    let h = hub(Options { default_max_runtime: Some(Duration::from_millis(200)), ..fast() }).await;
+    h.register("w", json!({"capabilities": [{"id": "skill:x"}]})).await;
+    let t = new_task();
+    h.send(t.request(&["skill:x"])).await.unwrap();
+    h.wait(&t.task, 0, |v| delivered_to(v).is_some()).await;
+    h.send(t.msg("agent:w", "task.accept", json!({}))).await.unwrap();
+    let timeout = h.wait(&t.task, 0, |v| kind(v) == "task.timeout").await;
+    assert_eq!(timeout["from"]["agent_id"], "agent:orchestrator");
+    assert_eq!(h.core().engine.task(&t.task).unwrap()["state"], "timed_out");
+    let err = h.send(t.msg("agent:w", "task.result", json!({}))).await.unwrap_err();
+    assert_eq!(code(err), "INVALID_TRANSITION");
+
+    let c = new_task();
+    h.send(c.request(&["skill:x"])).await.unwrap();
+    h.wait(&c.task, 0, |v| delivered_to(v).is_some()).await;
+    // Only the requester or a user may cancel; the agent gets the cancel forwarded.
+    let err = h.send(c.msg("agent:mallory", "task.cancel", json!({}))).await.unwrap_err();
+    assert_eq!(code(err), "INVALID_TRANSITION");
+    h.send(c.msg("user:ada", "task.cancel", json!({"reason": "changed my mind"}))).await.unwrap();
+    let forwarded =
+        h.wait(&c.task, 0, |v| kind(v) == "task.cancel" && v["from"]["agent_id"] == "agent:orchestrator").await;
+    assert_eq!(forwarded["to"], json!([{"agent_id": "agent:w"}]));
+    assert_eq!(h.core().engine.task(&c.task).unwrap()["state"], "cancelled");
+    let err = h.send(c.msg("agent:w", "task.result", json!({}))).await.unwrap_err();
+    assert_eq!(code(err), "INVALID_TRANSITION");
+    assert_eq!(h.core().engine.agent("agent:w").unwrap()["load"]["in_flight"], 0);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivery_timers_survive_a_restart() {
+    let options = Options { accept_timeout: Duration::from_millis(400), max_deliveries: 3, ..fast() };
+    let mut h = hub(options.clone()).await;
+    h.register("w", json!({"capabilities": [{"id": "skill:x"}]})).await;
+    let t = new_task();
+    h.send(t.request(&["skill:x"])).await.unwrap();
+    h.wait(&t.task, 0, |v| delivered_to(v).is_some()).await;
+    h.restart(options).await;
+    // Rebuilt from the log: the task is routed, its accept deadline still runs.
+    assert_eq!(h.core().engine.task(&t.task).unwrap()["state"], "routed");
+    assert_eq!(h.core().engine.agent("agent:w").unwrap()["load"]["in_flight"], 1);
+    let again = h.wait(&t.task, 0, |v| delivered_to(v).is_some() && v["attempt"] == 2).await;
+    assert_eq!(delivered_to(&again), Some("agent:w"));
+    h.send(t.msg("agent:w", "task.accept", json!({}))).await.unwrap();
+    h.send(t.msg("agent:w", "task.result", json!({}))).await.unwrap();
+    assert_eq!(h.core().engine.task(&t.task).unwrap()["state"], "completed");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_outside_the_allowlists_are_refused_and_answered() {
+    let h = hub(fast()).await;
+    h.register("w", json!({"capabilities": [{"id": "skill:x", "tools": ["mcp:browser", "mcp:files"]}]})).await;
+    let t = new_task();
+    let mut request = t.request(&["skill:x"]);
+    request["security"] = json!({"policy": {"tool_allowlist": ["mcp:browser"]}});
+    h.send(request).await.unwrap();
+    h.wait(&t.task, 0, |v| delivered_to(v).is_some()).await;
+    h.send(t.msg("agent:w", "task.accept", json!({}))).await.unwrap();
+    h.send(t.msg("agent:w", "tool.call", json!({"tool": "mcp:browser", "args": {}}))).await.unwrap();
+    // Allowed by the card but not by the task's policy.
+    let err = h.send(t.msg("agent:w", "tool.call", json!({"tool": "mcp:files"}))).await.unwrap_err();
+    assert_eq!(code(err), "FORBIDDEN");
+    let answer = h.wait(&t.task, 0, |v| kind(v) == "tool.error").await;
+    assert_eq!(answer["payload"]["code"], "FORBIDDEN");
+    assert_eq!(answer["to"], json!([{"agent_id": "agent:w"}]));
+    // Not on the card at all.
+    let err = h.send(t.msg("agent:w", "tool.call", json!({"tool": "mcp:shell"}))).await.unwrap_err();
+    assert_eq!(code(err), "FORBIDDEN");
+    let calls = h
+        .core()
+        .log
+        .read(
+            &Filter {
+                task_id: Some(t.task.clone()),
+                kind: Some(clutch_proto::MessageType::ToolCall),
+                ..Filter::default()
+            },
+            0,
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(calls.len(), 1, "refused calls are not stored");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crossing_a_budget_sends_a_notice_and_excludes_the_agent() {
+    let h = hub(fast()).await;
+    h.register("cheap", json!({"capabilities": [{"id": "skill:x"}], "budget": {"tokens": 100}})).await;
+    let t = new_task();
+    h.send(t.request(&["skill:x"])).await.unwrap();
+    h.wait(&t.task, 0, |v| delivered_to(v).is_some()).await;
+    h.send(t.msg("agent:cheap", "task.result", json!({"usage": {"input_tokens": 80, "output_tokens": 40}})))
+        .await
+        .unwrap();
+    let notices = async {
+        loop {
+            let events = h
+                .core()
+                .log
+                .read(&Filter { kind: Some(clutch_proto::MessageType::ChatSystem), ..Filter::default() }, 0, 10)
+                .await
+                .unwrap();
+            if let Some(e) = events.first() {
+                return serde_json::from_str::<Value>(&e.json).unwrap();
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    let notice = tokio::time::timeout(GUARD, notices).await.unwrap();
+    assert_eq!(notice["payload_type"], "clutch.budget.v1");
+    assert_eq!(notice["payload"]["dimension"], "tokens");
+    assert_eq!(notice["payload"]["used"], 120.0);
+    let agent = h.core().engine.agent("agent:cheap").unwrap();
+    assert_eq!(agent["budget_exhausted"], true);
+    let t2 = new_task();
+    h.send(t2.request(&["skill:x"])).await.unwrap();
+    let queued = h.wait(&t2.task, 0, |v| kind(v) == "routing.failure").await;
+    assert_eq!(queued["payload"]["excluded"]["agent:cheap"], "its budget is exhausted");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemons_own_voice_cannot_be_borrowed_and_heartbeats_are_not_stored() {
+    let h = hub(fast()).await;
+    h.register("w", json!({"capabilities": []})).await;
+    let t = new_task();
+    let err = h.send(t.msg("agent:orchestrator", "chat.message", json!({}))).await.unwrap_err();
+    assert_eq!(code(err), "FORBIDDEN");
+    let err = h.send(t.msg("agent:w", "routing.decision", json!({"selected": "agent:w"}))).await.unwrap_err();
+    assert_eq!(code(err), "FORBIDDEN");
+    let mut forged = t.msg("agent:w", "chat.system", json!({}));
+    forged["payload_type"] = json!("clutch.budget.v1");
+    assert_eq!(code(h.send(forged).await.unwrap_err()), "FORBIDDEN");
+    let head = h.core().log.head().await.unwrap();
+    match h.send(t.msg("agent:w", "agent.heartbeat", json!({}))).await.unwrap() {
+        Ack::Heartbeat(b) => assert_eq!((b.status, b.next_heartbeat_sec), ("online", 10)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(h.core().log.head().await.unwrap(), head, "a heartbeat is not an event");
+    let err = h.send(t.msg("agent:ghost", "agent.heartbeat", json!({}))).await.unwrap_err();
+    assert_eq!(code(err), "AGENT_NOT_FOUND");
+    // A client retrying its request under the same idempotency key gets the duplicate answer.
+    let mut r = t.request(&[]);
+    r["idempotency_key"] = json!("job-1");
+    let first = seq(h.send(r.clone()).await.unwrap());
+    match h.send(r).await.unwrap() {
+        Ack::Stored(o) => assert_eq!((o.seq, o.duplicate), (first, true)),
+        other => panic!("{other:?}"),
+    }
+    h.stop().await;
+}
