@@ -187,6 +187,9 @@ pub struct FilterArgs {
     /// Only events of this type.
     #[arg(long = "type", value_name = "TYPE", value_parser = message_types())]
     pub kind: Option<String>,
+    /// Only events addressed to this agent (its inbox).
+    #[arg(long, value_name = "AGENT")]
+    pub to: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -195,6 +195,7 @@ pub fn query(filter: &FilterArgs) -> Vec<(&'static str, String)> {
         ("task_id", &filter.task),
         ("agent_id", &filter.agent),
         ("type", &filter.kind),
+        ("to", &filter.to),
     ]
     .into_iter()
     .filter_map(|(name, value)| Some((name, value.clone()?)))

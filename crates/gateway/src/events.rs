@@ -29,6 +29,8 @@ pub(crate) struct FilterParams {
     thread_id: Option<String>,
     task_id: Option<String>,
     agent_id: Option<String>,
+    /// A recipient: the agent's inbox.
+    to: Option<String>,
     #[serde(rename = "type")]
     kind: Option<String>,
     pub(crate) after: Option<u64>,
@@ -50,6 +52,7 @@ impl FilterParams {
             task_id: self.task_id.clone(),
             agent_id: self.agent_id.clone(),
             kind,
+            to: self.to.clone(),
         })
     }
 }

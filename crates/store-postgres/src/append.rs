@@ -34,6 +34,9 @@ pub(crate) struct Rows<'a> {
     pub kind: Vec<&'static str>,
     pub idempotency_key: Vec<Option<&'a str>>,
     pub body: Vec<&'a str>,
+    /// `(to[].agent_id, seq)` pairs for the inbox index.
+    pub to_agent: Vec<&'a str>,
+    pub to_seq: Vec<i64>,
 }
 
 pub(crate) struct Plan<'a> {
@@ -80,6 +83,12 @@ pub(crate) fn plan(batch: &[Entry], head: u64, ids: Vec<StoredId>, keys: Vec<Sto
         rows.kind.push(message.kind.as_str());
         rows.idempotency_key.push(message.idempotency_key.as_deref());
         rows.body.push(&entry.json);
+        for r in &message.to {
+            if !rows.to_agent.iter().zip(&rows.to_seq).any(|(a, s)| *s == seq && *a == r.agent_id) {
+                rows.to_agent.push(&r.agent_id);
+                rows.to_seq.push(seq);
+            }
+        }
         by_id.insert(message.id.clone(), Original::Batch { seq: next, message });
         if let Some(key) = &message.idempotency_key {
             by_key.insert((message.run_id.clone(), key.clone()), (message.id.clone(), next));

@@ -139,16 +139,28 @@ impl Backend for Store {
         ];
         // Only the filters that are set appear in the statement, so each of the 32 shapes gets a plan
         // that uses its column's `(column, seq)` index; values are always bound, never spliced.
-        let mut query = String::from("SELECT seq, body FROM events WHERE seq > $1");
+        let mut query = String::from("SELECT e.seq, e.body FROM events e");
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&after];
+        let order = match &filter.to {
+            // An inbox read walks the recipient index in seq order and joins the events.
+            Some(to) => {
+                params.push(to);
+                query.push_str(" JOIN recipients r ON r.seq = e.seq WHERE r.seq > $1 AND r.agent_id = $2");
+                "r.seq"
+            }
+            None => {
+                query.push_str(" WHERE e.seq > $1");
+                "e.seq"
+            }
+        };
         for (column, value) in &conditions {
             if let Some(value) = value {
                 params.push(value);
-                query.push_str(&format!(" AND {column} = ${}", params.len()));
+                query.push_str(&format!(" AND e.{column} = ${}", params.len()));
             }
         }
         params.push(&limit);
-        query.push_str(&format!(" ORDER BY seq LIMIT ${}", params.len()));
+        query.push_str(&format!(" ORDER BY {order} LIMIT ${}", params.len()));
         let stmt = client.prepare_cached(&query).await.map_err(db)?;
         client.query(&stmt, &params).await.map_err(db)?.iter().map(event).collect()
     }
@@ -245,6 +257,10 @@ async fn insert(tx: &Transaction<'_>, rows: &append::Rows<'_>) -> clutch_store::
         &rows.body,
     ];
     tx.execute(&stmt, &params).await.map_err(db)?;
+    if !rows.to_agent.is_empty() {
+        let stmt = tx.prepare_cached(sql::INSERT_RECIPIENTS).await.map_err(db)?;
+        tx.execute(&stmt, &[&rows.to_agent, &rows.to_seq]).await.map_err(db)?;
+    }
     Ok(())
 }
 
@@ -261,6 +277,8 @@ mod sql {
         (seq, id, run_id, thread_id, task_id, from_agent, \"type\", idempotency_key, body) \
         SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
         $7::text[], $8::text[], $9::text[])";
+    pub(crate) const INSERT_RECIPIENTS: &str =
+        "INSERT INTO recipients (agent_id, seq) SELECT * FROM UNNEST($1::text[], $2::int8[])";
     pub(crate) const GET: &str = "SELECT seq, body FROM events WHERE id = $1";
     pub(crate) const PUT_ARTIFACT: &str =
         "INSERT INTO artifacts (sha256, size, bytes) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING";

@@ -6,8 +6,11 @@ use tokio_postgres::NoTls;
 use crate::{MIGRATION_LOCK_CLASS, quote_ident};
 
 /// The migrations in the order they apply; a version is never reused or edited once released.
-const MIGRATIONS: &[(i64, &str)] =
-    &[(1, include_str!("../migrations/0001_events.sql")), (2, include_str!("../migrations/0002_artifacts.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../migrations/0001_events.sql")),
+    (2, include_str!("../migrations/0002_artifacts.sql")),
+    (3, include_str!("../migrations/0003_recipients.sql")),
+];
 
 pub(crate) enum Error {
     Connect(tokio_postgres::Error),

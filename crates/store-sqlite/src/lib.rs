@@ -134,7 +134,7 @@ fn configure(c: &Connection) -> rusqlite::Result<()> {
 /// same table so that their figures compare like with like.
 pub const EVENTS_SCHEMA: &str = include_str!("../migrations/0001_events.sql");
 
-const MIGRATIONS: &[&str] = &[EVENTS_SCHEMA];
+const MIGRATIONS: &[&str] = &[EVENTS_SCHEMA, include_str!("../migrations/0002_recipients.sql")];
 
 fn migrate(c: &Connection, path: &Path) -> Result<(), Error> {
     let err = |source| Error::Migrate { path: path.into(), source };

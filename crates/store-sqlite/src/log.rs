@@ -16,6 +16,7 @@ pub(crate) struct Row {
     kind: &'static str,
     idempotency_key: Option<String>,
     body: Arc<str>,
+    to: Vec<String>,
 }
 
 impl Row {
@@ -31,6 +32,7 @@ impl Row {
                 kind: m.kind.as_str(),
                 idempotency_key: m.idempotency_key.clone(),
                 body: json.clone(),
+                to: m.to.iter().map(|r| r.agent_id.clone()).collect(),
             })
             .collect()
     }
@@ -56,6 +58,8 @@ pub(crate) fn append(conn: &mut Connection, rows: &[Row]) -> rusqlite::Result<Ve
             "INSERT INTO events (seq, id, run_id, thread_id, task_id, from_agent, type, idempotency_key, body) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING",
         )?;
+        let mut recipient =
+            tx.prepare_cached("INSERT INTO recipients (agent_id, seq) VALUES (?1, ?2) ON CONFLICT DO NOTHING")?;
         let mut find_id = tx.prepare_cached("SELECT seq, run_id, body FROM events WHERE id = ?1")?;
         let mut find_key =
             tx.prepare_cached("SELECT seq, id FROM events WHERE run_id = ?1 AND idempotency_key = ?2")?;
@@ -73,6 +77,9 @@ pub(crate) fn append(conn: &mut Connection, rows: &[Row]) -> rusqlite::Result<Ve
             ])?;
             if inserted == 1 {
                 next += 1;
+                for agent in &row.to {
+                    recipient.execute(params![agent, next as i64])?;
+                }
                 out.push(Ok(Outcome { id: row.id.clone(), seq: next, duplicate: false }));
                 continue;
             }
@@ -125,16 +132,26 @@ pub(crate) fn read(c: &Connection, f: &Filter, after: u64, limit: usize) -> rusq
     .into_iter()
     .filter_map(|(column, value)| value.map(|v| (column, v)))
     .collect();
-    let mut sql = String::from("SELECT seq, body FROM events WHERE seq > ?");
+    // An inbox read walks the recipient index in seq order and joins the events.
+    let mut sql = match f.to {
+        Some(_) => String::from(
+            "SELECT e.seq, e.body FROM recipients r JOIN events e ON e.seq = r.seq WHERE r.agent_id = ? AND r.seq > ?",
+        ),
+        None => String::from("SELECT seq, body FROM events e WHERE seq > ?"),
+    };
     for (column, _) in &conditions {
-        sql.push_str(" AND ");
+        sql.push_str(" AND e.");
         sql.push_str(column);
         sql.push_str(" = ?");
     }
-    sql.push_str(" ORDER BY seq LIMIT ?");
+    sql.push_str(if f.to.is_some() { " ORDER BY r.seq LIMIT ?" } else { " ORDER BY seq LIMIT ?" });
     let after = after.min(i64::MAX as u64) as i64;
     let limit = limit.min(i64::MAX as usize) as i64;
-    let mut args: Vec<&dyn rusqlite::ToSql> = vec![&after];
+    let mut args: Vec<&dyn rusqlite::ToSql> = Vec::new();
+    if let Some(to) = &f.to {
+        args.push(to);
+    }
+    args.push(&after);
     args.extend(conditions.iter().map(|(_, v)| v as &dyn rusqlite::ToSql));
     args.push(&limit);
     let mut stmt = c.prepare_cached(&sql)?;

@@ -30,7 +30,7 @@ macro_rules! conformance_tests {
             duplicate_ignores_ts, id_conflict_is_refused, same_id_in_another_run_conflicts,
             idempotency_key_dedups_within_run, duplicates_within_one_batch, concurrent_appends_of_one_id,
             conflict_does_not_spoil_the_batch, artifacts_round_trip, large_run_pages_in_order,
-            reopen_keeps_everything, closed_store_refuses);
+            reopen_keeps_everything, closed_store_refuses, inbox_reads_by_recipient);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
@@ -150,6 +150,7 @@ pub async fn filters_combine_with_and(h: &impl Harness) {
         agent_id: Some("agent:a".into()),
         kind: Some(MessageType::TaskResult),
         task_id: Some(k),
+        to: Some("agent:orchestrator".into()),
     };
     let got: Vec<u64> = s.read(&f, 0, 100).await.unwrap().iter().map(|e| e.seq).collect();
     assert_eq!(got, [3]);
@@ -366,4 +367,42 @@ pub async fn closed_store_refuses(h: &impl Harness) {
     s.close().await;
     assert!(matches!(s.append_messages(&[simple()]).await, Err(Error::Closed)));
     assert!(matches!(s.head().await, Err(Error::Closed)));
+}
+
+pub async fn inbox_reads_by_recipient(h: &impl Harness) {
+    let s = h.open().await;
+    let (r, t, k) = ids();
+    let to = |m: &mut Message, agents: &[&str]| {
+        m.to = agents.iter().map(|a| crate::conformance::recipient(a)).collect();
+    };
+    let mut batch: Vec<Message> = (0..6).map(|_| message(&r, &t, &k, "agent:x", MessageType::ChatMessage)).collect();
+    to(&mut batch[0], &["agent:a"]);
+    to(&mut batch[1], &["agent:b"]);
+    to(&mut batch[2], &["agent:a", "agent:b"]);
+    to(&mut batch[3], &[]);
+    to(&mut batch[4], &["agent:a", "agent:a"]);
+    batch[5].kind = MessageType::TaskRequest;
+    to(&mut batch[5], &["agent:a"]);
+    for o in s.append_messages(&batch).await.unwrap() {
+        o.unwrap();
+    }
+    // A duplicate adds no second recipient row.
+    assert!(append_one(&*s, &batch[0]).await.unwrap().duplicate);
+    let seqs = |f: Filter, after: u64, limit: usize| {
+        let s = s.clone();
+        async move { s.read(&f, after, limit).await.unwrap().iter().map(|e| e.seq).collect::<Vec<_>>() }
+    };
+    let inbox = |a: &str| Filter { to: Some(a.into()), ..Filter::default() };
+    assert_eq!(seqs(inbox("agent:a"), 0, 100).await, [1, 3, 5, 6]);
+    assert_eq!(seqs(inbox("agent:b"), 0, 100).await, [2, 3]);
+    assert_eq!(seqs(inbox("agent:a"), 3, 1).await, [5]);
+    assert_eq!(seqs(Filter { kind: Some(MessageType::TaskRequest), ..inbox("agent:a") }, 0, 100).await, [6]);
+    assert_eq!(seqs(inbox("agent:nobody"), 0, 100).await, [0u64; 0]);
+    for e in s.read(&inbox("agent:a"), 0, 100).await.unwrap() {
+        assert!(inbox("agent:a").matches(&e.message().unwrap()));
+    }
+}
+
+fn recipient(agent: &str) -> clutch_proto::message::Recipient {
+    clutch_proto::message::Recipient { agent_id: agent.to_owned() }
 }

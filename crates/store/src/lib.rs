@@ -76,6 +76,8 @@ pub struct Filter {
     /// The sender, `from.agent_id`.
     pub agent_id: Option<String>,
     pub kind: Option<MessageType>,
+    /// A recipient, `to[].agent_id`: an agent's inbox.
+    pub to: Option<String>,
 }
 
 impl Filter {
@@ -86,6 +88,7 @@ impl Filter {
             && self.task_id.as_ref().is_none_or(|v| *v == message.task_id)
             && self.agent_id.as_ref().is_none_or(|v| *v == message.from.agent_id)
             && self.kind.is_none_or(|k| k == message.kind)
+            && self.to.as_ref().is_none_or(|v| message.to.iter().any(|r| r.agent_id == *v))
     }
 }
 
