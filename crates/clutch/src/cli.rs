@@ -101,9 +101,6 @@ pub struct ConfigArgs {
 pub struct ServeArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
-    /// Allow listening on a non-loopback address although the API has no authentication yet.
-    #[arg(long)]
-    pub allow_remote_unauthenticated: bool,
 }
 
 /// Where the daemon is.
@@ -247,8 +244,8 @@ CONFIG:
   CLUTCH_LIMITS_BODY_BYTES, ... `clutch config dump` prints the result. Relative paths
   are relative to the working directory.
 
-  The daemon binds loopback addresses only, as the API has no authentication yet; pass
-  --allow-remote-unauthenticated to bind another address (behind a proxy that authenticates).
+  The daemon binds a non-loopback address only when API tokens are configured (org.yaml's
+  `tokens`): an open API is never exposed beyond this machine.
   SIGINT or SIGTERM stops it gracefully: streams end, requests in flight finish (10 s at most),
   queued appends are committed.";
 

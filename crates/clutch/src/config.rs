@@ -338,6 +338,7 @@ impl Config {
         clutch_gateway::Options {
             body_limit_bytes: saturating(self.limits.body_bytes),
             stream_keepalive: Duration::from_secs(self.stream.keepalive_secs),
+            tokens: None,
         }
     }
 

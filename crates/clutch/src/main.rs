@@ -40,7 +40,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let cwd = std::env::current_dir().context("cannot read the working directory")?;
             let loaded = config::load(&args.config, cli.log.as_deref(), &env, &cwd)?;
             init_tracing(&loaded.config.log)?;
-            runtime.block_on(serve::run(loaded, args.allow_remote_unauthenticated))
+            runtime.block_on(serve::run(loaded))
         }
         Command::Config { command: ConfigCommand::Dump(args) } => {
             let cwd = std::env::current_dir().context("cannot read the working directory")?;

@@ -20,13 +20,14 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Connections the PostgreSQL store keeps.
 const PG_POOL_SIZE: usize = 8;
 
-pub async fn run(loaded: Loaded, allow_remote_unauthenticated: bool) -> anyhow::Result<()> {
+pub async fn run(loaded: Loaded) -> anyhow::Result<()> {
     let started = Instant::now();
     let Loaded { config, file } = loaded;
     if let Some(file) = &file {
         tracing::info!(path = %file.display(), "read config file");
     }
-    check_exposure(config.listen, allow_remote_unauthenticated)?;
+    let tokens: Option<Arc<dyn clutch_core::access::Tokens>> = None;
+    check_exposure(config.listen, tokens.is_some())?;
     // Handlers go in before anything can be announced: a signal from then on means a clean stop.
     let mut signals = Signals::new().context("cannot install signal handlers")?;
 
@@ -41,7 +42,9 @@ pub async fn run(loaded: Loaded, allow_remote_unauthenticated: bool) -> anyhow::
         .await
         .context("cannot rebuild the engine's state from the event log")?;
 
-    let served = serve(&config, core.log.clone(), core.engine.clone(), signals, started).await;
+    let mut gateway = config.gateway_options();
+    gateway.tokens = tokens;
+    let served = serve(&config, gateway, core.log.clone(), core.engine.clone(), signals, started).await;
 
     // Only now, with no request left that could append, do the engine and the log writer stop.
     match tokio::time::timeout(CLOSE_TIMEOUT, core.stop()).await {
@@ -54,19 +57,15 @@ pub async fn run(loaded: Loaded, allow_remote_unauthenticated: bool) -> anyhow::
     Ok(())
 }
 
-/// Refuses a non-loopback address unless the operator said they know it has no authentication.
-fn check_exposure(listen: SocketAddr, allowed: bool) -> anyhow::Result<()> {
-    if listen.ip().is_loopback() {
+/// Refuses a non-loopback address unless API tokens are configured.
+fn check_exposure(listen: SocketAddr, has_tokens: bool) -> anyhow::Result<()> {
+    if listen.ip().is_loopback() || has_tokens {
         return Ok(());
     }
-    if !allowed {
-        bail!(
-            "binding {listen} would expose the API without authentication; auth arrives in a later release — \
-             bind 127.0.0.1 or put a proxy with auth in front (then pass --allow-remote-unauthenticated)"
-        );
-    }
-    tracing::warn!(%listen, "listening on a non-loopback address without authentication");
-    Ok(())
+    bail!(
+        "binding {listen} would expose the API without authentication; configure API tokens in org.yaml \
+         (`tokens:`, see README) or bind 127.0.0.1"
+    );
 }
 
 async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Backend>> {
@@ -95,6 +94,7 @@ async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Backend>> {
 /// Binds, announces the address, and serves until a signal and the drain that follows are done.
 async fn serve(
     config: &Config,
+    gateway: clutch_gateway::Options,
     handle: clutch_core::Handle,
     engine: clutch_core::Engine,
     mut signals: Signals,
@@ -109,7 +109,7 @@ async fn serve(
         anyhow::anyhow!("cannot listen on {}: {e}{hint}", config.listen)
     })?;
     let addr = listener.local_addr().context("cannot read the bound address")?;
-    let router = clutch_gateway::router(handle.clone(), engine, config.gateway_options());
+    let router = clutch_gateway::router(handle.clone(), engine, gateway);
 
     let (signalled, on_signal) = oneshot::channel::<Signals>();
     let graceful = async move {

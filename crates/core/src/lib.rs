@@ -2,6 +2,7 @@
 //! catch-up subscriptions, and the engine (agent registry, router, task state, delivery timers,
 //! budgets) that keeps its state in step with the log. It knows nothing of HTTP, SQL or the CLI.
 
+pub mod access;
 pub mod engine;
 pub mod log;
 pub mod metrics;

@@ -1,9 +1,11 @@
 //! The agent registry over HTTP: register, list, show, remove, heartbeat; and task state:
 //! `GET /v1/tasks/{id}`, `GET /v1/runs/{id}/tasks`.
 
+use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use clutch_core::access::Caller;
 use clutch_proto::ErrorCode;
 use clutch_proto::error::ErrorBody;
 use serde_json::json;
@@ -17,8 +19,13 @@ pub(crate) async fn list(State(state): State<AppState>) -> Response {
 }
 
 /// `POST /v1/agents` with an AgentCard: registers the agent (or replaces its card).
-pub(crate) async fn register(State(state): State<AppState>, JsonValue(body): JsonValue) -> Result<Response, ApiError> {
+pub(crate) async fn register(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    JsonValue(body): JsonValue,
+) -> Result<Response, ApiError> {
     let card = clutch_proto::validate::agent_card(&body).map_err(ErrorBody::from_problems)?;
+    caller.may_act_as(&card.agent_id, "agent_id").map_err(clutch_core::Error::from)?;
     let outcome = state.engine.register(&card).await?;
     let agent = state.engine.agent(&card.agent_id);
     let body = json!({
@@ -35,12 +42,22 @@ pub(crate) async fn show(State(state): State<AppState>, Path(id): Path<String>) 
     Ok(axum::Json(agent).into_response())
 }
 
-pub(crate) async fn remove(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub(crate) async fn remove(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.may_act_as(&id, "agent_id").map_err(clutch_core::Error::from)?;
     let outcome = state.engine.unregister(&id).await?;
     Ok(axum::Json(json!({ "agent_id": id, "status": "removed", "seq": outcome.seq })).into_response())
 }
 
-pub(crate) async fn heartbeat(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub(crate) async fn heartbeat(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.may_act_as(&id, "agent_id").map_err(clutch_core::Error::from)?;
     let beat = state.engine.heartbeat(&id).await?;
     Ok(axum::Json(json!({
         "agent_id": beat.agent_id, "status": beat.status, "next_heartbeat_sec": beat.next_heartbeat_sec,

@@ -36,6 +36,9 @@ pub(crate) struct FilterParams {
     pub(crate) after: Option<u64>,
     /// Page size for `/v1/events`; refused on the stream.
     pub(crate) limit: Option<usize>,
+    /// The API token, for clients that cannot send headers (browsers' WebSocket); read by the auth layer.
+    #[allow(dead_code)]
+    access_token: Option<String>,
 }
 
 impl FilterParams {
@@ -90,6 +93,8 @@ pub(crate) async fn list(
 #[serde(deny_unknown_fields)]
 pub(crate) struct ReplayParams {
     after: Option<u64>,
+    #[allow(dead_code)]
+    access_token: Option<String>,
 }
 
 pub(crate) async fn replay(

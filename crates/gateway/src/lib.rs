@@ -9,6 +9,7 @@ mod extract;
 mod messages;
 mod stream;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -16,6 +17,7 @@ use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
+use clutch_core::access::{Caller, Tokens};
 use clutch_core::{Engine, Handle};
 use clutch_proto::ErrorCode;
 use tracing::Instrument;
@@ -23,17 +25,30 @@ use tracing::Instrument;
 use crate::error::ApiError;
 
 /// Settings of the HTTP face.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Options {
     /// Largest request body accepted, except artifact uploads (bounded by the artifact limit).
     pub body_limit_bytes: usize,
     /// How often an idle stream gets a keep-alive (SSE comment, WebSocket ping).
     pub stream_keepalive: Duration,
+    /// API tokens. With them, every `/v1` route and `/metrics` needs `Authorization: Bearer TOKEN`
+    /// (or `?access_token=`, for browsers' WebSockets); without, the API is open (loopback only).
+    pub tokens: Option<Arc<dyn Tokens>>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { body_limit_bytes: 8 << 20, stream_keepalive: Duration::from_secs(15) }
+        Options { body_limit_bytes: 8 << 20, stream_keepalive: Duration::from_secs(15), tokens: None }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("body_limit_bytes", &self.body_limit_bytes)
+            .field("stream_keepalive", &self.stream_keepalive)
+            .field("tokens", &self.tokens.as_ref().map(|_| "configured"))
+            .finish()
     }
 }
 
@@ -68,6 +83,7 @@ pub fn router(log: Handle, engine: Engine, options: Options) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
@@ -81,6 +97,52 @@ async fn observe(
     state.log.metrics().http_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let span = tracing::debug_span!("http", method = %request.method(), path = %request.uri().path());
     next.run(request).instrument(span).await
+}
+
+/// Puts the request's [`Caller`] in its extensions, or answers 401 when tokens are configured and the
+/// request carries none that is known. `/healthz` stays open for probes.
+async fn authenticate(
+    State(state): State<AppState>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let Some(tokens) = &state.options.tokens else {
+        request.extensions_mut().insert(Caller(None));
+        return next.run(request).await;
+    };
+    let path = request.uri().path();
+    if !(path.starts_with("/v1/") || path == "/metrics") {
+        request.extensions_mut().insert(Caller(None));
+        return next.run(request).await;
+    }
+    let bearer = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").map(str::trim).map(str::to_owned));
+    let from_query = || {
+        let query = request.uri().query()?;
+        form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "access_token").map(|(_, v)| v.into_owned())
+    };
+    let token = bearer.or_else(from_query);
+    let Some(token) = token else {
+        return ApiError::new(ErrorCode::Unauthorized, "this daemon requires an API token")
+            .hint("send `Authorization: Bearer TOKEN` (tokens are configured in org.yaml)")
+            .into_response();
+    };
+    match tokens.authenticate(&token) {
+        Some(grant) => {
+            tracing::debug!(token = %grant.name, role = grant.role.as_str(), "authenticated");
+            request.extensions_mut().insert(Caller(Some(grant)));
+            next.run(request).await
+        }
+        None => {
+            tracing::warn!(path = %request.uri().path(), "request with an unknown API token refused");
+            ApiError::new(ErrorCode::Unauthorized, "the API token is not known to this daemon")
+                .hint("check the token against org.yaml's `tokens`")
+                .into_response()
+        }
+    }
 }
 
 async fn schema(Path(name): Path<String>) -> Result<Response, ApiError> {

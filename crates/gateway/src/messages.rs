@@ -2,9 +2,11 @@
 
 use std::time::SystemTime;
 
+use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use clutch_core::access::Caller;
 use clutch_core::engine::Ack;
 use clutch_proto::ErrorCode;
 use clutch_proto::error::ErrorBody;
@@ -18,7 +20,11 @@ use crate::extract::JsonValue;
 /// Most messages in one batch request.
 const MAX_BATCH: usize = 10_000;
 
-pub(crate) async fn post(State(state): State<AppState>, JsonValue(body): JsonValue) -> Result<Response, ApiError> {
+pub(crate) async fn post(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    JsonValue(body): JsonValue,
+) -> Result<Response, ApiError> {
     let defaults = Defaults { now: SystemTime::now() };
     match body {
         Value::Array(items) => {
@@ -35,10 +41,13 @@ pub(crate) async fn post(State(state): State<AppState>, JsonValue(body): JsonVal
             let mut positions = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
                 match validate::message(item, &defaults) {
-                    Ok(m) => {
-                        valid.push(m);
-                        positions.push(i);
-                    }
+                    Ok(m) => match caller.may_send(&m) {
+                        Ok(()) => {
+                            valid.push(m);
+                            positions.push(i);
+                        }
+                        Err(r) => results[i] = Some(json!({ "error": error_body(&r.into()) })),
+                    },
                     Err(problems) => results[i] = Some(json!({ "error": ErrorBody::from_problems(problems) })),
                 }
             }
@@ -53,6 +62,7 @@ pub(crate) async fn post(State(state): State<AppState>, JsonValue(body): JsonVal
         }
         value => {
             let message = validate::message(&value, &defaults).map_err(ErrorBody::from_problems)?;
+            caller.may_send(&message).map_err(clutch_core::Error::from)?;
             let outcome = state.engine.submit(vec![message]).await?.pop().expect("one answer per message")?;
             let status = match &outcome {
                 Ack::Stored(o) if !o.duplicate => StatusCode::CREATED,

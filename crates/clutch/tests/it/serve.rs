@@ -63,7 +63,7 @@ fn refuses_to_expose_an_unauthenticated_api() {
     let out = run(cmd, "");
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(out.stderr.contains("would expose the API without authentication"), "{out:?}");
-    assert!(out.stderr.contains("--allow-remote-unauthenticated"), "{out:?}");
+    assert!(out.stderr.contains("configure API tokens in org.yaml"), "{out:?}");
     assert!(!dir.path().join(".clutch").exists(), "nothing opened before the refusal");
 }
 

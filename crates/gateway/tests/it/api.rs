@@ -246,3 +246,99 @@ async fn schemas_health_and_metrics() {
     }
     d.shutdown().await;
 }
+
+mod auth {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use clutch_core::access::{Grant, Role, Tokens};
+    use futures_util::StreamExt;
+    use serde_json::json;
+
+    use crate::{msg, run_id, start_full};
+
+    struct Table(HashMap<&'static str, Grant>);
+
+    impl Tokens for Table {
+        fn authenticate(&self, token: &str) -> Option<Grant> {
+            self.0.get(token).cloned()
+        }
+    }
+
+    fn grant(name: &str, role: Role, agent: Option<&str>) -> Grant {
+        Grant { name: name.into(), role, agent_id: agent.map(str::to_owned) }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tokens_gate_every_route_by_role() {
+        let table = Table(HashMap::from([
+            ("ops-secret", grant("ops", Role::Admin, None)),
+            ("ken-secret", grant("ken", Role::Agent, Some("agent:ken"))),
+            ("dash-secret", grant("dash", Role::Observer, None)),
+        ]));
+        let options = clutch_gateway::Options { tokens: Some(Arc::new(table)), ..Default::default() };
+        let d = start_full(clutch_core::Options::default(), clutch_core::engine::Options::default(), options).await;
+        let url = |p: &str| format!("{}{p}", d.url);
+        let post = |token: Option<&'static str>, path: &'static str, body: serde_json::Value| {
+            let mut r = d.http.post(url(path)).json(&body);
+            if let Some(t) = token {
+                r = r.bearer_auth(t);
+            }
+            async move {
+                let r = r.send().await.unwrap();
+                (r.status().as_u16(), r.json::<serde_json::Value>().await.unwrap())
+            }
+        };
+        // Probes stay open; everything else needs a known token.
+        assert_eq!(d.http.get(url("/healthz")).send().await.unwrap().status(), 200);
+        let (status, body) = post(None, "/v1/messages", msg(&run_id(), "chat.message")).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (401, Some("UNAUTHORIZED")));
+        let (status, _) = post(Some("nope"), "/v1/messages", msg(&run_id(), "chat.message")).await;
+        assert_eq!(status, 401);
+        assert_eq!(d.http.get(url("/v1/events")).send().await.unwrap().status(), 401);
+        assert_eq!(d.http.get(url("/metrics")).send().await.unwrap().status(), 401);
+        // The agent token sends as its own agent only.
+        let (status, _) = post(Some("ken-secret"), "/v1/messages", msg(&run_id(), "chat.message")).await;
+        assert_eq!(status, 201);
+        let mut other = msg(&run_id(), "chat.message");
+        other["from"]["agent_id"] = json!("agent:eve");
+        let (status, body) = post(Some("ken-secret"), "/v1/messages", other.clone()).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str(), body["error"]["field"].as_str()),
+            (403, Some("FORBIDDEN"), Some("from.agent_id"))
+        );
+        // In a batch, the refusal is per message.
+        let (status, body) =
+            post(Some("ken-secret"), "/v1/messages", json!([msg(&run_id(), "chat.message"), other.clone()])).await;
+        assert_eq!(status, 200);
+        assert!(body["results"][0]["seq"].is_u64());
+        assert_eq!(body["results"][1]["error"]["code"], "FORBIDDEN");
+        // ... and registers, heartbeats and removes only itself.
+        let (status, _) =
+            post(Some("ken-secret"), "/v1/agents", json!({"agent_id": "agent:eve", "capabilities": []})).await;
+        assert_eq!(status, 403);
+        let (status, _) =
+            post(Some("ken-secret"), "/v1/agents", json!({"agent_id": "agent:ken", "capabilities": []})).await;
+        assert_eq!(status, 201);
+        let (status, _) = post(Some("ken-secret"), "/v1/agents/agent:ken/heartbeat", json!({})).await;
+        assert_eq!(status, 200);
+        let r = d.http.delete(url("/v1/agents/agent:ken")).bearer_auth("dash-secret").send().await.unwrap();
+        assert_eq!(r.status(), 403);
+        // The observer reads but writes nothing; the admin may send as anyone.
+        let (status, _) = post(Some("dash-secret"), "/v1/messages", msg(&run_id(), "chat.message")).await;
+        assert_eq!(status, 403);
+        let r = d.http.get(url("/v1/agents")).bearer_auth("dash-secret").send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let (status, _) = post(Some("ops-secret"), "/v1/messages", other).await;
+        assert_eq!(status, 201);
+        // A browser's WebSocket passes the token in the query string.
+        let ws = format!("ws://{}/v1/stream?after=0&access_token=dash-secret", d.addr);
+        let (mut socket, _) = tokio_tungstenite::connect_async(ws).await.unwrap();
+        let first = socket.next().await.unwrap().unwrap();
+        let event: serde_json::Value = serde_json::from_str(first.to_text().unwrap()).unwrap();
+        assert_eq!(event["seq"], 1);
+        let denied = tokio_tungstenite::connect_async(format!("ws://{}/v1/stream?access_token=bad", d.addr)).await;
+        assert!(denied.is_err(), "an unknown token gets no stream");
+        d.shutdown().await;
+    }
+}
