@@ -13,6 +13,8 @@ use clutch_proto::validate::{self, Defaults};
 use clutch_store::Backend;
 use serde_json::{Value, json};
 
+mod tasks;
+
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Durable appends through the HTTP API from N concurrent writers, beside a plain insert loop.
@@ -30,6 +32,11 @@ pub enum BenchCommand {
     #[command(after_help = "EXAMPLES:
   clutch bench startup --data-dir .clutch-bench/replay")]
     Startup(StartupArgs),
+    /// Routed task throughput through the core: request → routing → delivery → accept → result.
+    #[command(after_help = "EXAMPLES:
+  clutch bench tasks --agents 16 --duration 10
+  clutch bench tasks --agents 16 --concurrency 64 --window 1024")]
+    Tasks(tasks::TasksArgs),
 }
 
 #[derive(Debug, Args)]
@@ -86,6 +93,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Append(args) => append(args).await,
         BenchCommand::Replay(args) => replay(args).await,
         BenchCommand::Startup(args) => startup(args).await,
+        BenchCommand::Tasks(args) => tasks::run(args).await,
     }
 }
 

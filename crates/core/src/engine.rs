@@ -265,6 +265,9 @@ impl Engine {
     /// Unregisters an agent: its status becomes `removed`; its unfinished tasks are routed again.
     pub async fn unregister(&self, agent_id: &str) -> Result<Outcome> {
         let previous = self.agent_status(agent_id)?;
+        if previous == Status::Removed {
+            return Err(not_found(agent_id));
+        }
         self.inner.log.append_one(status_message(agent_id, Status::Removed, previous)).await
     }
 
@@ -903,7 +906,7 @@ impl State {
             let decision = router::route(&ask, &candidates);
             let names = |i: usize| candidates[i].profile.agent_id.clone();
             let excluded: Map<String, Value> =
-                decision.excluded.iter().map(|(i, e)| (names(*i), Value::from(e.describe()))).collect();
+                decision.excluded.iter().map(|(i, e)| (names(*i), Value::from(e.describe(&ask)))).collect();
             match decision.selected {
                 Some(chosen) => {
                     let agent = names(chosen);
@@ -1036,6 +1039,9 @@ fn transition(task: &mut Task, message: &Message, effect: Effect, at: i64) {
     if message.kind == MessageType::TaskProgress {
         task.progress = message.payload.get("percent").and_then(Value::as_f64).map(|p| p.clamp(0.0, 100.0));
     }
+    if phase == Phase::Completed {
+        task.progress = Some(100.0);
+    }
     if message.kind == MessageType::TaskError {
         let s = |k: &str| message.payload.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
         task.last_error = Some((s("code"), s("message")));
@@ -1131,7 +1137,7 @@ fn not_found(agent_id: &str) -> Error {
 }
 
 fn unknown_agent(agent_id: &str) -> Refusal {
-    Refusal::new(ErrorCode::AgentNotFound, format!("no agent {agent_id} is registered"))
+    Refusal::new(ErrorCode::AgentNotFound, format!("no agent `{agent_id}` is registered"))
         .field("agent_id")
         .hint("register it first: POST /v1/agents with its AgentCard")
 }

@@ -230,12 +230,19 @@ pub struct Candidate<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Exclusion {
     NotOnline(Status),
-    Sandbox { needs_sandbox: bool },
-    ToolUnavailable(String),
-    AtCapacity { in_flight: u32, max: u32 },
+    Sandbox {
+        needs_sandbox: bool,
+    },
+    /// The tool at this index of [`Ask::tools`].
+    ToolUnavailable(usize),
+    AtCapacity {
+        in_flight: u32,
+        max: u32,
+    },
     BudgetExhausted,
-    Missing(String),
-    WrongVersion(String),
+    /// The requirement at this index of [`Ask::requires`].
+    Missing(usize),
+    WrongVersion(usize),
 }
 
 impl Exclusion {
@@ -245,16 +252,20 @@ impl Exclusion {
         matches!(self, Exclusion::NotOnline(_) | Exclusion::AtCapacity { .. } | Exclusion::BudgetExhausted)
     }
 
-    pub fn describe(&self) -> String {
+    pub fn describe(&self, ask: &Ask) -> String {
+        let need = |i: &usize| ask.requires.get(*i).map_or("?", |n| n.text.as_str());
         match self {
             Exclusion::NotOnline(s) => format!("agent is {}", s.as_str()),
             Exclusion::Sandbox { needs_sandbox: true } => "task needs a sandboxed agent".into(),
             Exclusion::Sandbox { needs_sandbox: false } => "task needs a trusted (non-sandboxed) agent".into(),
-            Exclusion::ToolUnavailable(t) => format!("tool {t} in the task's allowlist is not available to it"),
+            Exclusion::ToolUnavailable(i) => {
+                let tool = ask.tools.get(*i).map_or("?", String::as_str);
+                format!("tool {tool} in the task's allowlist is not available to it")
+            }
             Exclusion::AtCapacity { in_flight, max } => format!("at its concurrency limit ({in_flight}/{max})"),
             Exclusion::BudgetExhausted => "its budget is exhausted".into(),
-            Exclusion::Missing(n) => format!("lacks required capability {n}"),
-            Exclusion::WrongVersion(n) => format!("has no version matching {n}"),
+            Exclusion::Missing(i) => format!("lacks required capability {}", need(i)),
+            Exclusion::WrongVersion(i) => format!("has no version matching {}", need(i)),
         }
     }
 }
@@ -306,17 +317,17 @@ fn exclusion(ask: &Ask, c: &Candidate<'_>) -> Option<Exclusion> {
     {
         return Some(Exclusion::Sandbox { needs_sandbox });
     }
-    for tool in &ask.tools {
+    for (i, tool) in ask.tools.iter().enumerate() {
         let allowed = c.allowlist.is_none_or(|list| list.iter().any(|t| t == tool));
         if !allowed || !c.profile.has_tool(tool) {
-            return Some(Exclusion::ToolUnavailable(tool.clone()));
+            return Some(Exclusion::ToolUnavailable(i));
         }
     }
-    for need in &ask.requires {
+    for (i, need) in ask.requires.iter().enumerate() {
         match c.profile.satisfies(need) {
             Satisfies::Yes => {}
-            Satisfies::No => return Some(Exclusion::Missing(need.text.clone())),
-            Satisfies::WrongVersion => return Some(Exclusion::WrongVersion(need.text.clone())),
+            Satisfies::No => return Some(Exclusion::Missing(i)),
+            Satisfies::WrongVersion => return Some(Exclusion::WrongVersion(i)),
         }
     }
     if c.status != Status::Online {

@@ -171,6 +171,20 @@ impl Backend for Store {
         seq_of(&client.query_one(&stmt, &[]).await.map_err(db)?, 0)
     }
 
+    async fn cursor(&self, name: &str) -> clutch_store::Result<Option<u64>> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql::CURSOR).await.map_err(db)?;
+        client.query_opt(&stmt, &[&name]).await.map_err(db)?.map(|row| seq_of(&row, 0)).transpose()
+    }
+
+    async fn set_cursor(&self, name: &str, seq: u64) -> clutch_store::Result<()> {
+        let client = self.client().await?;
+        let seq = i64::try_from(seq).unwrap_or(i64::MAX);
+        let stmt = client.prepare_cached(sql::SET_CURSOR).await.map_err(db)?;
+        client.execute(&stmt, &[&name, &seq]).await.map_err(db)?;
+        Ok(())
+    }
+
     async fn put_artifact(&self, bytes: Bytes) -> clutch_store::Result<Artifact> {
         let client = self.client().await?;
         let sha256 = clutch_store::sha256_hex(&bytes);
@@ -280,6 +294,9 @@ mod sql {
     pub(crate) const INSERT_RECIPIENTS: &str =
         "INSERT INTO recipients (agent_id, seq) SELECT * FROM UNNEST($1::text[], $2::int8[])";
     pub(crate) const GET: &str = "SELECT seq, body FROM events WHERE id = $1";
+    pub(crate) const CURSOR: &str = "SELECT seq FROM cursors WHERE name = $1";
+    pub(crate) const SET_CURSOR: &str =
+        "INSERT INTO cursors (name, seq) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET seq = excluded.seq";
     pub(crate) const PUT_ARTIFACT: &str =
         "INSERT INTO artifacts (sha256, size, bytes) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING";
     pub(crate) const GET_ARTIFACT: &str = "SELECT bytes FROM artifacts WHERE sha256 = $1";

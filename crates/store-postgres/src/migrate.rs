@@ -10,6 +10,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_events.sql")),
     (2, include_str!("../migrations/0002_artifacts.sql")),
     (3, include_str!("../migrations/0003_recipients.sql")),
+    (4, include_str!("../migrations/0004_cursors.sql")),
 ];
 
 pub(crate) enum Error {

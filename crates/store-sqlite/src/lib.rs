@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome};
 use rusqlite::Connection;
+use rusqlite::OptionalExtension;
 
 /// The database file's name inside the data directory.
 pub const DB_FILE: &str = "clutch.db";
@@ -134,7 +135,8 @@ fn configure(c: &Connection) -> rusqlite::Result<()> {
 /// same table so that their figures compare like with like.
 pub const EVENTS_SCHEMA: &str = include_str!("../migrations/0001_events.sql");
 
-const MIGRATIONS: &[&str] = &[EVENTS_SCHEMA, include_str!("../migrations/0002_recipients.sql")];
+const MIGRATIONS: &[&str] =
+    &[EVENTS_SCHEMA, include_str!("../migrations/0002_recipients.sql"), include_str!("../migrations/0003_cursors.sql")];
 
 fn migrate(c: &Connection, path: &Path) -> Result<(), Error> {
     let err = |source| Error::Migrate { path: path.into(), source };
@@ -231,6 +233,35 @@ impl Backend for Store {
         let inner = self.inner.clone();
         let sha = sha256.to_string();
         tokio::task::spawn_blocking(move || inner.artifacts.get(&sha)).await.map_err(backend_err)?
+    }
+
+    async fn cursor(&self, name: &str) -> clutch_store::Result<Option<u64>> {
+        let name = name.to_string();
+        self.inner
+            .with_reader(move |c| {
+                c.prepare_cached("SELECT seq FROM cursors WHERE name = ?1")?
+                    .query_row([&name], |r| r.get::<_, i64>(0))
+                    .optional()
+                    .map(|s| s.map(|s| s as u64))
+            })
+            .await
+    }
+
+    async fn set_cursor(&self, name: &str, seq: u64) -> clutch_store::Result<()> {
+        self.inner.check_open()?;
+        let (inner, name) = (self.inner.clone(), name.to_string());
+        tokio::task::spawn_blocking(move || {
+            let mut guard = inner.writer.lock().expect("writer lock");
+            let conn = guard.as_mut().ok_or(clutch_store::Error::Closed)?;
+            conn.prepare_cached(
+                "INSERT INTO cursors (name, seq) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET seq = excluded.seq",
+            )
+            .and_then(|mut s| s.execute(rusqlite::params![name, seq.min(i64::MAX as u64) as i64]))
+            .map(|_| ())
+            .map_err(backend_err)
+        })
+        .await
+        .map_err(backend_err)?
     }
 
     async fn close(&self) {

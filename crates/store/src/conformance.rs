@@ -30,7 +30,8 @@ macro_rules! conformance_tests {
             duplicate_ignores_ts, id_conflict_is_refused, same_id_in_another_run_conflicts,
             idempotency_key_dedups_within_run, duplicates_within_one_batch, concurrent_appends_of_one_id,
             conflict_does_not_spoil_the_batch, artifacts_round_trip, large_run_pages_in_order,
-            reopen_keeps_everything, closed_store_refuses, inbox_reads_by_recipient);
+            reopen_keeps_everything, closed_store_refuses, inbox_reads_by_recipient,
+            cursors_are_saved_and_replaced);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
@@ -405,4 +406,17 @@ pub async fn inbox_reads_by_recipient(h: &impl Harness) {
 
 fn recipient(agent: &str) -> clutch_proto::message::Recipient {
     clutch_proto::message::Recipient { agent_id: agent.to_owned() }
+}
+
+pub async fn cursors_are_saved_and_replaced(h: &impl Harness) {
+    let s = h.open().await;
+    assert_eq!(s.cursor("push:agent:a").await.unwrap(), None);
+    s.set_cursor("push:agent:a", 7).await.unwrap();
+    s.set_cursor("push:agent:b", 3).await.unwrap();
+    s.set_cursor("push:agent:a", 9).await.unwrap();
+    assert_eq!(s.cursor("push:agent:a").await.unwrap(), Some(9));
+    assert_eq!(s.cursor("push:agent:b").await.unwrap(), Some(3));
+    s.close().await;
+    let s = h.open().await;
+    assert_eq!(s.cursor("push:agent:a").await.unwrap(), Some(9), "a cursor survives a reopen");
 }

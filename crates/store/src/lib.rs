@@ -168,6 +168,12 @@ pub trait Backend: Send + Sync + 'static {
     async fn get_artifact(&self, sha256: &str) -> Result<Option<Bytes>>;
 
     /// Flushes and releases resources; later calls answer [`Error::Closed`].
+    /// A consumer's saved position in the log (push delivery), or `None` if it never saved one.
+    async fn cursor(&self, name: &str) -> Result<Option<u64>>;
+
+    /// Saves a consumer's position durably; a later save replaces it.
+    async fn set_cursor(&self, name: &str, seq: u64) -> Result<()>;
+
     async fn close(&self);
 }
 

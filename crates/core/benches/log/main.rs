@@ -1,5 +1,6 @@
-//! Benchmarks of the event log's hot paths (appends, replay), each beside an anchor: plain rusqlite doing
-//! the same storage work on the same disk in the same run, so that the ratio between them means something.
+//! Benchmarks of the core's hot paths: the event log (appends, replay), each beside an anchor: plain rusqlite doing
+//! the same storage work on the same disk in the same run, so that the ratio between them means something;
+//! and one routing decision among 1,000 agents.
 //!
 //! Run with `cargo bench -p clutch-core`; a name filter works as usual (`cargo bench -p clutch-core -- replay`).
 //! Databases live under `CARGO_TARGET_TMPDIR` (inside `target/`), on the disk the daemon would use.
@@ -7,6 +8,7 @@
 mod append;
 mod compare;
 mod replay;
+mod route;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,7 +30,7 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
-    targets = append::one_writer, append::sixteen_writers, replay::replay
+    targets = append::one_writer, append::sixteen_writers, replay::replay, route::route
 }
 criterion_main!(benches);
 

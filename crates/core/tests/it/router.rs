@@ -65,8 +65,10 @@ fn requires_is_an_and_over_capabilities_with_semver() {
         assert_eq!(chosen(&d, &cs).as_deref(), *expected, "requires {requires:?}: {}", d.reason);
     }
     let d = router::route(&ask(&["skill:research@^1.2"], &[]), &cs);
-    assert!(d.excluded.contains(&(1, Exclusion::WrongVersion("skill:research@^1.2".into()))));
-    assert!(d.excluded.contains(&(2, Exclusion::Missing("skill:research@^1.2".into()))));
+    assert!(d.excluded.contains(&(1, Exclusion::WrongVersion(0))));
+    assert!(d.excluded.contains(&(2, Exclusion::Missing(0))));
+    let x = ask(&["skill:research@^1.2"], &[]);
+    assert_eq!(Exclusion::WrongVersion(0).describe(&x), "has no version matching skill:research@^1.2");
     assert!(!d.can_wait(), "a missing capability never comes back by waiting");
 }
 
@@ -103,7 +105,8 @@ fn each_hard_filter_excludes_with_its_reason() {
     tools.tools = vec!["mcp:browser".into()];
     let d = router::route(&tools, &cs);
     assert_eq!(chosen(&d, &cs).as_deref(), Some("agent:p"));
-    assert_eq!(d.excluded, vec![(1, Exclusion::ToolUnavailable("mcp:browser".into()))]);
+    assert_eq!(d.excluded, vec![(1, Exclusion::ToolUnavailable(0))]);
+    assert_eq!(d.excluded[0].1.describe(&tools), "tool mcp:browser in the task's allowlist is not available to it");
     let denied = ["mcp:files".to_string()];
     let c = Candidate { allowlist: Some(&denied), ..cand(&plain) };
     assert!(router::route(&tools, &[c]).selected.is_none());

@@ -1,0 +1,178 @@
+//! `clutch bench tasks`: routed task throughput through the real core on a real store: requesters
+//! send `task.request`s to the orchestrator, the engine routes each (a `routing.decision` and a
+//! delivery), N agents read their inboxes and answer `task.accept` + `task.result`. Reports completed
+//! tasks per second and request-to-result latency.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context;
+use clap::Args;
+use clutch_core::Engine;
+use clutch_proto::id::{self, Kind};
+use clutch_proto::validate::{self, Defaults};
+use clutch_proto::{Message, MessageType};
+use clutch_store::Filter;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+#[derive(Debug, Args)]
+pub struct TasksArgs {
+    /// Agents taking tasks.
+    #[arg(long, default_value_t = 16)]
+    pub agents: usize,
+    /// Tasks each agent works on at once (its card's max_concurrency).
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: u32,
+    /// Requests outstanding at once across all requesters.
+    #[arg(long, default_value_t = 512)]
+    pub window: usize,
+    /// Seconds to measure (after one second of warm-up).
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Where the SQLite files go (the disk being measured).
+    #[arg(long, default_value = ".clutch-bench", value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
+    let stamp = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH)?.as_millis();
+    let dir = args.dir.join(format!("tasks-{stamp}"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let store = clutch_store_sqlite::Store::open(&dir).context("cannot open the SQLite store")?;
+    let core = clutch_core::start(Arc::new(store), clutch_core::Options::default(), engine_options()).await?;
+    let engine = core.engine.clone();
+    for i in 0..args.agents {
+        let card = json!({
+            "agent_id": format!("agent:w{i}"),
+            "capabilities": [{"id": "skill:work", "version": "1.0.0"}],
+            "limits": {"max_concurrency": args.concurrency},
+        });
+        engine.register(&validate::agent_card(&card).map_err(|p| anyhow::anyhow!("{p}"))?).await?;
+    }
+    let head = core.log.head().await?;
+    let started: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let latencies: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let done = Arc::new(AtomicU64::new(0));
+    let window = Arc::new(Semaphore::new(args.window));
+    let mut workers = Vec::new();
+    for i in 0..args.agents {
+        workers.push(tokio::spawn(agent(engine.clone(), core.log.clone(), format!("agent:w{i}"), head)));
+    }
+    // Completion watcher: every task.result ends one request.
+    let watcher = {
+        let (log, started, latencies, done, window) =
+            (core.log.clone(), started.clone(), latencies.clone(), done.clone(), window.clone());
+        tokio::spawn(async move {
+            let filter = Filter { kind: Some(MessageType::TaskResult), ..Filter::default() };
+            let Ok(mut sub) = log.subscribe(filter, Some(head)).await else { return };
+            while let Ok(event) = sub.next().await {
+                let Ok(m) = serde_json::from_str::<Message>(&event.json) else { continue };
+                if let Some(at) = started.lock().unwrap_or_else(|e| e.into_inner()).remove(&m.task_id) {
+                    latencies.lock().unwrap_or_else(|e| e.into_inner()).push(at.elapsed());
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+                window.add_permits(1);
+            }
+        })
+    };
+    eprintln!(
+        "bench tasks: {} agents × {} slots, window {}, {} s (after 1 s warm-up)…",
+        args.agents, args.concurrency, args.window, args.duration
+    );
+    let requester = {
+        let (engine, started, window) = (engine.clone(), started.clone(), window.clone());
+        tokio::spawn(async move {
+            let run = id::generate(Kind::Run);
+            loop {
+                let Ok(permit) = window.acquire().await else { return };
+                permit.forget();
+                let task = id::generate(Kind::Task);
+                let request = json!({
+                    "thread_id": id::generate(Kind::Thread), "run_id": run, "task_id": task,
+                    "from": {"agent_id": "user:bench"}, "to": [{"agent_id": "agent:orchestrator"}],
+                    "type": "task.request", "requires": ["skill:work@^1"], "payload": {"goal": "work"},
+                });
+                let Ok(message) = validate::message(&request, &Defaults { now: SystemTime::now() }) else { return };
+                started.lock().unwrap_or_else(|e| e.into_inner()).insert(task, Instant::now());
+                let engine = engine.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = engine.submit(vec![message]).await {
+                        tracing::warn!(error = %e, "request not submitted");
+                    }
+                });
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (from, t0) = (done.load(Ordering::Relaxed), Instant::now());
+    latencies.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    tokio::time::sleep(Duration::from_secs(args.duration)).await;
+    let (to, elapsed) = (done.load(Ordering::Relaxed), t0.elapsed());
+    requester.abort();
+    let mut lat = std::mem::take(&mut *latencies.lock().unwrap_or_else(|e| e.into_inner()));
+    lat.sort();
+    let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied();
+    let rate = (to - from) as f64 / elapsed.as_secs_f64();
+    let metrics = core.log.metrics();
+    let batches = metrics.batches.load(Ordering::Relaxed).max(1);
+    let appended = metrics.appended.load(Ordering::Relaxed);
+    println!(
+        "tasks completed: {} in {:.1} s = {rate:.0} tasks/s (request → routed → accepted → result)",
+        to - from,
+        elapsed.as_secs_f64()
+    );
+    if let (Some(p50), Some(p99)) = (pct(0.5), pct(0.99)) {
+        println!("latency request → result: p50 {:.1} ms, p99 {:.1} ms", ms(p50), ms(p99));
+    }
+    println!(
+        "events appended: {appended} ({:.1} per task), {:.1} per commit",
+        appended as f64 / to.max(1) as f64,
+        appended as f64 / batches as f64
+    );
+    watcher.abort();
+    for w in workers {
+        w.abort();
+    }
+    core.stop().await?;
+    std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+    Ok(())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn engine_options() -> clutch_core::engine::Options {
+    clutch_core::engine::Options { accept_timeout: Duration::from_secs(60), ..Default::default() }
+}
+
+/// One agent: reads its inbox and answers each delivered task with an accept and a result.
+async fn agent(engine: Engine, log: clutch_core::Handle, me: String, head: u64) {
+    let filter = Filter { to: Some(me.clone()), kind: Some(MessageType::TaskRequest), ..Filter::default() };
+    let Ok(mut inbox) = log.subscribe(filter, Some(head)).await else { return };
+    while let Ok(event) = inbox.next().await {
+        let Ok(m) = serde_json::from_str::<Message>(&event.json) else { continue };
+        let (engine, me) = (engine.clone(), me.clone());
+        tokio::spawn(async move {
+            let reply = |kind: &str, payload: Value| {
+                let v = json!({
+                    "thread_id": m.thread_id, "run_id": m.run_id, "task_id": m.task_id,
+                    "from": {"agent_id": me}, "to": [{"agent_id": "agent:orchestrator"}],
+                    "type": kind, "payload": payload,
+                });
+                validate::message(&v, &Defaults { now: SystemTime::now() }).ok()
+            };
+            let answers: Vec<Message> = [reply("task.accept", json!({})), reply("task.result", json!({"ok": true}))]
+                .into_iter()
+                .flatten()
+                .collect();
+            if let Err(e) = engine.submit(answers).await {
+                tracing::warn!(error = %e, "answer not submitted");
+            }
+        });
+    }
+}
