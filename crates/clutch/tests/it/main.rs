@@ -12,3 +12,4 @@ mod support;
 mod tail;
 mod tasks;
 mod tidy;
+mod workers;

@@ -2,7 +2,7 @@
 //! environment, every wait bounded by a deadline.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -115,8 +115,14 @@ pub struct Daemon {
 impl Daemon {
     /// `clutch serve --listen 127.0.0.1:0 --data-dir <data_dir>`.
     pub fn start(data_dir: &Path) -> Daemon {
+        Daemon::start_with(data_dir, &[])
+    }
+
+    /// The same with `env` set, e.g. `CLUTCH_ENGINE_ACCEPT_TIMEOUT_MS` for short engine timers.
+    pub fn start_with(data_dir: &Path, env: &[(&str, &str)]) -> Daemon {
         let mut cmd = clutch();
         cmd.arg("serve").arg("--listen").arg("127.0.0.1:0").arg("--data-dir").arg(data_dir);
+        cmd.envs(env.iter().copied());
         Daemon::spawn(cmd)
     }
 
@@ -285,4 +291,15 @@ async fn read_sse(response: reqwest::Response, events: &mut Vec<Value>, done: &m
             }
         }
     }
+}
+
+/// `python3` from `PATH`. The worker tests fail, rather than skip, when it is missing.
+pub fn python3() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).map(|dir| dir.join("python3")).find(|p| p.is_file()).unwrap_or_else(|| {
+        panic!(
+            "python3 is not on PATH: the worker tests run the example worker tests/workers/worker.py \
+             (Python 3, standard library only) as external agent programs; install Python 3"
+        )
+    })
 }
