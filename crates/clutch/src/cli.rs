@@ -20,6 +20,8 @@ pub const DEFAULT_URL: &str = "http://127.0.0.1:7700";
   clutch send --from user:ada --to agent:ken --text 'hello'
   clutch tail --run run_01J...            follow a run's events as they happen
   clutch runs replay run_01J... --json    a run's events as NDJSON
+  clutch agents list                      the registered agents, their load and usage
+  clutch runs tasks run_01J...            a run's tasks as a tree
   clutch config dump                      the effective daemon config",
     propagate_version = true
 )]
@@ -51,6 +53,18 @@ pub enum Command {
         #[command(subcommand)]
         command: RunsCommand,
     },
+    /// Work with agents: list, show, register, remove.
+    #[command(after_help = crate::agents::EXAMPLES)]
+    Agents {
+        #[command(subcommand)]
+        command: crate::agents::AgentsCommand,
+    },
+    /// Work with tasks.
+    #[command(after_help = crate::tasks::EXAMPLES)]
+    Tasks {
+        #[command(subcommand)]
+        command: crate::tasks::TasksCommand,
+    },
     /// Measure the daemon on this machine, each figure beside a plain-SQL anchor on the same disk.
     Bench {
         #[command(subcommand)]
@@ -69,6 +83,9 @@ pub enum RunsCommand {
     /// Print every event of a run, in order.
     #[command(after_help = RUNS_EXAMPLES)]
     Replay(ReplayArgs),
+    /// Print a run's tasks as a tree by parent task, with counts per state.
+    #[command(after_help = crate::tasks::RUN_TASKS_EXAMPLES)]
+    Tasks(crate::tasks::RunTasksArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -271,7 +288,8 @@ const TAIL_EXAMPLES: &str = "EXAMPLES:
 const RUNS_EXAMPLES: &str = "EXAMPLES:
   clutch runs replay run_01J...                  one line per event
   clutch runs replay run_01J... --json > run.ndjson
-  clutch runs replay run_01J... --after 120";
+  clutch runs replay run_01J... --after 120
+  clutch runs tasks run_01J...                   the run's task tree";
 
 const CONFIG_EXAMPLES: &str = "EXAMPLES:
   clutch config dump

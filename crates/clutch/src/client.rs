@@ -78,6 +78,15 @@ impl Client {
         self.http.post(format!("{}{path}", self.base))
     }
 
+    pub fn delete(&self, path: &str) -> RequestBuilder {
+        self.http.delete(format!("{}{path}", self.base))
+    }
+
+    /// Sends `request` and reads the JSON answer.
+    pub async fn json(&self, request: RequestBuilder) -> Result<serde_json::Value, Error> {
+        self.send(request).await?.json().await.map_err(Error::Http)
+    }
+
     /// Sends `request`; a non-2xx answer becomes [`Error::Api`].
     pub async fn send(&self, request: RequestBuilder) -> Result<Response, Error> {
         let response = request.send().await.map_err(|e| self.classify(e))?;
@@ -89,6 +98,14 @@ impl Client {
 
     fn classify(&self, e: reqwest::Error) -> Error {
         if e.is_connect() { Error::NoDaemon { url: self.base.clone() } } else { Error::Http(e) }
+    }
+}
+
+impl Error {
+    /// Whether the daemon said the thing asked about (agent, task, run...) does not exist: a
+    /// `*_NOT_FOUND` code. A plain `NOT_FOUND` (no such route: an older daemon) does not count.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Api(e) if e.status == 404 && e.code.ends_with("_NOT_FOUND"))
     }
 }
 

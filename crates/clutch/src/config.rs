@@ -243,6 +243,9 @@ impl Config {
         let number = || -> anyhow::Result<u64> {
             value.trim().parse().map_err(|_| anyhow::anyhow!("expected a whole number, got {value:?}"))
         };
+        let small = || -> anyhow::Result<u32> {
+            value.trim().parse().map_err(|_| anyhow::anyhow!("expected a whole number up to 4294967295, got {value:?}"))
+        };
         match key {
             "listen" => {
                 self.listen =
@@ -257,6 +260,16 @@ impl Config {
             "log_service.queue" => self.log_service.queue = number()?,
             "log_service.subscriber_buffer" => self.log_service.subscriber_buffer = number()?,
             "stream.keepalive_secs" => self.stream.keepalive_secs = number()?,
+            "engine.heartbeat_interval_ms" => self.engine.heartbeat_interval_ms = number()?,
+            "engine.stale_after_ms" => self.engine.stale_after_ms = number()?,
+            "engine.offline_after_ms" => self.engine.offline_after_ms = number()?,
+            "engine.accept_timeout_ms" => self.engine.accept_timeout_ms = number()?,
+            "engine.max_deliveries" => self.engine.max_deliveries = small()?,
+            "engine.max_routings" => self.engine.max_routings = small()?,
+            "engine.retry_backoff_ms" => self.engine.retry_backoff_ms = number()?,
+            "engine.retry_backoff_max_ms" => self.engine.retry_backoff_max_ms = number()?,
+            "engine.queue_timeout_ms" => self.engine.queue_timeout_ms = number()?,
+            "engine.default_max_runtime_ms" => self.engine.default_max_runtime_ms = number()?,
             other => bail!("unknown config key `{other}`"),
         }
         Ok(())
@@ -397,6 +410,24 @@ mod tests {
         assert_eq!(c.limits.body_bytes, 20);
         assert_eq!(c.log_service.queue, 7);
         assert_eq!(c.log_service.batch_max, LogService::default().batch_max);
+    }
+
+    #[test]
+    fn every_key_can_be_set_from_the_environment() {
+        for key in KEYS {
+            let value = match *key {
+                "listen" => "127.0.0.1:9",
+                "data_dir" => "d",
+                "db" => "postgres://x",
+                "log" => "debug",
+                _ => "7",
+            };
+            let var = env_var(key);
+            load_with(None, &[(&var, value)], ConfigArgs::default()).unwrap_or_else(|e| panic!("{var}={value}: {e:#}"));
+        }
+        let env = [("CLUTCH_ENGINE_ACCEPT_TIMEOUT_MS", "250"), ("CLUTCH_ENGINE_MAX_DELIVERIES", "2")];
+        let c = load_with(None, &env, ConfigArgs::default()).unwrap();
+        assert_eq!((c.engine.accept_timeout_ms, c.engine.max_deliveries), (250, 2));
     }
 
     #[test]

@@ -1,16 +1,21 @@
 //! The `clutch` binary: parses the command line, loads config, starts logging and runs one command.
-//! Exit codes: 0 success, 1 failure (including a refused message), 2 usage error.
+//! Exit codes: 0 success, 1 failure (including a refused message), 2 usage error or a thing asked
+//! about (agent, task, run) that does not exist.
 
+mod agents;
 mod bench;
 mod cli;
 mod client;
 mod config;
+mod input;
 mod render;
 mod replay;
 mod send;
 mod serve;
 mod sse;
+mod table;
 mod tail;
+mod tasks;
 
 use std::process::ExitCode;
 
@@ -27,7 +32,7 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("clutch: {e:#}");
-            ExitCode::FAILURE
+            if is_not_found(&e) { ExitCode::from(2) } else { ExitCode::FAILURE }
         }
     }
 }
@@ -59,6 +64,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Send(args) => send::run(args).await,
                     Command::Tail(args) => tail::run(args).await,
                     Command::Runs { command: RunsCommand::Replay(args) } => replay::run(args).await,
+                    Command::Runs { command: RunsCommand::Tasks(args) } => tasks::run_tree(args).await,
+                    Command::Agents { command } => agents::run(command).await,
+                    Command::Tasks { command } => tasks::run(command).await,
                     Command::Bench { command } => bench::run(command).await,
                     Command::Serve(_) | Command::Config { .. } => unreachable!("handled above"),
                 }
@@ -77,6 +85,11 @@ fn init_tracing(filter: &str) -> anyhow::Result<()> {
         .with_ansi(render::stderr_color())
         .init();
     Ok(())
+}
+
+/// Whether the daemon answered that the agent, task or run asked about does not exist.
+fn is_not_found(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<client::Error>().is_some_and(client::Error::is_not_found))
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -1,7 +1,7 @@
 //! How events look on a terminal: one line each (`seq  time  type  from → to  summary`), coloured
 //! with plain ANSI codes only when the output is a terminal and `NO_COLOR` is unset.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 
 use serde_json::Value;
 
@@ -16,6 +16,14 @@ pub fn stdout_color() -> bool {
 /// Whether to colour what goes to stderr.
 pub fn stderr_color() -> bool {
     std::io::stderr().is_terminal() && no_color_unset()
+}
+
+/// Writes `text` to stdout as it is, and flushes.
+pub fn print(text: &str) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
 }
 
 /// `NO_COLOR` counts when present and not empty (no-color.org).
@@ -50,7 +58,7 @@ pub fn event_line(event: &Value, color: bool) -> String {
 }
 
 /// `2026-04-01T12:34:56.789Z` → `12:34:56.789`.
-fn clock(ts: &str) -> &str {
+pub fn clock(ts: &str) -> &str {
     let Some((_, time)) = ts.split_once('T') else { return ts };
     let end = time.find(['Z', 'z', '+', '-']).unwrap_or(time.len());
     let time = &time[..end];
@@ -77,7 +85,7 @@ fn summary(payload: &Value) -> String {
 }
 
 /// The ANSI colour of a message type's family.
-fn kind_color(kind: &str) -> &'static str {
+pub fn kind_color(kind: &str) -> &'static str {
     if kind.ends_with(".error") || kind.ends_with(".failure") || kind.ends_with(".timeout") {
         return "31";
     }

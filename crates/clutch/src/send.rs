@@ -1,7 +1,7 @@
 //! `clutch send`: builds a message from flags, or reads JSON messages from a file or stdin, appends
 //! them through the daemon and prints its answer.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, bail};
@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 use crate::cli::{BuildArgs, SendArgs};
 use crate::client::{ApiError, Client};
+use crate::input;
 
 pub async fn run(args: SendArgs) -> anyhow::Result<()> {
     let client = Client::new(&args.client.url)?;
@@ -41,18 +42,7 @@ pub async fn run(args: SendArgs) -> anyhow::Result<()> {
 
 /// The JSON in `path` (`-` for stdin): a message object or an array of them.
 fn read_json(path: &Path) -> anyhow::Result<Value> {
-    let (text, name) = if path == Path::new("-") {
-        let mut text = String::new();
-        if std::io::stdin().is_terminal() {
-            eprintln!("clutch: reading JSON from stdin; end it with Ctrl-D");
-        }
-        std::io::stdin().read_to_string(&mut text).context("cannot read stdin")?;
-        (text, "stdin".to_owned())
-    } else {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        (text, path.display().to_string())
-    };
-    let value: Value = serde_json::from_str(&text).with_context(|| format!("{name} is not valid JSON"))?;
+    let (value, name) = input::json(path)?;
     if !(value.is_object() || value.is_array()) {
         bail!("{name} must hold a message (a JSON object) or an array of messages");
     }

@@ -1,12 +1,29 @@
 //! The command line's contract: help with examples everywhere, exit code 2 for usage errors, and a
-//! hint to start the daemon when none answers.
+//! hint to start the daemon when none answers. (Exit code 2 for unknown agents, tasks and runs is
+//! checked beside each command's tests.)
 
 use crate::support::{clutch, run};
 
 #[test]
 fn every_command_has_help_with_examples() {
-    let commands: &[&[&str]] =
-        &[&[], &["serve"], &["send"], &["tail"], &["runs"], &["runs", "replay"], &["config"], &["config", "dump"]];
+    let commands: &[&[&str]] = &[
+        &[],
+        &["serve"],
+        &["send"],
+        &["tail"],
+        &["runs"],
+        &["runs", "replay"],
+        &["runs", "tasks"],
+        &["agents"],
+        &["agents", "list"],
+        &["agents", "show"],
+        &["agents", "register"],
+        &["agents", "remove"],
+        &["tasks"],
+        &["tasks", "show"],
+        &["config"],
+        &["config", "dump"],
+    ];
     for command in commands {
         let mut cmd = clutch();
         cmd.args(*command).arg("--help");
@@ -28,6 +45,12 @@ fn usage_errors_exit_2() {
         &["send", "--from", "user:a", "--payload", "[1]"],
         &["tail", "--after", "soon"],
         &["runs", "replay"],
+        &["runs", "tasks"],
+        &["agents", "show"],
+        &["agents", "register"],
+        &["agents", "remove"],
+        &["agents", "list", "--table"],
+        &["tasks", "show"],
         &["serve", "--listen", "not-an-address"],
         &["frobnicate"],
     ];
@@ -47,8 +70,16 @@ fn no_daemon_means_a_hint_to_start_one() {
         listener.local_addr().unwrap().port()
     };
     let url = format!("http://127.0.0.1:{port}");
-    let invocations: &[&[&str]] =
-        &[&["send", "--from", "user:a", "--text", "hi"], &["tail"], &["runs", "replay", "run_x"]];
+    let invocations: &[&[&str]] = &[
+        &["send", "--from", "user:a", "--text", "hi"],
+        &["tail"],
+        &["runs", "replay", "run_x"],
+        &["runs", "tasks", "run_x"],
+        &["agents", "list"],
+        &["agents", "show", "ken"],
+        &["agents", "remove", "ken"],
+        &["tasks", "show", "task_x"],
+    ];
     for args in invocations {
         let mut cmd = clutch();
         cmd.args(*args).env("CLUTCH_URL", &url);

@@ -1,6 +1,7 @@
 //! The `clutch` binary's integration tests, in one test binary: each starts the real executable and
 //! talks to it as a user or a client would.
 
+mod agents;
 mod cli;
 mod config;
 mod crash;
@@ -9,4 +10,6 @@ mod send;
 mod serve;
 mod support;
 mod tail;
+mod tasks;
 mod tidy;
+mod workers;

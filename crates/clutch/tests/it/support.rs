@@ -2,12 +2,13 @@
 //! environment, every wait bounded by a deadline.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 /// How long a daemon may take to start, or a command to finish.
@@ -66,6 +67,20 @@ pub fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<St
     })
 }
 
+/// A child's output lines, read on a thread so that waiting for one can have a deadline.
+pub fn lines(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// Waits for `child` to exit, polling until `timeout`.
 pub fn wait(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + timeout;
@@ -100,8 +115,14 @@ pub struct Daemon {
 impl Daemon {
     /// `clutch serve --listen 127.0.0.1:0 --data-dir <data_dir>`.
     pub fn start(data_dir: &Path) -> Daemon {
+        Daemon::start_with(data_dir, &[])
+    }
+
+    /// The same with `env` set, e.g. `CLUTCH_ENGINE_ACCEPT_TIMEOUT_MS` for short engine timers.
+    pub fn start_with(data_dir: &Path, env: &[(&str, &str)]) -> Daemon {
         let mut cmd = clutch();
         cmd.arg("serve").arg("--listen").arg("127.0.0.1:0").arg("--data-dir").arg(data_dir);
+        cmd.envs(env.iter().copied());
         Daemon::spawn(cmd)
     }
 
@@ -223,4 +244,62 @@ pub async fn all_events(http: &reqwest::Client, url: &str) -> Vec<Value> {
         after = page["next_after"].as_u64().unwrap_or_else(|| batch.last().unwrap()["seq"].as_u64().unwrap());
         events.extend(batch);
     }
+}
+
+/// Follows `/v1/stream?<query>` from the first event (SSE) until `done` holds for the events read so
+/// far, and returns them; fails the test when that takes longer than `timeout`.
+pub async fn stream_until(
+    url: &str,
+    query: &[(&str, &str)],
+    timeout: Duration,
+    mut done: impl FnMut(&[Value]) -> bool,
+) -> Vec<Value> {
+    let response = reqwest::Client::new()
+        .get(format!("{url}/v1/stream"))
+        .query(query)
+        .query(&[("after", 0)])
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("GET /v1/stream")
+        .error_for_status()
+        .expect("the stream answers 200");
+    let mut events = Vec::new();
+    let read = read_sse(response, &mut events, &mut done);
+    if tokio::time::timeout(timeout, read).await.is_err() {
+        let seen: Vec<String> = events.iter().map(Value::to_string).collect();
+        panic!("not done within {timeout:?}; {} events read:\n{}", events.len(), seen.join("\n"));
+    }
+    events
+}
+
+async fn read_sse(response: reqwest::Response, events: &mut Vec<Value>, done: &mut impl FnMut(&[Value]) -> bool) {
+    let mut body = response.bytes_stream();
+    let mut pending: Vec<u8> = Vec::new();
+    while !done(events) {
+        let chunk = body.next().await.expect("the stream ended without a final frame").expect("a stream chunk");
+        pending.extend_from_slice(&chunk);
+        while let Some(end) = pending.windows(2).position(|w| w == b"\n\n") {
+            let block: Vec<u8> = pending.drain(..end + 2).collect();
+            let block = String::from_utf8(block).expect("UTF-8 events");
+            let data: Vec<&str> = block.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect();
+            if block.lines().any(|l| l == "event: end") {
+                panic!("the stream ended: {}", data.join(""));
+            }
+            if !data.is_empty() {
+                events.push(serde_json::from_str(&data.join("\n")).expect("an event is JSON"));
+            }
+        }
+    }
+}
+
+/// `python3` from `PATH`. The worker tests fail, rather than skip, when it is missing.
+pub fn python3() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).map(|dir| dir.join("python3")).find(|p| p.is_file()).unwrap_or_else(|| {
+        panic!(
+            "python3 is not on PATH: the worker tests run the example worker tests/workers/worker.py \
+             (Python 3, standard library only) as external agent programs; install Python 3"
+        )
+    })
 }

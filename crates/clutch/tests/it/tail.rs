@@ -7,21 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{DEADLINE, Daemon, Spawned, clutch, message, post, run_id};
-
-/// A child's output lines, read on a thread so that waiting for one can have a deadline.
-fn lines(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
+use crate::support::{DEADLINE, Daemon, Spawned, clutch, lines, message, post, run_id};
 
 /// `clutch ARGS` with its stdout and stderr piped, killed when dropped.
 fn tail(args: &[&str]) -> Spawned {
