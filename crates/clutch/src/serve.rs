@@ -42,11 +42,25 @@ pub async fn run(loaded: Loaded) -> anyhow::Result<()> {
         .await
         .context("cannot rebuild the engine's state from the event log")?;
 
+    let (stop_push, push_stopped) = oneshot::channel::<()>();
+    let push = tokio::spawn(clutch_gateway::push::run(
+        core.log.clone(),
+        core.engine.clone(),
+        clutch_gateway::push::Options::default(),
+        async move {
+            let _ = push_stopped.await;
+        },
+    ));
     let mut gateway = config.gateway_options();
     gateway.tokens = tokens;
     let served = serve(&config, gateway, core.log.clone(), core.engine.clone(), signals, started).await;
 
-    // Only now, with no request left that could append, do the engine and the log writer stop.
+    // Push workers save their positions, then, with no request left that could append, the engine
+    // and the log writer stop.
+    let _ = stop_push.send(());
+    if push.await.is_err() {
+        tracing::warn!("push delivery ended abnormally");
+    }
     match tokio::time::timeout(CLOSE_TIMEOUT, core.stop()).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => bail!("the core failed while stopping: {e}"),

@@ -290,6 +290,20 @@ impl Engine {
         })
     }
 
+    /// Agents that take their messages by push: (agent id, `endpoints.clutch.url`, the seq of the
+    /// card that named it).
+    pub fn push_targets(&self) -> Vec<(String, String, u64)> {
+        let state = self.state();
+        state
+            .agents
+            .values()
+            .filter(|a| a.status != Status::Removed)
+            .filter_map(|a| {
+                a.card.endpoints.get("clutch").map(|e| (a.card.agent_id.clone(), e.url.clone(), a.card_seq))
+            })
+            .collect()
+    }
+
     /// Every registered agent (removed ones left out), by id.
     pub fn agents(&self) -> Vec<Value> {
         let state = self.state();
@@ -576,7 +590,7 @@ impl State {
             agent.last_seen_ms = agent.last_seen_ms.max(at);
         }
         match message.kind {
-            MessageType::AgentRegister | MessageType::AgentUpdate => self.apply_agent(options, message, at),
+            MessageType::AgentRegister | MessageType::AgentUpdate => self.apply_agent(options, seq, message, at),
             MessageType::ChatSystem if message.payload_type.as_deref() == Some(BUDGET_PAYLOAD) => {
                 let scope = message.payload.get("scope").and_then(Value::as_str);
                 let id = message.payload.get("id").and_then(Value::as_str).unwrap_or_default();
@@ -713,7 +727,7 @@ impl State {
         }
     }
 
-    fn apply_agent(&mut self, options: &Options, message: &Message, at: i64) {
+    fn apply_agent(&mut self, options: &Options, seq: u64, message: &Message, at: i64) {
         if message.payload_type.as_deref() == Some(STATUS_PAYLOAD) {
             let id = message.payload.get("agent_id").and_then(Value::as_str).unwrap_or_default();
             let status = match message.payload.get("status").and_then(Value::as_str) {
@@ -737,6 +751,7 @@ impl State {
         let budget = Agent::card_budget(&card);
         match self.agents.get_mut(&id) {
             Some(agent) => {
+                agent.card_seq = seq;
                 agent.profile = router::Profile::new(&card);
                 agent.card = card;
                 agent.budget = budget;
@@ -746,7 +761,9 @@ impl State {
                 agent.budget_exhausted = limits.crossed(&agent.usage).is_some();
             }
             None => {
-                self.agents.insert(id, Agent::new(card, at, budget));
+                let mut agent = Agent::new(card, at, budget);
+                agent.card_seq = seq;
+                self.agents.insert(id, agent);
             }
         }
         self.capacity_changed = true;

@@ -304,6 +304,16 @@ impl Handle {
         ))
     }
 
+    /// A consumer's saved position (push delivery), if any.
+    pub async fn cursor(&self, name: &str) -> Result<Option<u64>> {
+        Ok(self.backend.cursor(name).await?)
+    }
+
+    /// Saves a consumer's position durably.
+    pub async fn set_cursor(&self, name: &str, seq: u64) -> Result<()> {
+        Ok(self.backend.set_cursor(name, seq).await?)
+    }
+
     pub async fn put_artifact(&self, bytes: Bytes) -> Result<Artifact> {
         let size = bytes.len() as u64;
         if size > self.artifact_max_bytes {

@@ -95,6 +95,8 @@ pub struct Agent {
     pub budget_notice_sent: bool,
     /// Routing counter value when last selected (round robin).
     pub last_selected: u64,
+    /// The `seq` of the event that registered (or last updated) its card.
+    pub card_seq: u64,
 }
 
 impl Agent {
@@ -111,6 +113,7 @@ impl Agent {
             budget_exhausted: false,
             budget_notice_sent: false,
             last_selected: 0,
+            card_seq: 0,
         }
     }
 

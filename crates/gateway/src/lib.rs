@@ -7,6 +7,7 @@ mod error;
 mod events;
 mod extract;
 mod messages;
+pub mod push;
 mod stream;
 
 use std::sync::Arc;

@@ -82,7 +82,7 @@ async fn a_routed_task_and_its_run_tree() {
             "agent      agent:ken".into(),
             "requester  user:ada".into(),
             "attempt    1 (routed 1×)".into(),
-            "progress   50%".into(),
+            "progress   100%".into(),
             "requires   skill:research@^1".into(),
         ],
         "{out:?}"
@@ -118,7 +118,7 @@ async fn a_routed_task_and_its_run_tree() {
     assert_eq!(
         out.stdout,
         format!(
-            "{parent}      completed  agent:ken  50%\n└── {child}  running    agent:ken  40%\n\n\
+            "{parent}      completed  agent:ken  100%\n└── {child}  running    agent:ken  40%\n\n\
              2 tasks: 1 running, 1 completed; usage 22 tokens\n"
         ),
         "{out:?}"

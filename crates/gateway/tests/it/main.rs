@@ -2,6 +2,7 @@
 //! driven by real clients (reqwest, tokio-tungstenite).
 
 mod api;
+mod push;
 mod stream;
 
 use std::net::SocketAddr;
