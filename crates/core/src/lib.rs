@@ -3,6 +3,7 @@
 
 pub mod log;
 pub mod metrics;
+pub mod schemas;
 mod stream;
 
 pub use log::{Handle, Options, Service};

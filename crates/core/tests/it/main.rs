@@ -1,5 +1,7 @@
 //! Core's integration tests, on the real SQLite store: group commit, ordering of live events,
-//! catch-up subscriptions, slow subscribers, shutdown.
+//! catch-up subscriptions, slow subscribers, shutdown; and, in modules, the payload schema registry.
+
+mod schemas;
 
 use std::sync::Arc;
 use std::time::SystemTime;
