@@ -1,6 +1,8 @@
 //! The orchestration core. For now: the event log service (one writer, group commit), the live bus
-//! with catch-up subscriptions, and the daemon's metrics. It knows nothing of HTTP, SQL or the CLI.
+//! with catch-up subscriptions, the daemon's metrics, the payload schema registry (`schemas`) and the
+//! policy configuration (`config`). It knows nothing of HTTP, SQL or the CLI.
 
+pub mod config;
 pub mod log;
 pub mod metrics;
 pub mod schemas;
