@@ -4,6 +4,7 @@
 mod cli;
 mod config;
 mod crash;
+mod policy;
 mod replay;
 mod send;
 mod serve;
