@@ -22,7 +22,9 @@ pub const DEFAULT_URL: &str = "http://127.0.0.1:7700";
   clutch runs replay run_01J... --json    a run's events as NDJSON
   clutch agents list                      the registered agents, their load and usage
   clutch runs tasks run_01J...            a run's tasks as a tree
-  clutch config dump                      the effective daemon config",
+  clutch config dump                      the effective daemon config
+  clutch config check ./policy            check org.yaml and workflows.yaml
+  clutch keys generate --agent agent:ken  a signing key pair for an agent",
     propagate_version = true
 )]
 pub struct Cli {
@@ -76,6 +78,12 @@ pub enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Make signing keys for agents.
+    #[command(after_help = KEYS_EXAMPLES)]
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -94,6 +102,41 @@ pub enum ConfigCommand {
     /// variables, then flags. Passwords in `db` are shown as `***`.
     #[command(after_help = CONFIG_EXAMPLES)]
     Dump(ConfigArgs),
+    /// Check the policy files (`org.yaml`, `workflows.yaml`) in DIR as `serve` would load them: a
+    /// summary line per file, or every error as FILE:LINE:COLUMN: FIELD: WHY (exit code 1).
+    #[command(after_help = CONFIG_EXAMPLES)]
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The directory to check [default: the effective `config_dir`].
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Generate an ed25519 key pair for signing messages: the secret key (base64url) on stdout, the
+    /// `org.yaml` entry with the public key on stderr.
+    #[command(after_help = KEYS_EXAMPLES)]
+    Generate(KeysGenerateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KeysGenerateArgs {
+    /// The agent the key is for, `agent:NAME` (used in the `org.yaml` entry).
+    #[arg(long, value_name = "AGENT", value_parser = agent_id)]
+    pub agent: Option<String>,
+    /// The key id the agent will name in `security.auth.kid` [default: `key-` and the start of the
+    /// public key].
+    #[arg(long, value_name = "KID", value_parser = kid)]
+    pub kid: Option<String>,
+    /// Print one JSON object `{agent_id, kid, public_key, secret_key}` on stdout instead.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The flags that override the config file and the environment; `serve` and `config dump` share them.
@@ -112,6 +155,10 @@ pub struct ConfigArgs {
     /// `postgresql://…` for PostgreSQL; `sqlite://DIR` or a plain directory path for SQLite there.
     #[arg(long, value_name = "URL")]
     pub db: Option<String>,
+    /// Directory of the policy files `org.yaml` and `workflows.yaml`, both optional (`config_dir`,
+    /// `CLUTCH_CONFIG_DIR`) [default: none: no tokens, signatures or workflows].
+    #[arg(long, value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -239,6 +286,20 @@ fn message_types() -> PossibleValuesParser {
     PossibleValuesParser::new(MessageType::ALL.iter().map(|t| t.as_str()))
 }
 
+fn agent_id(s: &str) -> Result<String, String> {
+    match s.strip_prefix("agent:") {
+        Some(name) => clutch_proto::id::check_name(name).map(|()| s.to_owned()),
+        None => Err("must look like `agent:NAME`".into()),
+    }
+}
+
+fn kid(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.chars().count() > 128 || s.chars().any(char::is_control) {
+        return Err("must be 1 to 128 characters without control characters".into());
+    }
+    Ok(s.to_owned())
+}
+
 fn json_object(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
     match serde_json::from_str(s) {
         Ok(serde_json::Value::Object(map)) => Ok(map),
@@ -252,6 +313,7 @@ const SERVE_EXAMPLES: &str = "EXAMPLES:
   clutch serve --listen 127.0.0.1:0              any free port (printed on stderr)
   clutch serve --data-dir /var/lib/clutch
   clutch serve --db postgres://clutch@localhost/clutch
+  clutch serve --config-dir ./policy             policy from org.yaml, workflows.yaml
   CLUTCH_LOG=debug clutch serve --config /etc/clutch/clutch.toml
 
 CONFIG:
@@ -260,6 +322,10 @@ CONFIG:
   for `.`: CLUTCH_LISTEN, CLUTCH_DATA_DIR, CLUTCH_DB, CLUTCH_LOG (else RUST_LOG),
   CLUTCH_LIMITS_BODY_BYTES, ... `clutch config dump` prints the result. Relative paths
   are relative to the working directory.
+
+  With config_dir (--config-dir, CLUTCH_CONFIG_DIR) set, the policy files org.yaml and
+  workflows.yaml are read from it, and any error in them stops the daemon before it starts
+  (`clutch config check DIR` lists them).
 
   The daemon binds a non-loopback address only when API tokens are configured (org.yaml's
   `tokens`): an open API is never exposed beyond this machine.
@@ -293,4 +359,15 @@ const RUNS_EXAMPLES: &str = "EXAMPLES:
 
 const CONFIG_EXAMPLES: &str = "EXAMPLES:
   clutch config dump
-  CLUTCH_LISTEN=127.0.0.1:7800 clutch config dump --data-dir /tmp/clutch";
+  CLUTCH_LISTEN=127.0.0.1:7800 clutch config dump --data-dir /tmp/clutch
+  clutch config check ./policy                   org.yaml and workflows.yaml in ./policy
+  CLUTCH_CONFIG_DIR=./policy clutch config check
+
+  The policy formats, with full examples, are in README.md (docs/config/ holds the examples).";
+
+const KEYS_EXAMPLES: &str = "EXAMPLES:
+  clutch keys generate --agent agent:ken --kid ken-2026 > ken.key
+  clutch keys generate --json
+
+  The secret key goes to stdout (keep it with the agent); the lines to paste under
+  `agents:` in org.yaml, with the public key, go to stderr.";

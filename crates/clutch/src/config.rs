@@ -24,6 +24,10 @@ pub struct Config {
     /// The store; see [`Database`]. Absent: SQLite in `data_dir`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub db: Option<String>,
+    /// The directory of the policy files (`org.yaml`, `workflows.yaml`). Absent: no policy (no tokens,
+    /// no required signatures, no workflows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_dir: Option<PathBuf>,
     /// The daemon's log filter (tracing's `EnvFilter` syntax).
     pub log: String,
     pub limits: Limits,
@@ -107,6 +111,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 7700)),
             data_dir: PathBuf::from(".clutch"),
             db: None,
+            config_dir: None,
             log: "info".into(),
             limits: Limits::default(),
             log_service: LogService::default(),
@@ -153,6 +158,7 @@ const KEYS: &[&str] = &[
     "listen",
     "data_dir",
     "db",
+    "config_dir",
     "log",
     "limits.body_bytes",
     "limits.artifact_bytes",
@@ -217,6 +223,9 @@ pub fn load(
     if let Some(db) = &flags.db {
         config.db = Some(db.clone()).filter(|s| !s.is_empty());
     }
+    if let Some(dir) = &flags.config_dir {
+        config.config_dir = Some(dir.clone()).filter(|d| !d.as_os_str().is_empty());
+    }
     if let Some(log) = log_flag {
         config.log = log.to_owned();
     }
@@ -253,6 +262,7 @@ impl Config {
             }
             "data_dir" => self.data_dir = PathBuf::from(value),
             "db" => self.db = Some(value.to_owned()).filter(|s| !s.is_empty()),
+            "config_dir" => self.config_dir = Some(PathBuf::from(value)).filter(|d| !d.as_os_str().is_empty()),
             "log" => self.log = value.to_owned(),
             "limits.body_bytes" => self.limits.body_bytes = number()?,
             "limits.artifact_bytes" => self.limits.artifact_bytes = number()?,
@@ -360,8 +370,14 @@ impl Config {
         let mut shown = self.clone();
         shown.db = shown.db.as_deref().map(mask_password);
         let body = toml::to_string_pretty(&shown).context("cannot render the config as TOML")?;
-        let note = if self.db.is_none() { "# db is unset: SQLite in data_dir\n" } else { "" };
-        Ok(format!("# The effective Clutch daemon config: defaults < clutch.toml < CLUTCH_* < flags.\n{note}{body}"))
+        let mut notes = String::new();
+        if self.db.is_none() {
+            notes.push_str("# db is unset: SQLite in data_dir\n");
+        }
+        if self.config_dir.is_none() {
+            notes.push_str("# config_dir is unset: no policy files (org.yaml, workflows.yaml)\n");
+        }
+        Ok(format!("# The effective Clutch daemon config: defaults < clutch.toml < CLUTCH_* < flags.\n{notes}{body}"))
     }
 }
 
@@ -402,7 +418,12 @@ mod tests {
     #[test]
     fn layers_in_order() {
         let file = "listen = \"127.0.0.1:1\"\ndata_dir = \"f\"\n[limits]\nbody_bytes = 10\n[log_service]\nqueue = 7\n";
-        let env = [("CLUTCH_LISTEN", "127.0.0.1:2"), ("CLUTCH_LIMITS_BODY_BYTES", "20"), ("CLUTCH_DATA_DIR", "e")];
+        let env = [
+            ("CLUTCH_LISTEN", "127.0.0.1:2"),
+            ("CLUTCH_LIMITS_BODY_BYTES", "20"),
+            ("CLUTCH_DATA_DIR", "e"),
+            ("CLUTCH_CONFIG_DIR", "policy-env"),
+        ];
         let flags = ConfigArgs { listen: Some("127.0.0.1:3".parse().unwrap()), ..ConfigArgs::default() };
         let c = load_with(Some(file), &env, flags).unwrap();
         assert_eq!(c.listen, "127.0.0.1:3".parse().unwrap());
@@ -410,6 +431,13 @@ mod tests {
         assert_eq!(c.limits.body_bytes, 20);
         assert_eq!(c.log_service.queue, 7);
         assert_eq!(c.log_service.batch_max, LogService::default().batch_max);
+        assert_eq!(c.config_dir, Some(PathBuf::from("policy-env")));
+        let flags = ConfigArgs { config_dir: Some("policy-flag".into()), ..ConfigArgs::default() };
+        let c =
+            load_with(Some("config_dir = \"policy-file\"\n"), &[("CLUTCH_CONFIG_DIR", "policy-env")], flags).unwrap();
+        assert_eq!(c.config_dir, Some(PathBuf::from("policy-flag")));
+        let c = load_with(Some("config_dir = \"policy-file\"\n"), &[], ConfigArgs::default()).unwrap();
+        assert_eq!(c.config_dir, Some(PathBuf::from("policy-file")));
     }
 
     #[test]

@@ -8,6 +8,8 @@ mod cli;
 mod client;
 mod config;
 mod input;
+mod keys;
+mod policy;
 mod render;
 mod replay;
 mod send;
@@ -22,7 +24,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 
-use crate::cli::{Cli, Command, ConfigCommand, RunsCommand};
+use crate::cli::{Cli, Command, ConfigCommand, KeysCommand, RunsCommand};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -44,8 +46,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => {
             let cwd = std::env::current_dir().context("cannot read the working directory")?;
             let loaded = config::load(&args.config, cli.log.as_deref(), &env, &cwd)?;
+            // The policy is checked before anything is opened or bound: an error in it stops the start.
+            let policy = match &loaded.config.config_dir {
+                Some(dir) => policy::load(dir)?,
+                None => clutch_core::config::Config::default(),
+            };
             init_tracing(&loaded.config.log)?;
-            runtime.block_on(serve::run(loaded))
+            runtime.block_on(serve::run(loaded, policy))
         }
         Command::Config { command: ConfigCommand::Dump(args) } => {
             let cwd = std::env::current_dir().context("cannot read the working directory")?;
@@ -56,6 +63,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             stdout.flush()?;
             Ok(())
         }
+        Command::Config { command: ConfigCommand::Check(args) } => {
+            let cwd = std::env::current_dir().context("cannot read the working directory")?;
+            let dir = match args.dir {
+                Some(dir) => dir,
+                None => config::load(&args.config, cli.log.as_deref(), &env, &cwd)?.config.config_dir.context(
+                    "nothing to check: give DIR, or set config_dir (--config-dir, CLUTCH_CONFIG_DIR or clutch.toml)",
+                )?,
+            };
+            policy::check(&dir)
+        }
+        Command::Keys { command: KeysCommand::Generate(args) } => keys::generate(args),
         command => {
             let filter = cli.log.or_else(|| env("CLUTCH_LOG")).or_else(|| env("RUST_LOG")).unwrap_or("warn".into());
             init_tracing(&filter)?;
@@ -68,7 +86,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Agents { command } => agents::run(command).await,
                     Command::Tasks { command } => tasks::run(command).await,
                     Command::Bench { command } => bench::run(command).await,
-                    Command::Serve(_) | Command::Config { .. } => unreachable!("handled above"),
+                    Command::Serve(_) | Command::Config { .. } | Command::Keys { .. } => {
+                        unreachable!("handled above")
+                    }
                 }
             })
         }

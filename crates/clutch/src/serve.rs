@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use clutch_core::config::Config as Policy;
 use clutch_store::Backend;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -20,11 +21,20 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Connections the PostgreSQL store keeps.
 const PG_POOL_SIZE: usize = 8;
 
-pub async fn run(loaded: Loaded) -> anyhow::Result<()> {
+pub async fn run(loaded: Loaded, policy: Policy) -> anyhow::Result<()> {
     let started = Instant::now();
     let Loaded { config, file } = loaded;
     if let Some(file) = &file {
         tracing::info!(path = %file.display(), "read config file");
+    }
+    if let Some(dir) = &config.config_dir {
+        tracing::info!(
+            path = %dir.display(),
+            agents = policy.org.agents.len(),
+            tokens = policy.org.tokens.len(),
+            workflows = policy.workflows.workflows.len(),
+            "read policy files"
+        );
     }
     let tokens: Option<Arc<dyn clutch_core::access::Tokens>> = None;
     check_exposure(config.listen, tokens.is_some())?;

@@ -1,14 +1,17 @@
 //! The orchestration core: the event log service (one writer, group commit), the live bus with
-//! catch-up subscriptions, and the engine (agent registry, router, task state, delivery timers,
-//! budgets) that keeps its state in step with the log. It knows nothing of HTTP, SQL or the CLI.
+//! catch-up subscriptions, the engine (agent registry, router, task state, delivery timers, budgets)
+//! that keeps its state in step with the log, the payload schema registry (`schemas`) and the policy
+//! configuration (`config`). It knows nothing of HTTP, SQL or the CLI.
 
 pub mod access;
+pub mod config;
 pub mod engine;
 pub mod log;
 pub mod metrics;
 pub mod registry;
 pub mod router;
 mod running;
+pub mod schemas;
 mod stream;
 pub mod tasks;
 

@@ -122,6 +122,24 @@ pub fn check_capability(s: &str, extra: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a payload type such as `research.summary.v1`: at most 128 characters of dotted words
+/// (`a-z 0-9 _`, 1 to 64 each), the last one a version `v<N>`.
+pub fn check_payload_type(s: &str) -> Result<(), String> {
+    let parts: Vec<&str> = s.split('.').collect();
+    let word = |w: &&str| {
+        !w.is_empty() && w.len() <= 64 && w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    };
+    let version = parts
+        .last()
+        .and_then(|v| v.strip_prefix('v'))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    if s.len() <= 128 && parts.len() >= 2 && parts[..parts.len() - 1].iter().all(word) && version {
+        Ok(())
+    } else {
+        Err("must look like `research.summary.v1`: dotted lower-case words ending in `.v<N>`".into())
+    }
+}
+
 /// The prefix of content-addressed artifact references.
 pub const ARTIFACT_PREFIX: &str = "artifact:sha256:";
 
@@ -176,6 +194,11 @@ mod tests {
         assert!(check_capability("skill:research@", &[]).is_err());
         check_artifact_ref(&format!("artifact:sha256:{}", "a".repeat(64))).unwrap();
         assert!(check_artifact_ref("artifact:report_456").is_err());
+        check_payload_type("research.summary.v1").unwrap();
+        check_payload_type("summary.v12").unwrap();
+        for bad in ["v1", "research.summary", "research.summary.v", "Research.summary.v1", "a..v1", "a.b.v1x"] {
+            assert!(check_payload_type(bad).is_err(), "{bad}");
+        }
     }
 
     proptest! {
@@ -202,6 +225,7 @@ mod tests {
             let _ = check_party(Party::Recipient, &s);
             let _ = check_capability(&s, PREFERENCE_PREFIXES);
             let _ = check_artifact_ref(&s);
+            let _ = check_payload_type(&s);
         }
     }
 }

@@ -1,11 +1,12 @@
-//! The Clutch protocol: the `Message` envelope, the `AgentCard`, ids, validation, error codes and JSON
-//! Schemas. Pure data and pure functions: no I/O, no async, nothing internal below it.
+//! The Clutch protocol: the `Message` envelope, the `AgentCard`, ids, validation, error codes, JSON
+//! Schemas and message signatures. Pure data and pure functions: no I/O, no async, nothing internal below it.
 
 pub mod card;
 pub mod error;
 pub mod id;
 pub mod message;
 pub mod schema;
+pub mod sign;
 pub mod validate;
 
 pub use card::AgentCard;

@@ -171,9 +171,9 @@ pub fn message(value: &Value, defaults: &Defaults) -> Result<Message, Problems> 
         c.add("domain", "must be 1-64 characters of a-z 0-9 _ . -, starting with a letter or digit (e.g. `research`)");
     }
     if let Some(s) = c.opt_str(obj, "", "payload_type")
-        && !is_payload_type(s)
+        && let Err(e) = id::check_payload_type(s)
     {
-        c.add("payload_type", "must look like `research.summary.v1`: dotted lower-case words ending in `.v<N>`");
+        c.add("payload_type", e);
     }
     if let Some(s) = c.opt_str(obj, "", "schema_ref")
         && (!s.starts_with("schema://") || s.len() <= "schema://".len() || s.len() > 256)
@@ -372,15 +372,6 @@ fn drop_nulls(obj: &mut Map<String, Value>, keep: &[&str]) {
 
 fn is_token(s: &str, max: usize, ok: impl Fn(u8) -> bool) -> bool {
     !s.is_empty() && s.len() <= max && s.bytes().all(ok)
-}
-
-fn is_payload_type(s: &str) -> bool {
-    let parts: Vec<&str> = s.split('.').collect();
-    let word = |w: &&str| is_token(w, 64, |b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    s.len() <= 128
-        && parts.len() >= 2
-        && parts[..parts.len() - 1].iter().all(word)
-        && parts.last().is_some_and(|v| v.len() > 1 && v.starts_with('v') && v[1..].bytes().all(|b| b.is_ascii_digit()))
 }
 
 #[derive(Default)]

@@ -1,5 +1,9 @@
 //! Core's integration tests, on the real SQLite store: group commit, ordering of live events,
-//! catch-up subscriptions, slow subscribers, shutdown.
+//! catch-up subscriptions, slow subscribers, shutdown; and, in modules, the payload schema registry and
+//! the policy configuration.
+
+mod config;
+mod schemas;
 
 mod engine;
 mod router;

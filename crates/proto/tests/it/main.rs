@@ -6,6 +6,7 @@ mod error_body;
 mod message;
 mod props;
 mod schemas;
+mod sign;
 
 use std::time::{Duration, SystemTime};
 
