@@ -36,7 +36,9 @@ pub async fn run(loaded: Loaded, policy: Policy) -> anyhow::Result<()> {
             "read policy files"
         );
     }
-    let tokens: Option<Arc<dyn clutch_core::access::Tokens>> = None;
+    let policy = Arc::new(policy);
+    let tokens: Option<Arc<dyn clutch_core::access::Tokens>> =
+        policy.tokens_required().then(|| policy.clone() as Arc<dyn clutch_core::access::Tokens>);
     check_exposure(config.listen, tokens.is_some())?;
     // Handlers go in before anything can be announced: a signal from then on means a clean stop.
     let mut signals = Signals::new().context("cannot install signal handlers")?;
@@ -48,7 +50,8 @@ pub async fn run(loaded: Loaded, policy: Policy) -> anyhow::Result<()> {
             return Ok(());
         }
     };
-    let core = clutch_core::start(backend, config.core_options(), config.engine_options())
+    let engine = clutch_core::engine::Options { policy, ..config.engine_options() };
+    let core = clutch_core::start(backend, config.core_options(), engine)
         .await
         .context("cannot rebuild the engine's state from the event log")?;
 

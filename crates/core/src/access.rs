@@ -5,48 +5,7 @@ use clutch_proto::{ErrorCode, Message};
 
 use crate::Refusal;
 
-/// A token's role.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Everything, sending as any agent or user (never as the daemon).
-    Admin,
-    /// Sends, registers and heartbeats only as its own `agent_id` (an `agent:` or `user:` id).
-    Agent,
-    /// Reads only.
-    Observer,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Admin => "admin",
-            Role::Agent => "agent",
-            Role::Observer => "observer",
-        }
-    }
-}
-
-impl std::str::FromStr for Role {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Role, String> {
-        match s {
-            "admin" => Ok(Role::Admin),
-            "agent" => Ok(Role::Agent),
-            "observer" => Ok(Role::Observer),
-            other => Err(format!("unknown role `{other}`; roles are admin, agent, observer")),
-        }
-    }
-}
-
-/// What an authenticated token grants.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grant {
-    /// The token's name, for logs.
-    pub name: String,
-    pub role: Role,
-    /// For the agent role: the one identity it acts as.
-    pub agent_id: Option<String>,
-}
+pub use crate::config::{TokenGrant as Grant, TokenRole as Role};
 
 /// The caller of a request: `None` when the daemon runs without tokens (loopback only).
 #[derive(Debug, Clone, Default)]
@@ -85,4 +44,10 @@ impl Caller {
 /// Looks tokens up (org.yaml's `tokens`).
 pub trait Tokens: Send + Sync {
     fn authenticate(&self, token: &str) -> Option<Grant>;
+}
+
+impl Tokens for crate::config::Config {
+    fn authenticate(&self, token: &str) -> Option<Grant> {
+        crate::config::Config::authenticate(self, token)
+    }
 }

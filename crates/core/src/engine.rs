@@ -15,8 +15,16 @@ use clutch_store::{Entry, Filter, Outcome};
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
+pub use crate::config::OnExceed;
+use crate::config::{Budget, Config};
+use crate::schemas::{self, Registry};
+
+/// `payload_type` of a schema registered at run time (`chat.system` in the system run).
+pub const SCHEMA_PAYLOAD: &str = "clutch.schema.v1";
+/// `payload_type` of a refusal operators should see (a bad or missing signature).
+pub const REFUSAL_PAYLOAD: &str = "clutch.refusal.v1";
 use crate::log::{Gate, Handle};
-use crate::registry::{Agent, Limits, Usage};
+use crate::registry::{Agent, Usage};
 use crate::router::{self, Ask, Candidate, Need, Status};
 use crate::stream::Live;
 use crate::tasks::{self, Effect, ORCHESTRATOR, Phase, Policy, Step, Task};
@@ -53,11 +61,9 @@ pub struct Options {
     pub queue_timeout: Duration,
     /// Runtime limit for agents whose card sets no `limits.max_runtime_sec`.
     pub default_max_runtime: Option<Duration>,
-    /// Operator policy per agent (tool allowlists, budgets), from org.yaml.
-    pub agents: HashMap<String, AgentPolicy>,
-    /// Budget of each run.
-    pub run_budget: Limits,
-    pub on_exceed: OnExceed,
+    /// The operator's policy (org.yaml, workflows.yaml): tool allowlists, budgets, signing keys,
+    /// workflow steps and payload schemas.
+    pub policy: Arc<Config>,
 }
 
 impl Default for Options {
@@ -73,27 +79,9 @@ impl Default for Options {
             retry_backoff_max: Duration::from_secs(60),
             queue_timeout: Duration::from_secs(300),
             default_max_runtime: None,
-            agents: HashMap::new(),
-            run_budget: Limits::default(),
-            on_exceed: OnExceed::Exclude,
+            policy: Arc::new(Config::default()),
         }
     }
-}
-
-/// What the operator says about one agent.
-#[derive(Debug, Clone, Default)]
-pub struct AgentPolicy {
-    pub tool_allowlist: Option<Vec<String>>,
-    pub budget: Limits,
-}
-
-/// What crossing a budget does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnExceed {
-    /// The agent is left out of routing (a run over budget only gets the notice).
-    Exclude,
-    /// The run's unfinished tasks fail with `BUDGET_EXCEEDED`.
-    FailRun,
 }
 
 /// The answer to one submitted message.
@@ -126,6 +114,8 @@ struct Inner {
 
 #[derive(Default)]
 struct State {
+    /// Payload schemas: the built-ins, workflows.yaml's, and those registered since.
+    schemas: Registry,
     agents: BTreeMap<String, Agent>,
     tasks: HashMap<String, Task>,
     /// Each task's events, in order.
@@ -146,6 +136,8 @@ struct State {
 #[derive(Default)]
 struct Run {
     tasks: Vec<String>,
+    /// When its first task event happened (its wall time counts from here).
+    first_ms: Option<i64>,
     usage: Usage,
     budget_exhausted: bool,
     budget_notice_sent: bool,
@@ -156,7 +148,7 @@ impl Engine {
     /// writer's path ([`Engine::gate`]) and run ([`Engine::run`]).
     pub async fn recover(log: Handle, options: Options) -> Result<Engine> {
         let started_ms = now_ms();
-        let mut state = State::default();
+        let mut state = State { schemas: options.policy.schemas().clone(), ..State::default() };
         let mut after = 0;
         let started = std::time::Instant::now();
         loop {
@@ -304,14 +296,113 @@ impl Engine {
             .collect()
     }
 
+    /// Registers a payload schema (an event, so it survives restarts). Registering the same schema
+    /// again changes nothing; anything the registry refuses is `VALIDATION_FAILED` with every problem.
+    pub async fn register_schema(&self, payload_type: &str, schema_ref: Option<&str>, schema: Value) -> Result<Value> {
+        let existed = {
+            let state = self.state();
+            let existed = state.schemas.get(payload_type).is_some();
+            let mut trial = state.schemas.clone();
+            drop(state);
+            trial
+                .register(payload_type, schema_ref, schema.clone())
+                .map_err(|problems| invalid_payload("the schema cannot be registered".into(), problems))?;
+            existed
+        };
+        if !existed {
+            let mut payload = Map::new();
+            payload.insert("payload_type".into(), json!(payload_type));
+            if let Some(r) = schema_ref {
+                payload.insert("schema_ref".into(), json!(r));
+            }
+            payload.insert("schema".into(), schema);
+            let mut m = system_message(MessageType::ChatSystem, Vec::new(), payload);
+            m.payload_type = Some(SCHEMA_PAYLOAD.to_owned());
+            self.inner.log.append_one(m).await?;
+        }
+        let state = self.state();
+        let stored = state.schemas.get(payload_type).map(schema_view).unwrap_or(Value::Null);
+        Ok(stored)
+    }
+
+    /// Every payload schema: built in, from workflows.yaml, registered.
+    pub fn schemas(&self) -> Vec<Value> {
+        self.state().schemas.list().map(schema_view).collect()
+    }
+
+    /// One schema document by payload type or schema ref.
+    pub fn schema(&self, name: &str) -> Option<Value> {
+        let state = self.state();
+        state.schemas.get(name).or_else(|| state.schemas.by_ref(name)).map(|s| s.document().clone())
+    }
+
+    /// Checks a message's signature as the client sent it (`raw`, before the daemon filled anything):
+    /// a signed message must verify against a key org.yaml gives its sender; an unsigned one is
+    /// refused when the policy requires its sender to sign. Refusals are `UNAUTHORIZED`.
+    pub fn verify_signature(&self, raw: &Value, message: &Message) -> std::result::Result<(), Refusal> {
+        let policy = &self.inner.options.policy;
+        let from = &message.from.agent_id;
+        let signed = message.security.as_ref().is_some_and(|s| s.auth.is_some());
+        if !signed {
+            if policy.requires_signature(from) {
+                return Err(Refusal::new(ErrorCode::Unauthorized, format!("{from} must sign its messages"))
+                    .field("security.auth")
+                    .hint("sign the envelope with the agent's ed25519 key (see README, Message signatures)"));
+            }
+            return Ok(());
+        }
+        let refuse = |e: clutch_proto::sign::Error| {
+            let mut r = Refusal::new(ErrorCode::Unauthorized, format!("signature refused: {e}"));
+            r.field = Some(e.field().unwrap_or("security.auth").to_owned());
+            r
+        };
+        let kid = clutch_proto::sign::kid(raw).map_err(refuse)?;
+        let Some(key) = policy.key(from, kid) else {
+            return Err(Refusal::new(ErrorCode::Unauthorized, format!("{from} has no key `{kid}` in org.yaml"))
+                .field("security.auth.kid"));
+        };
+        clutch_proto::sign::verify(raw, key).map_err(refuse)
+    }
+
+    /// Makes a refusal visible to operators: a `chat.system` event (`clutch.refusal.v1`) in the
+    /// system run, a warning in the log and the refusals counter.
+    pub async fn report_refusal(&self, message: &Message, refusal: &Refusal) {
+        self.inner.log.metrics().refusals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::warn!(
+            id = %message.id, from = %message.from.agent_id, code = refusal.code.as_str(),
+            reason = %refusal.message, "message refused"
+        );
+        let mut payload = Map::new();
+        payload.insert("code".into(), json!(refusal.code.as_str()));
+        payload.insert("message".into(), json!(refusal.message));
+        payload.insert("claimed_from".into(), json!(message.from.agent_id));
+        payload.insert("message_id".into(), json!(message.id));
+        payload.insert("type".into(), json!(message.kind.as_str()));
+        payload.insert("run_id".into(), json!(message.run_id));
+        let mut m = system_message(MessageType::ChatSystem, Vec::new(), payload);
+        m.payload_type = Some(REFUSAL_PAYLOAD.to_owned());
+        if let Err(e) = self.inner.log.append_one(m).await {
+            tracing::warn!(error = %e, "could not record a refusal");
+        }
+    }
+
     /// Every registered agent (removed ones left out), by id.
     pub fn agents(&self) -> Vec<Value> {
         let state = self.state();
-        state.agents.values().filter(|a| a.status != Status::Removed).map(agent_view).collect()
+        state
+            .agents
+            .values()
+            .filter(|a| a.status != Status::Removed)
+            .map(|a| agent_view(&self.inner.options, a))
+            .collect()
     }
 
     pub fn agent(&self, agent_id: &str) -> Option<Value> {
-        self.state().agents.get(agent_id).filter(|a| a.status != Status::Removed).map(agent_view)
+        self.state()
+            .agents
+            .get(agent_id)
+            .filter(|a| a.status != Status::Removed)
+            .map(|a| agent_view(&self.inner.options, a))
     }
 
     pub fn task(&self, task_id: &str) -> Option<Value> {
@@ -474,6 +565,9 @@ impl State {
             }
             MessageType::ToolCall => return self.check_tool_call(options, message),
             MessageType::TaskRequest => {
+                if !self.tasks.contains_key(&message.task_id) {
+                    check_workflow(options, message)?;
+                }
                 for (i, text) in message.requires.iter().enumerate() {
                     Need::parse(text)
                         .map_err(|e| Refusal::new(ErrorCode::ValidationFailed, e).field(format!("requires[{i}]")))?;
@@ -482,6 +576,25 @@ impl State {
                     .map_err(|(i, e)| Refusal::new(ErrorCode::ValidationFailed, e).field(format!("prefers[{i}]")))?;
             }
             _ => {}
+        }
+        if let Some(schema_ref) = &message.schema_ref
+            && self.schemas.by_ref(schema_ref).is_some()
+        {
+            let problems = self.schemas.validate(schema_ref, &Value::Object(message.payload.clone()));
+            if !problems.is_empty() {
+                return Err(invalid_payload(format!("the payload does not match {schema_ref}"), problems));
+            }
+        }
+        if let Some(task) = self.tasks.get(&message.task_id)
+            && let Some((workflow, step)) = &task.step
+            && let Some(expects) = options.policy.step(workflow, step).and_then(|s| s.expects.as_ref())
+            && expects.applies_to(message)
+        {
+            let problems = schemas::check_expects(&self.schemas, expects, message);
+            if !problems.is_empty() {
+                let why = format!("step `{step}` of workflow `{workflow}` expects otherwise");
+                return Err(invalid_payload(why, problems));
+            }
         }
         let policy = Policy { max_routings: options.max_routings };
         let key = message.task_id.as_str();
@@ -571,8 +684,7 @@ impl State {
             if !agent.profile.has_tool(tool) {
                 return refuse(format!("{tool} is not among the tools on {caller}'s card"));
             }
-            if let Some(policy) = options.agents.get(caller)
-                && let Some(list) = &policy.tool_allowlist
+            if let Some(list) = options.policy.tool_allowlist(caller)
                 && !list.iter().any(|t| t == tool)
             {
                 return refuse(format!("{tool} is not in the operator's tool allowlist for {caller}"));
@@ -591,6 +703,14 @@ impl State {
         }
         match message.kind {
             MessageType::AgentRegister | MessageType::AgentUpdate => self.apply_agent(options, seq, message, at),
+            MessageType::ChatSystem if message.payload_type.as_deref() == Some(SCHEMA_PAYLOAD) => {
+                let text = |k: &str| message.payload.get(k).and_then(Value::as_str);
+                if let (Some(pt), Some(schema)) = (text("payload_type"), message.payload.get("schema"))
+                    && let Err(problems) = self.schemas.register(pt, text("schema_ref"), schema.clone())
+                {
+                    tracing::warn!(seq, payload_type = pt, ?problems, "a stored schema no longer registers");
+                }
+            }
             MessageType::ChatSystem if message.payload_type.as_deref() == Some(BUDGET_PAYLOAD) => {
                 let scope = message.payload.get("scope").and_then(Value::as_str);
                 let id = message.payload.get("id").and_then(Value::as_str).unwrap_or_default();
@@ -634,7 +754,7 @@ impl State {
             return;
         };
         let mut task = self.tasks.remove(&message.task_id).expect("task present");
-        let before = (task.phase, task.agent.clone());
+        let before = (task.phase, task.agent.clone(), task.accepted_ms);
         if task.phase == Phase::Queued && effect != Effect::Stay {
             self.queued.remove(&(task.since_ms, task.id.clone()));
         }
@@ -643,7 +763,7 @@ impl State {
             self.routing_clock += 1;
         }
         self.record(seq, message, task.phase);
-        self.account(options, &mut task, message, &before);
+        self.account(options, &mut task, message, &before, at);
         if task.phase == Phase::Queued {
             self.queued.insert((task.since_ms, task.id.clone()));
         }
@@ -678,13 +798,23 @@ impl State {
     }
 
     /// Slots, outcomes and usage after a task moved from `before`.
-    fn account(&mut self, options: &Options, task: &mut Task, message: &Message, before: &(Phase, Option<String>)) {
-        let (old_phase, old_agent) = before;
+    fn account(
+        &mut self,
+        options: &Options,
+        task: &mut Task,
+        message: &Message,
+        before: &(Phase, Option<String>, Option<i64>),
+        at: i64,
+    ) {
+        let (old_phase, old_agent, old_accepted) = before;
         if old_phase.is_in_flight()
             && let Some(a) = old_agent.as_ref().and_then(|a| self.agents.get_mut(a))
             && (!task.phase.is_in_flight() || task.agent.as_ref() != Some(&a.card.agent_id))
         {
             a.in_flight.remove(&task.id);
+            if let Some(accepted) = old_accepted {
+                a.usage.wall_ms += (at - accepted).max(0) as u64;
+            }
             self.capacity_changed = true;
             match task.phase {
                 Phase::Completed => a.record_outcome(true),
@@ -709,20 +839,30 @@ impl State {
         if message.kind == MessageType::TaskCancel && message.from.agent_id == ORCHESTRATOR {
             task.cancel_to_forward = false;
         }
-        if matches!(message.kind, MessageType::TaskProgress | MessageType::TaskResult)
-            && let Some(usage) = Usage::from_payload(&message.payload)
-        {
-            if let Some(a) = self.agents.get_mut(&message.from.agent_id) {
-                a.usage.add(usage);
-                let limits = effective_budget(options, a);
-                if !a.budget_exhausted && limits.crossed(&a.usage).is_some() {
-                    a.budget_exhausted = true;
-                }
-            }
-            let run = self.runs.entry(task.run_id.clone()).or_default();
+        let usage = match message.kind {
+            MessageType::TaskProgress | MessageType::TaskResult => Usage::from_payload(&message.payload),
+            _ => None,
+        };
+        let run = self.runs.entry(task.run_id.clone()).or_default();
+        let first = *run.first_ms.get_or_insert(at);
+        run.usage.wall_ms = run.usage.wall_ms.max((at - first).max(0) as u64);
+        if let Some(usage) = usage {
             run.usage.add(usage);
-            if !run.budget_exhausted && options.run_budget.crossed(&run.usage).is_some() {
-                run.budget_exhausted = true;
+        }
+        if !run.budget_exhausted && run_budget(options).crossed(&run.usage).is_some() {
+            run.budget_exhausted = true;
+        }
+        let mut touched = vec![&message.from.agent_id];
+        if let Some(old) = old_agent.as_ref().filter(|a| **a != message.from.agent_id) {
+            touched.push(old);
+        }
+        for id in touched {
+            let Some(a) = self.agents.get_mut(id) else { continue };
+            if let Some(usage) = usage.filter(|_| *id == message.from.agent_id) {
+                a.usage.add(usage);
+            }
+            if !a.budget_exhausted && effective_budget(options, a).crossed(&a.usage).is_some() {
+                a.budget_exhausted = true;
             }
         }
     }
@@ -895,8 +1035,8 @@ impl State {
                 status: a.status,
                 in_flight: a.in_flight.len() as u32,
                 success_rate: a.success_rate(),
-                budget_exhausted: a.budget_exhausted && options.on_exceed == OnExceed::Exclude,
-                allowlist: options.agents.get(&a.card.agent_id).and_then(|p| p.tool_allowlist.as_deref()),
+                budget_exhausted: a.budget_exhausted && options.policy.org.budgets.on_exceed == OnExceed::Exclude,
+                allowlist: options.policy.tool_allowlist(&a.card.agent_id),
                 last_selected: a.last_selected,
             })
             .collect();
@@ -908,7 +1048,7 @@ impl State {
                 continue;
             }
             let run_over = self.runs.get(&task.run_id).is_some_and(|r| r.budget_exhausted)
-                && options.on_exceed == OnExceed::FailRun;
+                && options.policy.org.budgets.on_exceed == OnExceed::FailRun;
             if run_over {
                 out.push(task_error(
                     task,
@@ -919,7 +1059,7 @@ impl State {
                 ));
                 continue;
             }
-            let ask = ask(&task.request);
+            let ask = ask(options, task);
             let decision = router::route(&ask, &candidates);
             let names = |i: usize| candidates[i].profile.agent_id.clone();
             let excluded: Map<String, Value> =
@@ -1006,21 +1146,21 @@ impl State {
         for agent in self.agents.values().filter(|a| a.budget_exhausted && !a.budget_notice_sent) {
             let limits = effective_budget(options, agent);
             let Some((dimension, used, limit)) = limits.crossed(&agent.usage) else { continue };
-            let action = match options.on_exceed {
+            let action = match options.policy.org.budgets.on_exceed {
                 OnExceed::Exclude => "excluded from routing",
                 OnExceed::FailRun => "noted",
             };
             out.push(budget_notice("agent", &agent.card.agent_id, dimension, used, limit, action, None));
         }
         for (run_id, run) in self.runs.iter().filter(|(_, r)| r.budget_exhausted && !r.budget_notice_sent) {
-            let Some((dimension, used, limit)) = options.run_budget.crossed(&run.usage) else { continue };
-            let action = match options.on_exceed {
+            let Some((dimension, used, limit)) = run_budget(options).crossed(&run.usage) else { continue };
+            let action = match options.policy.org.budgets.on_exceed {
                 OnExceed::Exclude => "noted",
                 OnExceed::FailRun => "run failed",
             };
             let thread = run.tasks.first().and_then(|t| self.tasks.get(t)).map(|t| t.thread_id.clone());
             out.push(budget_notice("run", run_id, dimension, used, limit, action, thread));
-            if options.on_exceed == OnExceed::FailRun {
+            if options.policy.org.budgets.on_exceed == OnExceed::FailRun {
                 for task in run.tasks.iter().filter_map(|t| self.tasks.get(t)).filter(|t| !t.phase.is_terminal()) {
                     out.push(task_error(
                         task,
@@ -1092,7 +1232,14 @@ fn new_task(message: &Message, at: i64) -> Task {
         progress: None,
         last_error: None,
         cancel_to_forward: false,
+        step: step_of(message),
     }
+}
+
+/// `meta.workflow` and `meta.step` of a request, when it names both.
+fn step_of(message: &Message) -> Option<(String, String)> {
+    let text = |k: &str| message.meta.get(k).and_then(Value::as_str).map(str::to_owned);
+    Some((text("workflow")?, text("step")?))
 }
 
 /// Refuses what no client may send: the daemon's own sender and its reserved payload types.
@@ -1115,25 +1262,67 @@ fn reserved(message: &Message) -> Result<(), Refusal> {
     Ok(())
 }
 
-fn ask(request: &Message) -> Ask {
+/// A request naming a workflow step must name one that exists.
+fn check_workflow(options: &Options, message: &Message) -> Result<(), Refusal> {
+    let workflow = message.meta.get("workflow").and_then(Value::as_str);
+    let step = message.meta.get("step").and_then(Value::as_str);
+    match (workflow, step) {
+        (None, None) => Ok(()),
+        (Some(w), _) if options.policy.workflow(w).is_none() => {
+            Err(Refusal::new(ErrorCode::ValidationFailed, format!("no workflow `{w}` is configured"))
+                .field("meta.workflow")
+                .hint("workflows come from workflows.yaml in the config directory"))
+        }
+        (Some(w), Some(s)) if options.policy.step(w, s).is_none() => {
+            Err(Refusal::new(ErrorCode::ValidationFailed, format!("workflow `{w}` has no step `{s}`"))
+                .field("meta.step"))
+        }
+        (None, Some(_)) => {
+            Err(Refusal::new(ErrorCode::ValidationFailed, "meta.step needs meta.workflow").field("meta.workflow"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn invalid_payload(why: String, problems: Vec<clutch_proto::validate::Problem>) -> Refusal {
+    let detail: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.path, p.message)).collect();
+    let mut r = Refusal::new(ErrorCode::ValidationFailed, format!("{why}: {}", detail.join("; ")));
+    r.field = problems.first().map(|p| p.path.clone());
+    r.problems = problems;
+    r
+}
+
+/// What a task asks of its agent: its request's `requires` (or, when it has none, its workflow step's),
+/// preferences and security policy.
+fn ask(options: &Options, task: &Task) -> Ask {
+    let request = &task.request;
     let policy = request.security.as_ref().and_then(|s| s.policy.as_ref());
+    let step_requires = || {
+        let (workflow, step) = task.step.as_ref()?;
+        options.policy.step(workflow, step).map(|s| s.requires.as_slice())
+    };
+    let requires = match request.requires.as_slice() {
+        [] => step_requires().unwrap_or_default(),
+        own => own,
+    };
     Ask {
-        requires: request.requires.iter().filter_map(|r| Need::parse(r).ok()).collect(),
+        requires: requires.iter().filter_map(|r| Need::parse(r).ok()).collect(),
         prefers: router::preferences(&request.prefers, request.domain.as_deref()).unwrap_or_default(),
         sandbox: policy.and_then(|p| p.sandbox),
         tools: policy.and_then(|p| p.tool_allowlist.clone()).unwrap_or_default(),
     }
 }
 
-fn effective_budget(options: &Options, agent: &Agent) -> Limits {
-    let mut limits = agent.budget;
-    if let Some(policy) = options.agents.get(&agent.card.agent_id) {
-        let b = policy.budget;
-        limits.tokens = b.tokens.or(limits.tokens);
-        limits.cost_usd = b.cost_usd.or(limits.cost_usd);
-        limits.requests = b.requests.or(limits.requests);
+/// The card's budget, with the operator's (org.yaml) taking precedence measure by measure.
+fn effective_budget(options: &Options, agent: &Agent) -> Budget {
+    match options.policy.budget(&agent.card.agent_id) {
+        Some(policy) => agent.budget.overridden_by(policy),
+        None => agent.budget,
     }
-    limits
+}
+
+fn run_budget(options: &Options) -> Budget {
+    options.policy.org.budgets.run.unwrap_or_default()
 }
 
 fn backoff(options: &Options, task: &Task) -> Duration {
@@ -1292,13 +1481,19 @@ fn budget_notice(
     m
 }
 
-fn usage_json(u: &Usage) -> Value {
-    json!({"tokens": u.tokens, "cost_usd": u.cost_usd, "requests": u.requests})
+fn schema_view(s: &schemas::Schema) -> Value {
+    json!({"payload_type": s.payload_type(), "schema_ref": s.schema_ref(), "builtin": s.is_builtin()})
 }
 
-fn agent_view(a: &Agent) -> Value {
-    let budget = (!a.budget.is_empty())
-        .then(|| json!({"tokens": a.budget.tokens, "cost_usd": a.budget.cost_usd, "requests": a.budget.requests}));
+fn usage_json(u: &Usage) -> Value {
+    json!({"tokens": u.tokens, "cost_usd": u.cost_usd, "requests": u.requests, "wall_time_sec": u.wall_ms / 1000})
+}
+
+fn agent_view(options: &Options, a: &Agent) -> Value {
+    let b = effective_budget(options, a);
+    let budget = (!b.is_unlimited()).then(
+        || json!({"tokens": b.tokens, "cost_usd": b.cost_usd, "requests": b.requests, "wall_time_sec": b.wall_time_sec}),
+    );
     json!({
         "agent_id": a.card.agent_id,
         "status": a.status.as_str(),

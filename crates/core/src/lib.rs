@@ -60,11 +60,13 @@ pub struct Refusal {
     pub message: String,
     pub field: Option<String>,
     pub hint: Option<String>,
+    /// Every problem, with its path, when the refusal is a validation failure.
+    pub problems: Vec<clutch_proto::validate::Problem>,
 }
 
 impl Refusal {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Refusal {
-        Refusal { code, message: message.into(), field: None, hint: None }
+        Refusal { code, message: message.into(), field: None, hint: None, problems: Vec::new() }
     }
 
     pub fn field(mut self, field: impl Into<String>) -> Refusal {

@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, VecDeque};
 
 use clutch_proto::AgentCard;
 
+use crate::config::Budget;
 use crate::router::{Profile, Status};
 
 /// Recent outcomes kept per agent for its success rate.
@@ -16,6 +17,8 @@ pub struct Usage {
     pub tokens: u64,
     pub cost_usd: f64,
     pub requests: u64,
+    /// Milliseconds of work: tasks' accepted-to-ended time for an agent; first to last event for a run.
+    pub wall_ms: u64,
 }
 
 impl Usage {
@@ -32,6 +35,7 @@ impl Usage {
                 .filter(|c| c.is_finite() && *c >= 0.0)
                 .unwrap_or(0.0),
             requests: num("requests"),
+            wall_ms: 0,
         })
     }
 
@@ -39,40 +43,20 @@ impl Usage {
         self.tokens += other.tokens;
         self.cost_usd += other.cost_usd;
         self.requests += other.requests;
+        self.wall_ms += other.wall_ms;
     }
 }
 
-/// Limits on [`Usage`]; absent dimensions are unlimited.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Limits {
-    pub tokens: Option<u64>,
-    pub cost_usd: Option<f64>,
-    pub requests: Option<u64>,
-}
-
-impl Limits {
-    pub fn is_empty(&self) -> bool {
-        self.tokens.is_none() && self.cost_usd.is_none() && self.requests.is_none()
-    }
-
-    /// The first dimension `usage` has reached: (name, used, limit).
+impl Budget {
+    /// The first measure `usage` has reached: (name, used, limit).
     pub fn crossed(&self, usage: &Usage) -> Option<(&'static str, f64, f64)> {
-        if let Some(l) = self.tokens
-            && usage.tokens >= l
-        {
-            return Some(("tokens", usage.tokens as f64, l as f64));
-        }
-        if let Some(l) = self.cost_usd
-            && usage.cost_usd >= l
-        {
-            return Some(("cost_usd", usage.cost_usd, l));
-        }
-        if let Some(l) = self.requests
-            && usage.requests >= l
-        {
-            return Some(("requests", usage.requests as f64, l as f64));
-        }
-        None
+        let measures = [
+            ("tokens", usage.tokens as f64, self.tokens.map(|l| l as f64)),
+            ("cost_usd", usage.cost_usd, self.cost_usd),
+            ("requests", usage.requests as f64, self.requests.map(|l| l as f64)),
+            ("wall_time_sec", (usage.wall_ms / 1000) as f64, self.wall_time_sec.map(|l| l as f64)),
+        ];
+        measures.into_iter().find_map(|(name, used, limit)| limit.filter(|l| used >= *l).map(|l| (name, used, l)))
     }
 }
 
@@ -89,7 +73,7 @@ pub struct Agent {
     /// Recent outcomes, newest last: true for a result, false for an error or timeout.
     pub outcomes: VecDeque<bool>,
     pub usage: Usage,
-    pub budget: Limits,
+    pub budget: Budget,
     /// Set once the budget is crossed (a `clutch.budget.v1` notice was or will be sent).
     pub budget_exhausted: bool,
     pub budget_notice_sent: bool,
@@ -100,7 +84,7 @@ pub struct Agent {
 }
 
 impl Agent {
-    pub fn new(card: AgentCard, now_ms: i64, budget: Limits) -> Agent {
+    pub fn new(card: AgentCard, now_ms: i64, budget: Budget) -> Agent {
         Agent {
             profile: Profile::new(&card),
             card,
@@ -131,9 +115,9 @@ impl Agent {
         self.outcomes.push_back(success);
     }
 
-    /// Budget from the card, with the operator's limits (org.yaml) taking precedence where set.
-    pub fn card_budget(card: &AgentCard) -> Limits {
+    /// Budget from the card (org.yaml's, when set, takes precedence measure by measure).
+    pub fn card_budget(card: &AgentCard) -> Budget {
         let b = card.budget.as_ref();
-        Limits { tokens: b.and_then(|b| b.tokens), cost_usd: b.and_then(|b| b.cost_usd), requests: None }
+        Budget { tokens: b.and_then(|b| b.tokens), cost_usd: b.and_then(|b| b.cost_usd), ..Budget::default() }
     }
 }

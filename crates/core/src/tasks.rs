@@ -106,6 +106,8 @@ pub struct Task {
     pub last_error: Option<(String, String)>,
     /// A cancel the assigned agent has not been sent yet.
     pub cancel_to_forward: bool,
+    /// The workflow step it belongs to (`meta.workflow`, `meta.step` of its request).
+    pub step: Option<(String, String)>,
 }
 
 /// What a message does to a task.

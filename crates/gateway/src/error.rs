@@ -54,6 +54,7 @@ pub(crate) fn error_body(e: &clutch_core::Error) -> ErrorBody {
             if let Some(h) = &r.hint {
                 body = body.hint(h.clone());
             }
+            body.problems = r.problems.clone();
             body
         }
         E::Task(detail) => {

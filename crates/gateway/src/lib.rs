@@ -8,13 +8,14 @@ mod events;
 mod extract;
 mod messages;
 pub mod push;
+mod schemas;
 mod stream;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -73,7 +74,8 @@ pub fn router(log: Handle, engine: Engine, options: Options) -> Router {
         .route("/v1/stream", get(stream::stream))
         .route("/v1/artifacts", put(artifacts::put).layer(DefaultBodyLimit::max(artifact_limit)))
         .route("/v1/artifacts/{reference}", get(artifacts::get))
-        .route("/v1/schemas/{name}", get(schema))
+        .route("/v1/schemas", get(schemas::list).post(schemas::register))
+        .route("/v1/schemas/{name}", get(schemas::show))
         .route("/v1/agents", get(agents::list).post(agents::register))
         .route("/v1/agents/{id}", get(agents::show).delete(agents::remove))
         .route("/v1/agents/{id}/heartbeat", post(agents::heartbeat))
@@ -144,15 +146,6 @@ async fn authenticate(
                 .into_response()
         }
     }
-}
-
-async fn schema(Path(name): Path<String>) -> Result<Response, ApiError> {
-    let name = name.strip_suffix(".json").unwrap_or(&name);
-    let schema = clutch_proto::schema::get(name).ok_or_else(|| {
-        ApiError::new(ErrorCode::SchemaNotFound, format!("no schema named `{name}`"))
-            .hint(format!("published schemas: {}", clutch_proto::schema::NAMES.join(", ")))
-    })?;
-    Ok(([(header::CONTENT_TYPE, "application/schema+json")], schema.to_string()).into_response())
 }
 
 async fn health(State(state): State<AppState>) -> Result<Response, ApiError> {

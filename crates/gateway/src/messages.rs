@@ -6,9 +6,11 @@ use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use clutch_core::Refusal;
 use clutch_core::access::Caller;
 use clutch_core::engine::Ack;
 use clutch_proto::ErrorCode;
+use clutch_proto::Message;
 use clutch_proto::error::ErrorBody;
 use clutch_proto::validate::{self, Defaults};
 use serde_json::{Value, json};
@@ -41,7 +43,7 @@ pub(crate) async fn post(
             let mut positions = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
                 match validate::message(item, &defaults) {
-                    Ok(m) => match caller.may_send(&m) {
+                    Ok(m) => match admit(&state, &caller, item, &m).await {
                         Ok(()) => {
                             valid.push(m);
                             positions.push(i);
@@ -62,7 +64,7 @@ pub(crate) async fn post(
         }
         value => {
             let message = validate::message(&value, &defaults).map_err(ErrorBody::from_problems)?;
-            caller.may_send(&message).map_err(clutch_core::Error::from)?;
+            admit(&state, &caller, &value, &message).await.map_err(clutch_core::Error::from)?;
             let outcome = state.engine.submit(vec![message]).await?.pop().expect("one answer per message")?;
             let status = match &outcome {
                 Ack::Stored(o) if !o.duplicate => StatusCode::CREATED,
@@ -71,6 +73,18 @@ pub(crate) async fn post(
             Ok((status, axum::Json(ack(&outcome))).into_response())
         }
     }
+}
+
+/// What a message must pass before the engine sees it: the caller may send as its sender, and its
+/// signature (checked on the JSON as sent) holds where the policy asks for one. A signature refusal
+/// is recorded for operators.
+async fn admit(state: &AppState, caller: &Caller, raw: &Value, message: &Message) -> Result<(), Refusal> {
+    caller.may_send(message)?;
+    if let Err(refusal) = state.engine.verify_signature(raw, message) {
+        state.engine.report_refusal(message, &refusal).await;
+        return Err(refusal);
+    }
+    Ok(())
 }
 
 fn ack(a: &Ack) -> Value {

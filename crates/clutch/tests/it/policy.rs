@@ -180,3 +180,30 @@ fn generated_keys_go_into_org_yaml_and_sign_messages() {
     assert!(out.stderr.contains("must look like `agent:NAME`"), "{out:?}");
     assert!(out.stdout.is_empty(), "no key printed: {out:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_from_org_yaml_guard_the_api_and_allow_a_non_loopback_bind() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("policy")).unwrap();
+    std::fs::write(
+        dir.path().join("policy/org.yaml"),
+        "tokens:\n  - {name: ops, role: admin, token: ops-secret}\n  - {name: dash, role: observer, token: dash-secret}\n",
+    )
+    .unwrap();
+    let mut cmd = clutch();
+    cmd.current_dir(dir.path()).args(["serve", "--listen", "0.0.0.0:0", "--config-dir", "policy"]);
+    let daemon = Daemon::spawn(cmd);
+    let url = daemon.url.replace("0.0.0.0", "127.0.0.1");
+    let http = reqwest::Client::new();
+    let message = crate::support::message(&id::generate(Kind::Run), "hello");
+    let r = http.post(format!("{url}/v1/messages")).json(&message).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = http.post(format!("{url}/v1/messages")).bearer_auth("dash-secret").json(&message).send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    let r = http.post(format!("{url}/v1/messages")).bearer_auth("ops-secret").json(&message).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    let body: Value = http.get(format!("{url}/healthz")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(body["head_seq"], 1);
+    let (status, stderr) = daemon.terminate();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+}

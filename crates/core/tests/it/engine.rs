@@ -487,3 +487,100 @@ async fn the_daemons_own_voice_cannot_be_borrowed_and_heartbeats_are_not_stored(
     }
     h.stop().await;
 }
+
+fn policy(org: &str, workflows: &str) -> Arc<clutch_core::config::Config> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("org.yaml"), org).unwrap();
+    std::fs::write(dir.path().join("workflows.yaml"), workflows).unwrap();
+    Arc::new(clutch_core::config::Config::load(dir.path()).unwrap())
+}
+
+const WORKFLOWS: &str = "
+workflows:
+  - workflow: product-research
+    steps:
+      - id: research
+        requires: [skill:research]
+        expects: {type: task.result, payload_type: research.summary.v1, required: [findings, citations]}
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_step_holds_its_result_to_what_it_expects() {
+    let h = hub(Options { policy: policy("", WORKFLOWS), ..fast() }).await;
+    h.register("res", json!({"capabilities": [{"id": "skill:research"}]})).await;
+    h.register("other", json!({"capabilities": [{"id": "skill:code"}]})).await;
+    let t = new_task();
+    let mut bad = t.request(&[]);
+    bad["meta"] = json!({"workflow": "product-launch", "step": "research"});
+    let err = h.send(bad).await.unwrap_err();
+    assert_eq!(code(err), "VALIDATION_FAILED");
+    // No requires of its own: the step's (skill:research) route it.
+    let mut request = t.request(&[]);
+    request["meta"] = json!({"workflow": "product-research", "step": "research"});
+    h.send(request).await.unwrap();
+    let delivery = h.wait(&t.task, 0, |v| delivered_to(v).is_some()).await;
+    assert_eq!(delivered_to(&delivery), Some("agent:res"));
+    h.send(t.msg("agent:res", "task.accept", json!({}))).await.unwrap();
+    let mut result = t.msg("agent:res", "task.result", json!({"findings": ["the market grows"]}));
+    result["payload_type"] = json!("research.summary.v1");
+    let err = h.send(result.clone()).await.unwrap_err();
+    let clutch_core::Error::Refused(r) = err else { panic!("not a refusal") };
+    assert_eq!(r.code.as_str(), "VALIDATION_FAILED");
+    assert!(r.problems.iter().any(|p| p.path == "payload.citations"), "{:?}", r.problems);
+    assert_eq!(h.core().engine.task(&t.task).unwrap()["state"], "accepted", "a refused result changes nothing");
+    result["payload"] = json!({"findings": ["the market grows"], "citations": [{"url": "https://example.com/report", "title": "Report"}]});
+    h.send(result).await.unwrap();
+    assert_eq!(h.core().engine.task(&t.task).unwrap()["state"], "completed");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registered_schemas_validate_by_ref_and_survive_a_restart() {
+    let mut h = hub(fast()).await;
+    let schema = json!({"type": "object", "required": ["headline"], "properties": {"headline": {"type": "string"}}});
+    let stored = h.core().engine.register_schema("market.brief.v1", None, schema.clone()).await.unwrap();
+    assert_eq!(stored["schema_ref"], "schema://clutch/market/brief@1");
+    // The same schema again changes nothing; a different one is refused with its problem.
+    let head = h.core().log.head().await.unwrap();
+    h.core().engine.register_schema("market.brief.v1", None, schema).await.unwrap();
+    assert_eq!(h.core().log.head().await.unwrap(), head);
+    let err = h.core().engine.register_schema("market.brief.v1", None, json!({"type": "string"})).await.unwrap_err();
+    assert_eq!(code(err), "VALIDATION_FAILED");
+    h.restart(fast()).await;
+    assert!(h.core().engine.schema("schema://clutch/market/brief@1").is_some(), "rebuilt from the log");
+    let t = new_task();
+    let mut m = t.msg("agent:w", "chat.message", json!({"headline": 3}));
+    m["schema_ref"] = json!("schema://clutch/market/brief@1");
+    let clutch_core::Error::Refused(r) = h.send(m.clone()).await.unwrap_err() else { panic!() };
+    assert_eq!(r.problems[0].path, "payload.headline");
+    m["payload"] = json!({"headline": "Grows"});
+    h.send(m).await.unwrap();
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_allowlist_and_budget_override_the_card() {
+    let org = "
+agents:
+  agent:w:
+    tool_allowlist: [mcp:browser]
+    budget: {tokens: 50}
+";
+    let h = hub(Options { policy: policy(org, ""), ..fast() }).await;
+    h.register(
+        "w",
+        json!({"capabilities": [{"id": "skill:x", "tools": ["mcp:browser", "mcp:files"]}], "budget": {"tokens": 1000}}),
+    )
+    .await;
+    let t = new_task();
+    h.send(t.request(&["skill:x"])).await.unwrap();
+    h.wait(&t.task, 0, |v| delivered_to(v).is_some()).await;
+    h.send(t.msg("agent:w", "tool.call", json!({"tool": "mcp:browser"}))).await.unwrap();
+    let err = h.send(t.msg("agent:w", "tool.call", json!({"tool": "mcp:files"}))).await.unwrap_err();
+    assert_eq!(code(err), "FORBIDDEN");
+    h.send(t.msg("agent:w", "task.result", json!({"usage": {"tokens": 60}}))).await.unwrap();
+    let agent = h.core().engine.agent("agent:w").unwrap();
+    assert_eq!(agent["budget"]["tokens"], 50);
+    assert_eq!(agent["budget_exhausted"], true);
+    h.stop().await;
+}

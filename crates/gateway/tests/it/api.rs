@@ -229,16 +229,37 @@ async fn schemas_health_and_metrics() {
     assert_eq!(status, 200);
     let (status, e) = d.get("/v1/schemas/nope").await;
     assert_eq!((status, e["error"]["code"].as_str()), (404, Some("SCHEMA_NOT_FOUND")));
-    assert!(e["error"]["hint"].as_str().unwrap().contains("envelope"));
+    assert!(e["error"]["hint"].as_str().unwrap().contains("GET /v1/schemas"));
+    // The payload registry: built-ins, then one registered over HTTP.
+    let (status, list) = d.get("/v1/schemas").await;
+    assert_eq!(status, 200);
+    assert_eq!(list["protocol"], json!([{"name": "envelope"}, {"name": "agent-card"}]));
+    assert!(list["payloads"].as_array().unwrap().iter().any(|s| s["payload_type"] == "research.summary.v1"));
+    let (status, summary) = d.get("/v1/schemas/research.summary.v1").await;
+    assert_eq!(status, 200);
+    assert_eq!(summary["$id"], "schema://clutch/research/summary@1");
+    let body = json!({"payload_type": "market.brief.v1", "schema": {"type": "object", "required": ["headline"]}});
+    let r = d.http.post(format!("{}/v1/schemas", d.url)).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    let stored: Value = r.json().await.unwrap();
+    assert_eq!(
+        stored,
+        json!({"payload_type": "market.brief.v1", "schema_ref": "schema://clutch/market/brief@1", "builtin": false})
+    );
+    let (status, doc) = d.get("/v1/schemas/schema:%2F%2Fclutch%2Fmarket%2Fbrief@1").await;
+    assert_eq!((status, &doc["required"]), (200, &json!(["headline"])));
+    let bad = json!({"payload_type": "Market", "schema": {}});
+    let r = d.http.post(format!("{}/v1/schemas", d.url)).json(&bad).send().await.unwrap();
+    assert_eq!(r.status(), 400);
 
     d.post(&msg(&run_id(), "chat.message")).await;
     let (status, h) = d.get("/healthz").await;
-    assert_eq!((status, h["status"].as_str(), h["head_seq"].as_u64()), (200, Some("ok"), Some(1)));
+    assert_eq!((status, h["status"].as_str(), h["head_seq"].as_u64()), (200, Some("ok"), Some(2)));
     let text = d.http.get(format!("{}/metrics", d.url)).send().await.unwrap().text().await.unwrap();
     for name in [
-        "clutch_appends_total 1",
-        "clutch_append_batches_total 1",
-        "clutch_store_commit_seconds_count 1",
+        "clutch_appends_total 2",
+        "clutch_append_batches_total 2",
+        "clutch_store_commit_seconds_count 2",
         "clutch_stream_subscribers 0",
         "clutch_stream_lagged_drops_total 0",
     ] {
@@ -339,6 +360,66 @@ mod auth {
         assert_eq!(event["seq"], 1);
         let denied = tokio_tungstenite::connect_async(format!("ws://{}/v1/stream?access_token=bad", d.addr)).await;
         assert!(denied.is_err(), "an unknown token gets no stream");
+        d.shutdown().await;
+    }
+}
+
+mod signatures {
+    use std::sync::Arc;
+
+    use clutch_proto::id::{self, Kind};
+    use serde_json::json;
+
+    use crate::{msg, run_id, start_full};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn signed_messages_are_verified_and_refusals_are_visible() {
+        let key = clutch_proto::sign::generate();
+        let other = clutch_proto::sign::generate();
+        let dir = tempfile::tempdir().unwrap();
+        let org = format!(
+            "agents:\n  agent:ken:\n    keys: [{{kid: k1, public_key: {}}}]\n    require_signature: true\n",
+            key.public_key()
+        );
+        std::fs::write(dir.path().join("org.yaml"), org).unwrap();
+        let policy = Arc::new(clutch_core::config::Config::load(dir.path()).unwrap());
+        let engine = clutch_core::engine::Options { policy, ..Default::default() };
+        let d = start_full(clutch_core::Options::default(), engine, clutch_gateway::Options::default()).await;
+        let signed = |key: &clutch_proto::sign::SigningKey| {
+            let mut m = msg(&run_id(), "chat.message");
+            m["id"] = json!(id::generate(Kind::Message));
+            m["ts"] = json!("2026-11-22T05:00:00.000Z");
+            clutch_proto::sign::sign(&mut m, "k1", key).unwrap();
+            m
+        };
+        // Unsigned, from an agent that must sign.
+        let (status, body) = d.post(&msg(&run_id(), "chat.message")).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (401, Some("UNAUTHORIZED")));
+        assert_eq!(body["error"]["field"], "security.auth");
+        // Signed with the wrong key; then tampered after signing.
+        let (status, _) = d.post(&signed(&other)).await;
+        assert_eq!(status, 401);
+        let mut tampered = signed(&key);
+        tampered["payload"]["text"] = json!("changed");
+        let (status, _) = d.post(&tampered).await;
+        assert_eq!(status, 401);
+        let head = d.log.head().await.unwrap();
+        let refusals = d.get("/v1/events?type=chat.system").await.1;
+        let kinds: Vec<&str> =
+            refusals["events"].as_array().unwrap().iter().map(|e| e["payload_type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["clutch.refusal.v1"; 3], "each refusal is visible, nothing else was stored");
+        assert_eq!(head, 3);
+        // Well signed: stored; replayed: a duplicate, stored once.
+        let good = signed(&key);
+        let (status, ack) = d.post(&good).await;
+        assert_eq!(status, 201, "{ack}");
+        let (status, again) = d.post(&good).await;
+        assert_eq!((status, &again["duplicate"]), (200, &json!(true)));
+        assert_eq!(d.log.head().await.unwrap(), 4);
+        // Another agent, not required to sign, may send unsigned.
+        let mut m = msg(&run_id(), "chat.message");
+        m["from"]["agent_id"] = json!("agent:eve");
+        assert_eq!(d.post(&m).await.0, 201);
         d.shutdown().await;
     }
 }
