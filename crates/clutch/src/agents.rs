@@ -65,7 +65,7 @@ pub struct RegisterArgs {
 pub async fn run(command: AgentsCommand) -> anyhow::Result<()> {
     match command {
         AgentsCommand::List(args) => {
-            let client = Client::new(&args.client.url)?;
+            let client = Client::connect(&args.client)?;
             let answer = client.json(client.get("/v1/agents")).await?;
             if args.json {
                 return render::print(&format!("{answer}\n"));
@@ -78,7 +78,7 @@ pub async fn run(command: AgentsCommand) -> anyhow::Result<()> {
             render::print(&list(agents, render::stdout_color()))
         }
         AgentsCommand::Show(args) => {
-            let client = Client::new(&args.client.url)?;
+            let client = Client::connect(&args.client)?;
             let path = format!("/v1/agents/{}", path_segment(&agent_id(&args.agent)));
             let agent = client.json(client.get(&path)).await?;
             if args.json {
@@ -87,7 +87,7 @@ pub async fn run(command: AgentsCommand) -> anyhow::Result<()> {
             render::print(&show(&agent, render::stdout_color()))
         }
         AgentsCommand::Register(args) => {
-            let client = Client::new(&args.client.url)?;
+            let client = Client::connect(&args.client)?;
             let (card, name) = input::json(&args.card)?;
             if !card.is_object() {
                 bail!("{name} must hold an AgentCard, a JSON object");
@@ -104,7 +104,7 @@ pub async fn run(command: AgentsCommand) -> anyhow::Result<()> {
             ))
         }
         AgentsCommand::Remove(args) => {
-            let client = Client::new(&args.client.url)?;
+            let client = Client::connect(&args.client)?;
             let path = format!("/v1/agents/{}", path_segment(&agent_id(&args.agent)));
             let answer = client.json(client.delete(&path)).await?;
             if args.json {

@@ -173,6 +173,9 @@ pub struct ClientArgs {
     /// The daemon's base URL.
     #[arg(long, env = "CLUTCH_URL", default_value = DEFAULT_URL, value_name = "URL")]
     pub url: String,
+    /// An API token, when the daemon has tokens configured (sent as `Authorization: Bearer`).
+    #[arg(long, env = "CLUTCH_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub token: Option<String>,
 }
 
 #[derive(Debug, Args)]

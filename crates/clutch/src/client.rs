@@ -52,14 +52,27 @@ struct ErrorBody {
 }
 
 impl Client {
+    /// A client of the daemon `args` name, with its token if one is given.
+    pub fn connect(args: &crate::cli::ClientArgs) -> anyhow::Result<Client> {
+        Client::with_token(&args.url, args.token.as_deref())
+    }
+
     /// A client of the daemon at `url` (`http://host:port`, no path).
-    pub fn new(url: &str) -> anyhow::Result<Client> {
+    pub fn with_token(url: &str, token: Option<&str>) -> anyhow::Result<Client> {
         let base = url.trim_end_matches('/').to_owned();
         let parsed = reqwest::Url::parse(&base).map_err(|e| anyhow::anyhow!("invalid daemon URL {url:?}: {e}"))?;
         if parsed.scheme() != "http" {
             anyhow::bail!("invalid daemon URL {url:?}: only http:// is supported");
         }
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(token) = token {
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| anyhow::anyhow!("the API token contains characters a header cannot carry"))?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
         let http = reqwest::Client::builder()
+            .default_headers(headers)
             .connect_timeout(Duration::from_secs(5))
             .user_agent(concat!("clutch/", env!("CARGO_PKG_VERSION")))
             .build()?;

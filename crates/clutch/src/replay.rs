@@ -12,7 +12,7 @@ use crate::client::{self, Client};
 use crate::render;
 
 pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
-    let client = Client::new(&args.client.url)?;
+    let client = Client::connect(&args.client)?;
     let mut request = client.get(&format!("/v1/runs/{}/events", client::path_segment(&args.run)));
     if let Some(after) = args.after {
         request = request.query(&[("after", after)]);

@@ -13,7 +13,7 @@ use crate::client::{ApiError, Client};
 use crate::input;
 
 pub async fn run(args: SendArgs) -> anyhow::Result<()> {
-    let client = Client::new(&args.client.url)?;
+    let client = Client::connect(&args.client)?;
     let body = match args.input.as_deref().or(args.file.as_deref()) {
         Some(path) => read_json(path)?,
         None => build(&args.build),

@@ -19,7 +19,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 pub async fn run(args: TailArgs) -> anyhow::Result<()> {
     let mut tail = Tail {
-        client: Client::new(&args.client.url)?,
+        client: Client::connect(&args.client)?,
         query: query(&args.filter),
         json: args.json,
         color: render::stdout_color(),

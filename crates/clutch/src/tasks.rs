@@ -44,7 +44,7 @@ pub struct RunTasksArgs {
 pub async fn run(command: TasksCommand) -> anyhow::Result<()> {
     match command {
         TasksCommand::Show(args) => {
-            let client = Client::new(&args.client.url)?;
+            let client = Client::connect(&args.client)?;
             let task = client.json(client.get(&format!("/v1/tasks/{}", path_segment(&args.task)))).await?;
             if args.json {
                 return render::print(&format!("{task}\n"));
@@ -55,7 +55,7 @@ pub async fn run(command: TasksCommand) -> anyhow::Result<()> {
 }
 
 pub async fn run_tree(args: RunTasksArgs) -> anyhow::Result<()> {
-    let client = Client::new(&args.client.url)?;
+    let client = Client::connect(&args.client)?;
     let answer = client.json(client.get(&format!("/v1/runs/{}/tasks", path_segment(&args.run)))).await?;
     if args.json {
         return render::print(&format!("{answer}\n"));

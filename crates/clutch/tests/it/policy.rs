@@ -204,6 +204,16 @@ async fn tokens_from_org_yaml_guard_the_api_and_allow_a_non_loopback_bind() {
     assert_eq!(r.status(), 201);
     let body: Value = http.get(format!("{url}/healthz")).send().await.unwrap().json().await.unwrap();
     assert_eq!(body["head_seq"], 1);
+    // The CLI carries a token from --token or CLUTCH_TOKEN.
+    let mut cmd = clutch();
+    cmd.args(["agents", "list", "--url", &url]);
+    let out = run(cmd, "");
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("UNAUTHORIZED"), "{out:?}");
+    let mut cmd = clutch();
+    cmd.args(["agents", "list", "--json", "--url", &url]).env("CLUTCH_TOKEN", "dash-secret");
+    let out = run(cmd, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
     let (status, stderr) = daemon.terminate();
     assert_eq!(status.code(), Some(0), "{stderr}");
 }

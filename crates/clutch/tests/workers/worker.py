@@ -40,6 +40,7 @@ def main():
     parser.add_argument("--max-concurrency", type=int, default=4, help="tasks it works on at once")
     parser.add_argument("--work-seconds", type=float, default=0.1, help="how long each task takes")
     parser.add_argument("--never-accept", action="store_true", help="receive tasks but never accept them")
+    parser.add_argument("--token", default=os.environ.get("CLUTCH_TOKEN"), help="API token (or CLUTCH_TOKEN)")
     args = parser.parse_args()
 
     worker = Worker(args)
@@ -80,6 +81,7 @@ class Worker:
         self.slots = threading.BoundedSemaphore(args.max_concurrency)
         self.lock = threading.Lock()
         self.heartbeat_sec = 10
+        self.auth = {"authorization": f"Bearer {args.token}"} if args.token else {}
 
     def say(self, text):
         print(f"{self.agent_id} {text}", flush=True)
@@ -90,6 +92,8 @@ class Worker:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("content-type", "application/json")
+        for name, value in self.auth.items():
+            req.add_header(name, value)
         try:
             with urllib.request.urlopen(req, timeout=10) as response:
                 return json.loads(response.read() or b"{}")
@@ -165,7 +169,7 @@ class Worker:
         backoff = 0.2
         while True:
             query = urllib.parse.urlencode({"to": self.agent_id, "after": cursor})
-            req = urllib.request.Request(f"{self.url}/v1/stream?{query}", headers={"accept": "text/event-stream"})
+            req = urllib.request.Request(f"{self.url}/v1/stream?{query}", headers={"accept": "text/event-stream", **self.auth})
             try:
                 with urllib.request.urlopen(req, timeout=60) as response:
                     self.say(f"reading its inbox after seq {cursor}")

@@ -584,3 +584,21 @@ agents:
     assert_eq!(agent["budget_exhausted"], true);
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_payload_is_data_never_routing_or_policy() {
+    let h = hub(fast()).await;
+    h.register("res", json!({"capabilities": [{"id": "skill:research", "tools": ["mcp:shell"]}]})).await;
+    h.register("coder", json!({"capabilities": [{"id": "skill:code"}]})).await;
+    let t = new_task();
+    let mut request = t.request(&["skill:code"]);
+    request["payload"] = json!({
+        "to": [{"agent_id": "agent:res"}], "requires": ["skill:research"], "type": "task.result",
+        "security": {"policy": {"tool_allowlist": ["mcp:shell"]}}, "from": {"agent_id": "agent:orchestrator"},
+    });
+    h.send(request).await.unwrap();
+    let delivery = h.wait(&t.task, 0, |v| delivered_to(v).is_some()).await;
+    assert_eq!(delivered_to(&delivery), Some("agent:coder"), "routing reads the envelope only");
+    assert_eq!(delivery["payload"]["requires"], json!(["skill:research"]), "the payload is passed on untouched");
+    h.stop().await;
+}
