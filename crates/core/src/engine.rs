@@ -1089,23 +1089,11 @@ impl State {
                 }
                 None if decision.can_wait() => {
                     if task.phase != Phase::Queued {
-                        let mut payload = Map::new();
-                        payload.insert("reason".into(), json!(decision.reason));
-                        payload.insert("excluded".into(), Value::Object(excluded));
-                        payload.insert("queued".into(), json!(true));
-                        let mut event = derived(&task.request, MessageType::RoutingFailure, Vec::new(), payload);
-                        event.idempotency_key = Some(format!("clutch:queue:{}:{}", task.id, task.routings + 1));
-                        out.push(event);
+                        out.push(routing_failure(task, &decision.reason, excluded, true));
                     }
                 }
                 None => {
-                    let mut payload = Map::new();
-                    payload.insert("reason".into(), json!(decision.reason));
-                    payload.insert("excluded".into(), Value::Object(excluded));
-                    payload.insert("queued".into(), json!(false));
-                    let mut event = derived(&task.request, MessageType::RoutingFailure, Vec::new(), payload);
-                    event.idempotency_key = Some(format!("clutch:unroutable:{}:{}", task.id, task.routings + 1));
-                    out.push(event);
+                    out.push(routing_failure(task, &decision.reason, excluded, false));
                     out.push(task_error(task, "NO_ELIGIBLE_AGENT", &decision.reason, false, "routing"));
                 }
             }
@@ -1414,6 +1402,18 @@ fn delivery(task: &Task, agent: String, attempt: u32) -> Message {
     m.meta.insert("clutch_request_id".into(), json!(original.id));
     m.idempotency_key = Some(format!("clutch:deliver:{}:{attempt}", task.id));
     m
+}
+
+/// No agent for the task: queued (it waits for one) or not (it fails).
+fn routing_failure(task: &Task, reason: &str, excluded: Map<String, Value>, queued: bool) -> Message {
+    let mut payload = Map::new();
+    payload.insert("reason".into(), json!(reason));
+    payload.insert("excluded".into(), Value::Object(excluded));
+    payload.insert("queued".into(), json!(queued));
+    let mut event = derived(&task.request, MessageType::RoutingFailure, Vec::new(), payload);
+    let key = if queued { "queue" } else { "unroutable" };
+    event.idempotency_key = Some(format!("clutch:{key}:{}:{}", task.id, task.routings + 1));
+    event
 }
 
 fn task_error(task: &Task, code: &str, text: &str, retryable: bool, key: &str) -> Message {
