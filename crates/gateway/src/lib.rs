@@ -1,5 +1,5 @@
 //! The HTTP face of the daemon: the JSON API, the live stream over WebSocket and SSE, artifacts,
-//! schemas, health and metrics, on one axum `Router`.
+//! schemas, health and metrics, and the web UI, on one axum `Router`.
 
 mod artifacts;
 mod error;
@@ -7,6 +7,7 @@ mod events;
 mod extract;
 mod messages;
 mod stream;
+mod ui;
 
 use std::time::Duration;
 
@@ -58,6 +59,7 @@ pub fn router(log: Handle, options: Options) -> Router {
         .route("/v1/schemas/{name}", get(schema))
         .route("/healthz", get(health))
         .route("/metrics", get(metrics))
+        .merge(ui::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))

@@ -3,6 +3,7 @@
 
 mod api;
 mod stream;
+mod ui;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
