@@ -268,6 +268,8 @@ export class Store {
     this.queue = [];
     this.queueAt = 0;
     this.draining = false;
+    /** When ingestion last handled a large batch (views render less often while events pour in). */
+    this.lastBurst = -Infinity;
     /** @type {ClutchEvent[]} every event held, in seq order */
     this.events = [];
     /** @type {Map<number, ClutchEvent>} */
@@ -339,6 +341,11 @@ export class Store {
     }
   }
 
+  /** Whether events are pouring in (a backlog, or a large batch a moment ago). */
+  busy() {
+    return this.backlog > 0 || performance.now() - this.lastBurst < 250;
+  }
+
   /** How many queued events wait for ingestion. */
   get backlog() {
     return this.queue.length - this.queueAt;
@@ -351,6 +358,7 @@ export class Store {
       const end = Math.min(this.queue.length, this.queueAt + 256);
       for (; this.queueAt < end; this.queueAt++) this.ingest(this.queue[this.queueAt], change);
     }
+    if (change.events.length >= 64) this.lastBurst = performance.now();
     if (this.queueAt >= this.queue.length) {
       this.queue = [];
       this.queueAt = 0;

@@ -1,13 +1,18 @@
 // The live stream: one WebSocket on `/v1/stream` carrying every event of the log in `seq` order. It
 // remembers the last `seq` it handed on and, when the socket closes for any reason (a final frame, a
 // network blip, a daemon restart), reconnects with `after=<last seq>`, so nothing is missed and
-// nothing is seen twice. No polling: a closed socket is retried with backoff, nothing else is asked.
+// nothing is seen twice. Far behind (at start, after a long outage), it first catches up with large
+// pages of `GET /v1/events` from the same cursor. No polling: a closed socket is retried with
+// backoff, nothing else is asked.
 
 /** @typedef {import('./types.js').ClutchEvent} ClutchEvent */
 /** @typedef {import('./types.js').EndFrame} EndFrame */
 /** @typedef {'connecting' | 'catching-up' | 'live' | 'reconnecting'} Status */
 
 const MAX_BACKOFF_MS = 5000;
+/** Further behind than this, catch up with pages of `GET /v1/events` (bulk JSON) before the socket. */
+const BULK_BEHIND = 500;
+const PAGE = 1000;
 
 export class LiveStream {
   /**
@@ -90,6 +95,22 @@ export class LiveStream {
     }
     if (this.stopped) return;
     this.headAtConnect = head;
+    if (head - this.lastSeq > BULK_BEHIND) {
+      // Thousands of events come faster as a few large pages than as one frame each.
+      this.setStatus('catching-up', this.describe());
+      try {
+        while (!this.stopped && head - this.lastSeq > BULK_BEHIND) {
+          const page = await this.api.events({ after: this.lastSeq, limit: PAGE });
+          if (!page.events.length) break;
+          for (const e of page.events) this.accept(e);
+          this.setStatus('catching-up', this.describe());
+        }
+      } catch {
+        this.retry();
+        return;
+      }
+      if (this.stopped) return;
+    }
     const socket = new WebSocket(this.api.streamUrl(this.lastSeq));
     this.socket = socket;
     let opened = false;
@@ -136,19 +157,31 @@ export class LiveStream {
     }
     const event = /** @type {ClutchEvent} */ (value);
     if (typeof event.seq !== 'number') return;
-    if (event.seq <= this.lastSeq) {
-      this.stats.duplicatesDropped++;
-      return;
-    }
-    if (event.seq > this.lastSeq + 1 && this.gapAt !== this.lastSeq) {
+    if (!this.accept(event)) {
       // The log's seq is gap-free, so a hole means frames were lost: resume from the cursor.
-      this.stats.gaps++;
-      this.gapAt = this.lastSeq;
       this.socket?.close(4000, 'gap');
       return;
     }
+    if (this.status === 'catching-up' && this.lastSeq >= this.headAtConnect) this.setStatus('live', this.describe());
+  }
+
+  /**
+   * Hands on the event after the cursor; drops repeats. Answers false for a gap (seen twice at the
+   * same place, it is accepted rather than chased forever).
+   * @param {ClutchEvent} event
+   */
+  accept(event) {
+    if (event.seq <= this.lastSeq) {
+      this.stats.duplicatesDropped++;
+      return true;
+    }
+    if (event.seq > this.lastSeq + 1 && this.gapAt !== this.lastSeq) {
+      this.stats.gaps++;
+      this.gapAt = this.lastSeq;
+      return false;
+    }
     this.lastSeq = event.seq;
     this.handlers.onEvent(event);
-    if (this.status === 'catching-up' && this.lastSeq >= this.headAtConnect) this.setStatus('live', this.describe());
+    return true;
   }
 }

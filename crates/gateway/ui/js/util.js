@@ -140,10 +140,13 @@ export function relativeTime(ts, now = Date.now()) {
   return `${secs}s ago`;
 }
 
+/** One formatter for every timestamp: making one per call is slow (each builds locale data). */
+const LOCAL_TIME = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
+
 /** The absolute local time, for a tooltip. @param {string} ts */
 export function absoluteTime(ts) {
   const d = new Date(ts);
-  return Number.isNaN(d.getTime()) ? ts : `${d.toLocaleString()} (${ts})`;
+  return Number.isNaN(d.getTime()) ? ts : `${LOCAL_TIME.format(d)} (${ts})`;
 }
 
 /**
@@ -189,6 +192,33 @@ export function perFrame(fn) {
       queued = false;
       fn();
     });
+  };
+}
+
+/** How often views redraw while events pour in: a burst is shown in steps, not every frame. */
+const BUSY_FRAME_MS = 150;
+
+/**
+ * Like `perFrame`, but while `busy()` redraws at most every 150 ms, leaving the main thread to
+ * ingestion and the browser (what is drawn is the same; it is drawn less often).
+ * @param {() => void} fn
+ * @param {() => boolean} busy
+ * @returns {() => void}
+ */
+export function renderLoop(fn, busy) {
+  let queued = false;
+  let last = 0;
+  const run = () => {
+    queued = false;
+    last = performance.now();
+    fn();
+  };
+  return () => {
+    if (queued) return;
+    queued = true;
+    const wait = busy() ? last + BUSY_FRAME_MS - performance.now() : 0;
+    if (wait > 0) setTimeout(() => requestAnimationFrame(run), wait);
+    else requestAnimationFrame(run);
   };
 }
 

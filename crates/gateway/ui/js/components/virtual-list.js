@@ -1,7 +1,8 @@
 // A virtualised list of rows of varying height: only the rows in (and near) the viewport exist in the
 // DOM, positioned over a spacer as tall as all rows, so a 100,000-event timeline scrolls like a short
-// one. Heights start as estimates and are measured as rows appear; the row under the reader stays put
-// when heights above it change, and the list sticks to the bottom while the reader is there (chat-like).
+// one. Heights start as estimates and are measured by a ResizeObserver as rows appear (never by
+// reading layout, which would force it); the row under the reader stays put when heights above it
+// change, and the list sticks to the bottom while the reader is there (chat-like).
 
 /**
  * @template T
@@ -12,7 +13,7 @@
  * @property {(row: T, el: HTMLElement) => void} [activate]  Enter on a focused row
  */
 
-const OVERSCAN_PX = 600;
+const OVERSCAN_PX = 400;
 
 /** @template T */
 export class VirtualList {
@@ -36,19 +37,29 @@ export class VirtualList {
     this.indexOf = new Map();
     /** @type {Map<string, HTMLElement>} mounted rows by key */
     this.mounted = new Map();
+    /** @type {WeakMap<HTMLElement, number>} where each mounted row was last placed */
+    this.placed = new WeakMap();
     this.stick = true;
     this.focusIndex = -1;
     this.queued = false;
+    /** The scroll position and viewport height as last seen (read once, not on every render). */
+    this.top = 0;
+    this.height = viewport.clientHeight;
+    /** The spacer height last written (what scroll positions refer to). */
+    this.renderedTotal = 0;
     this.spacer = document.createElement('div');
     this.spacer.className = 'vlist-spacer';
+    // Rows sit in a layer of fixed (zero) height, so a taller spacer does not re-lay them out.
+    this.layer = document.createElement('div');
+    this.layer.className = 'vlist-layer';
+    this.spacer.appendChild(this.layer);
     viewport.replaceChildren(this.spacer);
     viewport.classList.add('vlist');
     viewport.setAttribute('role', 'list');
     viewport.tabIndex = 0;
-    /** The spacer height last written to the DOM (what scroll positions refer to). */
-    this.renderedTotal = 0;
     viewport.addEventListener('scroll', () => {
-      this.stick = viewport.scrollTop + viewport.clientHeight >= this.renderedTotal - 4;
+      this.top = viewport.scrollTop;
+      this.stick = this.top + this.height >= this.renderedTotal - 4;
       this.schedule();
     });
     viewport.addEventListener('keydown', (e) => this.onKey(e));
@@ -56,11 +67,8 @@ export class VirtualList {
       const row = /** @type {HTMLElement} */ (e.target).closest?.('.vrow');
       if (row instanceof HTMLElement && row.dataset.index) this.setFocus(Number(row.dataset.index), false);
     });
-    this.resizes = new ResizeObserver((entries) => {
-      let changed = false;
-      for (const entry of entries) changed = this.measure(/** @type {HTMLElement} */ (entry.target)) || changed;
-      if (changed) this.schedule();
-    });
+    this.resizes = new ResizeObserver((entries) => this.measured(entries));
+    this.resizes.observe(viewport);
   }
 
   /** Replaces every row. @param {T[]} rows @param {{bottom?: boolean}} [options] */
@@ -96,7 +104,6 @@ export class VirtualList {
 
   /** Re-renders the mounted rows with these keys (their content changed). @param {Iterable<string>} keys */
   refresh(keys) {
-    let any = false;
     for (const key of keys) {
       const el = this.mounted.get(key);
       const i = this.indexOf.get(key);
@@ -104,9 +111,7 @@ export class VirtualList {
       const hadFocus = el.contains(document.activeElement);
       el.replaceChildren(this.options.render(this.rows[i]));
       if (hadFocus) el.focus({ preventScroll: true });
-      any = true;
     }
-    if (any) this.schedule();
   }
 
   /** Re-renders every mounted row. */
@@ -154,61 +159,94 @@ export class VirtualList {
     return lo;
   }
 
+  /** Mounts the rows near the viewport, unmounts the others, and places them. Writes only. */
   renderNow() {
-    const vp = this.viewport;
-    for (let pass = 0; pass < 3; pass++) {
-      this.layout();
-      const n = this.rows.length;
-      if (this.stick) this.toBottom();
-      const top = vp.scrollTop;
-      const anchor = n ? this.rowAt(top) : 0;
-      const anchorDelta = n ? top - this.offsets[anchor] : 0;
-      const start = n ? this.rowAt(Math.max(0, top - OVERSCAN_PX)) : 0;
-      const end = n ? this.rowAt(top + vp.clientHeight + OVERSCAN_PX) : -1;
-      /** @type {Set<string>} */
-      const keep = new Set();
-      /** @type {HTMLElement[]} */
-      const fresh = [];
-      for (let i = start; i <= end; i++) {
-        const key = this.options.key(this.rows[i]);
-        keep.add(key);
-        let el = this.mounted.get(key);
-        if (!el) {
-          el = document.createElement('div');
-          el.className = 'vrow';
-          el.setAttribute('role', 'listitem');
-          el.dataset.key = key;
-          el.appendChild(this.options.render(this.rows[i]));
-          this.spacer.appendChild(el);
-          this.mounted.set(key, el);
-          this.resizes.observe(el);
-          fresh.push(el);
-        }
-        el.dataset.index = String(i);
-        el.tabIndex = i === this.focusIndex ? 0 : -1;
+    this.layout();
+    const n = this.rows.length;
+    if (this.stick) this.toBottom();
+    const top = this.top;
+    const start = n ? this.rowAt(Math.max(0, top - OVERSCAN_PX)) : 0;
+    const end = n ? this.rowAt(top + this.height + OVERSCAN_PX) : -1;
+    /** @type {Set<string>} */
+    const keep = new Set();
+    for (let i = start; i <= end; i++) {
+      const key = this.options.key(this.rows[i]);
+      keep.add(key);
+      let el = this.mounted.get(key);
+      if (!el) {
+        el = document.createElement('div');
+        el.className = 'vrow';
+        el.setAttribute('role', 'listitem');
+        el.dataset.key = key;
+        el.appendChild(this.options.render(this.rows[i]));
+        this.layer.appendChild(el);
+        this.mounted.set(key, el);
+        this.resizes.observe(el);
       }
-      for (const [key, el] of this.mounted) {
-        if (keep.has(key) || el.contains(document.activeElement)) continue;
-        this.unmount(el);
-        this.mounted.delete(key);
+      // Write only what changed: every write invalidates style, and this runs on each scroll.
+      if (el.dataset.index !== String(i)) el.dataset.index = String(i);
+      const tab = i === this.focusIndex ? 0 : -1;
+      if (el.tabIndex !== tab) el.tabIndex = tab;
+    }
+    for (const [key, el] of this.mounted) {
+      if (keep.has(key) || el.contains(document.activeElement)) continue;
+      this.unmount(el);
+      this.mounted.delete(key);
+    }
+    this.place();
+  }
+
+  /** Writes each mounted row's position and the spacer height. */
+  place() {
+    this.layout();
+    for (const el of this.mounted.values()) {
+      const y = this.offsets[Number(el.dataset.index)];
+      if (this.placed.get(el) !== y) {
+        el.style.transform = `translateY(${y}px)`;
+        this.placed.set(el, y);
       }
-      let changed = false;
-      for (const el of fresh) changed = this.measure(el) || changed;
-      this.layout();
-      for (const el of this.mounted.values()) {
-        const i = Number(el.dataset.index);
-        el.style.transform = `translateY(${this.offsets[i]}px)`;
-      }
-      if (this.stick) {
-        this.toBottom();
-      } else if (changed && n && anchor < n) {
-        this.setTotal();
-        const want = this.offsets[anchor] + anchorDelta;
-        if (Math.abs(vp.scrollTop - want) > 0.5) vp.scrollTop = want;
-      }
-      if (!changed) break;
     }
     this.setTotal();
+    if (this.stick) this.toBottom();
+  }
+
+  /**
+   * Sizes from the ResizeObserver (after layout, before paint): record them, keep the row under the
+   * reader in place, and mount more rows if the measured ones left a gap.
+   * @param {ResizeObserverEntry[]} entries
+   */
+  measured(entries) {
+    const anchor = this.rows.length ? this.rowAt(this.top) : 0;
+    const anchorDelta = this.rows.length ? this.top - this.offsets[anchor] : 0;
+    let changed = false;
+    for (const entry of entries) {
+      const el = /** @type {HTMLElement} */ (entry.target);
+      if (el === this.viewport) {
+        if (entry.contentRect.height !== this.height) {
+          this.height = entry.contentRect.height;
+          changed = true;
+        }
+        continue;
+      }
+      const size = entry.borderBoxSize?.[0]?.blockSize ?? entry.contentRect.height;
+      if (!el.isConnected || !size) continue;
+      const i = Number(el.dataset.index);
+      if (this.heights[i] === size) continue;
+      this.heights[i] = size;
+      this.sizes.set(/** @type {string} */ (el.dataset.key), size);
+      this.dirtyFrom = Math.min(this.dirtyFrom, i);
+      changed = true;
+    }
+    if (!changed) return;
+    this.place();
+    if (!this.stick && anchor < this.rows.length) {
+      const want = this.offsets[anchor] + anchorDelta;
+      if (Math.abs(want - this.top) > 0.5) {
+        this.viewport.scrollTop = want;
+        this.top = want;
+      }
+    }
+    this.schedule();
   }
 
   /** Writes the spacer height. */
@@ -222,8 +260,11 @@ export class VirtualList {
 
   toBottom() {
     this.setTotal();
-    const max = this.renderedTotal - this.viewport.clientHeight;
-    if (this.viewport.scrollTop < max) this.viewport.scrollTop = max;
+    const max = Math.max(0, this.renderedTotal - this.height);
+    if (this.top !== max) {
+      this.viewport.scrollTop = max;
+      this.top = max;
+    }
   }
 
   /** @param {HTMLElement} el */
@@ -232,29 +273,19 @@ export class VirtualList {
     el.remove();
   }
 
-  /** Records a mounted row's real height; answers whether it changed. @param {HTMLElement} el */
-  measure(el) {
-    if (!el.isConnected) return false;
-    const i = Number(el.dataset.index);
-    const height = el.offsetHeight;
-    if (!height || this.heights[i] === height) return false;
-    this.heights[i] = height;
-    this.sizes.set(/** @type {string} */ (el.dataset.key), height);
-    this.dirtyFrom = Math.min(this.dirtyFrom, i);
-    return true;
-  }
-
   /** Scrolls so row `i` is visible. @param {number} i @param {'nearest' | 'start' | 'end'} [align] */
   scrollToIndex(i, align = 'nearest') {
     if (i < 0 || i >= this.rows.length) return;
     this.layout();
     this.setTotal();
-    const vp = this.viewport;
     const top = this.offsets[i];
     const bottom = top + this.heights[i];
-    if (align === 'start' || (align === 'nearest' && top < vp.scrollTop)) vp.scrollTop = top;
-    else if (align === 'end' || (align === 'nearest' && bottom > vp.scrollTop + vp.clientHeight)) {
-      vp.scrollTop = bottom - vp.clientHeight;
+    let want = this.top;
+    if (align === 'start' || (align === 'nearest' && top < this.top)) want = top;
+    else if (align === 'end' || (align === 'nearest' && bottom > this.top + this.height)) want = bottom - this.height;
+    if (want !== this.top) {
+      this.viewport.scrollTop = want;
+      this.top = this.viewport.scrollTop;
     }
     this.stick = i === this.rows.length - 1;
     this.renderNow();
@@ -266,7 +297,10 @@ export class VirtualList {
     i = Math.max(0, Math.min(this.rows.length - 1, i));
     this.focusIndex = i;
     if (!move) {
-      for (const el of this.mounted.values()) el.tabIndex = Number(el.dataset.index) === i ? 0 : -1;
+      for (const el of this.mounted.values()) {
+        const tab = Number(el.dataset.index) === i ? 0 : -1;
+        if (el.tabIndex !== tab) el.tabIndex = tab;
+      }
       return;
     }
     this.scrollToIndex(i);
@@ -278,8 +312,8 @@ export class VirtualList {
   onKey(e) {
     const target = /** @type {HTMLElement} */ (e.target);
     if (target.matches('input, textarea, select')) return;
-    const page = Math.max(1, Math.floor(this.viewport.clientHeight / 60));
-    const at = this.focusIndex < 0 ? this.rowAt(this.viewport.scrollTop) - 1 : this.focusIndex;
+    const page = Math.max(1, Math.floor(this.height / 60));
+    const at = this.focusIndex < 0 ? this.rowAt(this.top) - 1 : this.focusIndex;
     /** @type {Record<string, number>} */
     const moves = { ArrowDown: 1, j: 1, ArrowUp: -1, k: -1, PageDown: page, PageUp: -page };
     if (e.key in moves && !e.altKey && !e.ctrlKey && !e.metaKey) {

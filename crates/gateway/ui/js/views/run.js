@@ -1,7 +1,7 @@
 // The run view: the run's tasks as a tree (by `parent_task_id`, with workflow dependencies shown as
 // "after" links) in live state colours, beside the timeline of the run or of the task picked in it.
 
-import { h, perFrame, shortId } from '../util.js';
+import { h, renderLoop, shortId } from '../util.js';
 import { Timeline } from './timeline.js';
 import { renderTaskCard, stateChip, who } from '../render/events.js';
 import { isTerminal, ORCHESTRATOR } from '../store.js';
@@ -62,9 +62,18 @@ export class RunView {
     });
     /** @type {Timeline | null} */
     this.timeline = null;
-    this.schedule = perFrame(() => this.refresh());
+    /** @type {Map<string, HTMLElement>} tree items by task id */
+    this.items = new Map();
+    this.treeSize = -1;
+    this.structureChanged = false;
+    /** @type {Set<string>} tasks changed since the last draw */
+    this.changed = new Set();
+    this.schedule = renderLoop(() => this.refresh(), () => this.store.busy());
     this.unsubscribe = this.store.subscribe((change) => {
-      if (change.reset || change.scopes.has(this.runId)) this.schedule();
+      if (!change.reset && !change.scopes.has(this.runId)) return;
+      if (change.reset || change.history) this.structureChanged = true;
+      for (const id of change.tasks) this.changed.add(id);
+      this.schedule();
     });
     this.selectTask(this.taskId, options.filter);
     this.refresh();
@@ -78,6 +87,7 @@ export class RunView {
   /** Shows the run's timeline, or one task's. @param {string} taskId @param {Filter} [filter] */
   selectTask(taskId, filter = {}) {
     this.taskId = taskId;
+    this.structureChanged = true;
     this.timeline?.destroy();
     this.timeline = new Timeline({
       store: this.store,
@@ -101,7 +111,12 @@ export class RunView {
     const open = tasks.filter((t) => !isTerminal(t.state)).length;
     const failed = tasks.filter((t) => t.state === 'failed' || t.state === 'timeout').length;
     this.summary.textContent = `${this.runId} · ${(run?.events.length || 0).toLocaleString()} events · ${tasks.length} tasks${open ? ` · ${open} open` : ''}${failed ? ` · ${failed} failed` : ''}`;
-    this.renderTree();
+    const changed = this.changed;
+    this.changed = new Set();
+    // Same tasks as drawn: only their rows change (state, progress, assignee). New tasks: redraw.
+    if (tasks.length === this.treeSize && !this.structureChanged) this.patchTree(changed);
+    else this.renderTree();
+    this.structureChanged = false;
     if (this.taskId) {
       const t = this.store.tasks.get(this.taskId);
       const back = h('a', { href: this.options.runHref(this.runId), class: 'back' }, '← whole run');
@@ -109,8 +124,48 @@ export class RunView {
     }
   }
 
+  /** The row of one task in the tree (without its children). @param {Task} t @param {number} kids */
+  nodeRow(t, kids) {
+    const open = !this.collapsed.has(t.task_id);
+    const selected = t.task_id === this.taskId;
+    return h(
+      'div',
+      { class: 'node-wrap' },
+      h(
+        'div',
+        { class: `node${selected ? ' selected' : ''}` },
+        kids ? h('button', { type: 'button', class: 'twisty', 'data-task': t.task_id, 'aria-label': open ? 'collapse' : 'expand', tabindex: '-1' }, open ? '▾' : '▸') : h('span', { class: 'twisty-space' }),
+        h('span', { class: `dot state-${t.state}`, 'aria-hidden': 'true' }),
+        h('a', { href: this.options.taskHref(t.task_id, t.run_id), 'data-task': t.task_id, class: 'node-link', tabindex: '-1' }, h('span', { class: 'node-title' }, t.title)),
+        stateChip(t.state),
+        t.assignee && t.assignee !== ORCHESTRATOR && h('span', { class: 'node-agent' }, who(t.assignee)),
+        t.percent !== undefined && !isTerminal(t.state) && barEl(t.percent, 100, 'progress', `${Math.round(t.percent)}%`, 'plain'),
+      ),
+      t.dependsOn.length > 0 &&
+        h('div', { class: 'deps' }, 'after ', t.dependsOn.map((d, i) => [i ? ', ' : '', h('a', { href: this.options.taskHref(d, t.run_id), class: `dep state-${this.store.tasks.get(d)?.state || 'requested'}` }, this.store.tasks.get(d)?.title || shortId(d))])),
+    );
+  }
+
+  /** Redraws the rows of changed tasks in place. @param {Set<string>} changed */
+  patchTree(changed) {
+    for (const id of changed) {
+      const li = this.items.get(id);
+      const t = this.store.tasks.get(id);
+      if (!li || !t) continue;
+      const hadFocus = li.firstElementChild?.contains(document.activeElement);
+      const tabbable = li.querySelector(':scope > .node-wrap a.node-link')?.getAttribute('tabindex') === '0';
+      li.dataset.state = t.state;
+      const row = this.nodeRow(t, Number(li.dataset.kids));
+      if (tabbable) row.querySelector('a.node-link')?.setAttribute('tabindex', '0');
+      li.firstElementChild?.replaceWith(row);
+      if (hadFocus) /** @type {HTMLElement | null} */ (row.querySelector('a.node-link'))?.focus();
+    }
+  }
+
   renderTree() {
     const tasks = this.store.tasksOf(this.runId);
+    this.treeSize = tasks.length;
+    this.items.clear();
     const ids = new Set(tasks.map((t) => t.task_id));
     /** @type {Map<string, Task[]>} */
     const children = new Map();
@@ -137,28 +192,13 @@ export class RunView {
       seen.add(t.task_id);
       const kids = (children.get(t.task_id) || []).filter((k) => !seen.has(k.task_id)).sort(bySeq);
       const open = !this.collapsed.has(t.task_id);
-      const selected = t.task_id === this.taskId;
       const li = h(
         'li',
-        { role: 'treeitem', 'aria-level': String(depth), 'aria-selected': selected ? 'true' : 'false', 'aria-expanded': kids.length ? String(open) : undefined, 'data-state': t.state },
-        h(
-          'div',
-          { class: `node${selected ? ' selected' : ''}` },
-          kids.length ? h('button', { type: 'button', class: 'twisty', 'data-task': t.task_id, 'aria-label': open ? 'collapse' : 'expand', tabindex: '-1' }, open ? '▾' : '▸') : h('span', { class: 'twisty-space' }),
-          h('span', { class: `dot state-${t.state}`, 'aria-hidden': 'true' }),
-          h(
-            'a',
-            { href: this.options.taskHref(t.task_id, t.run_id), 'data-task': t.task_id, class: 'node-link', tabindex: selected || (!this.taskId && drawn === 1) ? '0' : '-1' },
-            h('span', { class: 'node-title' }, t.title),
-          ),
-          stateChip(t.state),
-          t.assignee && t.assignee !== ORCHESTRATOR && h('span', { class: 'node-agent' }, who(t.assignee)),
-          t.percent !== undefined && !isTerminal(t.state) && barEl(t.percent, 100, 'progress', `${Math.round(t.percent)}%`, 'plain'),
-        ),
-        t.dependsOn.length > 0 &&
-          h('div', { class: 'deps' }, 'after ', t.dependsOn.map((d, i) => [i ? ', ' : '', h('a', { href: this.options.taskHref(d, t.run_id), class: `dep state-${this.store.tasks.get(d)?.state || 'requested'}` }, this.store.tasks.get(d)?.title || shortId(d))])),
+        { role: 'treeitem', 'aria-level': String(depth), 'aria-selected': t.task_id === this.taskId ? 'true' : 'false', 'aria-expanded': kids.length ? String(open) : undefined, 'data-state': t.state, 'data-kids': String(kids.length) },
+        this.nodeRow(t, kids.length),
         kids.length > 0 && open && h('ul', { role: 'group' }, kids.map((k) => (drawn < MAX_NODES ? node(k, depth + 1) : null))),
       );
+      this.items.set(t.task_id, li);
       return li;
     };
     const items = [];
@@ -169,6 +209,9 @@ export class RunView {
     if (tasks.length > drawn && drawn >= MAX_NODES) items.push(h('li', { class: 'muted' }, `… and ${tasks.length - drawn} more tasks (filter the timeline to find them)`));
     if (!tasks.length) items.push(h('li', { class: 'muted empty-item' }, 'No tasks in this run yet.'));
     this.tree.replaceChildren(...items);
+    // One stop on the tree for Tab: the selected task, else the first.
+    const first = /** @type {HTMLElement | null} */ (this.tree.querySelector('li[aria-selected=true] a.node-link') || this.tree.querySelector('a.node-link'));
+    if (first) first.tabIndex = 0;
     if (hadFocus) /** @type {HTMLElement | null} */ (this.tree.querySelector(`a[data-task="${CSS.escape(hadFocus)}"]`))?.focus();
   }
 

@@ -1,7 +1,7 @@
 // The sidebar: threads (like channels) and runs, newest activity first, each with its unread count;
 // a filter box; links to everything, the agents panel, and a new thread.
 
-import { h, perFrame, debounce, settings, shortId, timeEl } from '../util.js';
+import { h, renderLoop, debounce, settings, shortId, timeEl } from '../util.js';
 import { href } from '../router.js';
 import { isTerminal } from '../store.js';
 
@@ -84,7 +84,7 @@ export class Sidebar {
       this.runList,
     );
     this.el.addEventListener('keydown', (e) => this.onKey(e));
-    this.schedule = perFrame(() => this.render());
+    this.schedule = renderLoop(() => this.render(), () => store.busy());
     store.subscribe(() => this.schedule());
     this.render();
   }

@@ -2,7 +2,7 @@
 // in a virtualised list. Task lifecycle events fold into one card per task that updates in place;
 // with a filter set, or "every event" ticked, each event gets its own row.
 
-import { h, perFrame, debounce } from '../util.js';
+import { h, renderLoop, debounce } from '../util.js';
 import { VirtualList } from '../components/virtual-list.js';
 import { renderEvent, renderTaskCard } from '../render/events.js';
 import { LIFECYCLE, TYPES, isTaskEvent, matches, isEmptyFilter } from '../store.js';
@@ -62,7 +62,7 @@ export class Timeline {
         else el.querySelector('details')?.toggleAttribute('open');
       },
     });
-    this.flush = perFrame(() => this.applyPending());
+    this.flush = renderLoop(() => this.applyPending(), () => this.store.busy());
     this.unsubscribe = this.store.subscribe((change) => {
       this.pending.push(change);
       this.flush();

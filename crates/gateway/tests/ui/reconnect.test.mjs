@@ -1,0 +1,60 @@
+// The stream survives the daemon: after a restart the page reconnects with its cursor and shows every
+// event exactly once, including those posted while it was away.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startDaemon, launch, postAll, msg, newId, withPage, live, until } from './support.mjs';
+
+/** @type {Awaited<ReturnType<typeof startDaemon>>} */
+let daemon;
+/** @type {import('playwright-core').Browser} */
+let browser;
+
+before(async () => {
+  [daemon, browser] = await Promise.all([startDaemon(), launch()]);
+});
+
+after(async () => {
+  await browser?.close();
+  await daemon?.dispose();
+});
+
+test('reconnects after the daemon restarts, without losing or repeating events', async (t) => {
+  const thread = newId('thr');
+  const run = newId('run');
+  /** @param {number} from @param {number} n */
+  const batch = (from, n) => Array.from({ length: n }, (_, i) => msg({ thread_id: thread, run_id: run, payload: { text: `message ${from + i}` } }));
+  await postAll(daemon.url, batch(0, 50));
+  await withPage(browser, t.name, `${daemon.url}/#/thread/${thread}`, async (page) => {
+    await live(page);
+    await until(page, () => /** @type {any} */ (window).__clutch.store.threads.values().next().value?.events.length === 50);
+
+    // Stop the daemon (it sends the final frame with the cursor), post nothing meanwhile, restart it
+    // on the same port and data, and post more: they arrive through the resumed stream.
+    await daemon.stop();
+    await until(page, () => /** @type {any} */ (window).__clutch.stream.status === 'reconnecting');
+    const ends = await page.evaluate(() => /** @type {any} */ (window).__clutch.stream.stats.endFrames);
+    assert.deepEqual(ends.map((/** @type {any} */ f) => [f.frame, f.last_seq]), [['shutdown', 50]]);
+    daemon = await startDaemon({ dataDir: daemon.dataDir, port: daemon.port });
+    await postAll(daemon.url, batch(50, 25));
+    await live(page);
+    await until(page, () => /** @type {any} */ (window).__clutch.store.head === 75);
+
+    // And once more, this time killed without a final frame in between appends.
+    await daemon.stop();
+    daemon = await startDaemon({ dataDir: daemon.dataDir, port: daemon.port });
+    await postAll(daemon.url, batch(75, 25));
+    await until(page, () => /** @type {any} */ (window).__clutch.store.head === 100);
+
+    const seqs = await page.evaluate(() => /** @type {any} */ (window).__clutch.store.events.map((/** @type {any} */ e) => e.seq));
+    assert.deepEqual(seqs, Array.from({ length: 100 }, (_, i) => i + 1), 'every event once, in order');
+    // The timeline shows them all, once each.
+    await page.locator('.timeline-rows').focus();
+    await page.keyboard.press('End');
+    await page.locator('.chat-text', { hasText: 'message 99' }).waitFor();
+    assert.equal(await page.evaluate(() => /** @type {any} */ (window).__clutch.view.timeline.list.rows.length), 100);
+    const stats = await page.evaluate(() => /** @type {any} */ (window).__clutch.stream.stats);
+    assert.equal(stats.gaps, 0);
+    assert.ok(stats.connects >= 3, `connected ${stats.connects} times`);
+  });
+});
