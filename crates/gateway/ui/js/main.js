@@ -6,7 +6,7 @@ import { Api, ApiError } from './api.js';
 import { LiveStream } from './stream.js';
 import { Store } from './store.js';
 import { parse, href, withFilter } from './router.js';
-import { h, newId, settings, tickTimes } from './util.js';
+import { h, icon, newId, settings, tickTimes } from './util.js';
 import { Sidebar, ReadMarks } from './views/sidebar.js';
 import { ThreadView, AllView } from './views/thread.js';
 import { RunView } from './views/run.js';
@@ -158,7 +158,7 @@ class App {
         void this.loadHistory('thread', route.id);
         break;
       case 'run':
-        view = new RunView({ store: this.store, runId: route.id, taskId: route.task, filter: route.filter, onFilter, taskHref, runHref: (r) => href.run(r), actions: h('a', { class: 'button', href: href.replay(route.id) }, '▶ Replay'), footer: this.composer.el });
+        view = new RunView({ store: this.store, runId: route.id, taskId: route.task, filter: route.filter, onFilter, taskHref, runHref: (r) => href.run(r), actions: h('a', { class: 'button', href: href.replay(route.id) }, icon('play'), 'Replay'), footer: this.composer.el });
         void this.loadHistory('run', route.id);
         break;
       case 'agents':

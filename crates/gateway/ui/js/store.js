@@ -431,6 +431,7 @@ export class Store {
       s = { kind, id, events: [], title: '', lastTs: e.ts, lastSeq: e.seq };
       map.set(id, s);
     }
+    if (!e.type.startsWith('agent.')) s.listed = true;
     if (older) return; // merged and retitled by addHistory
     s.events.push(e);
     s.lastTs = e.ts;

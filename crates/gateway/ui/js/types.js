@@ -66,6 +66,7 @@
  * @property {string} lastTs
  * @property {number} lastSeq
  * @property {boolean} [titleWeak]  named by an event that a better one may replace
+ * @property {boolean} [listed]  has more than agent bookkeeping (register, heartbeat): shown in the sidebar
  */
 
 /**

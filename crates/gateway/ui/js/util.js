@@ -274,3 +274,32 @@ export const settings = {
     }
   },
 };
+
+/** Paths of the few icons (24×24, drawn with currentColor), so no glyph depends on the fonts installed. */
+const ICONS = {
+  start: 'M6 5h2v14H6zM20 5v14l-10-7z',
+  back: 'M18 5v14l-10-7zM6 5h2v14H6z',
+  play: 'M7 4v16l13-8z',
+  pause: 'M6 4h4v16H6zM14 4h4v16h-4z',
+  step: 'M6 5v14l10-7zM16 5h2v14h-2z',
+  end: 'M4 5v14l10-7zM16 5h2v14h-2z',
+};
+
+/**
+ * An inline SVG icon, hidden from assistive technology (its button carries the label).
+ * @param {keyof typeof ICONS} name
+ */
+export function icon(name) {
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('viewBox', '0 0 24 24');
+  svg.setAttribute('width', '14');
+  svg.setAttribute('height', '14');
+  svg.setAttribute('aria-hidden', 'true');
+  svg.setAttribute('class', 'icon');
+  const path = document.createElementNS(ns, 'path');
+  path.setAttribute('d', ICONS[name]);
+  path.setAttribute('fill', 'currentColor');
+  svg.appendChild(path);
+  return svg;
+}

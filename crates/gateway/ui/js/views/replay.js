@@ -2,7 +2,7 @@
 // speed and a scrubber; the task tree and cards change as they did live. The pace follows the events'
 // timestamps (a long pause is shortened to at most a second), multiplied by the chosen speed.
 
-import { h } from '../util.js';
+import { h, icon } from '../util.js';
 import { Store } from '../store.js';
 import { RunView } from './run.js';
 import { href } from '../router.js';
@@ -35,9 +35,9 @@ export class ReplayView {
     this.abort = new AbortController();
     this.frame = 0;
 
-    const button = (/** @type {string} */ label, /** @type {string} */ title, /** @type {() => void} */ fn, /** @type {string} */ key) =>
-      h('button', { type: 'button', title: `${title} (${key})`, 'aria-label': title, 'aria-keyshortcuts': key, onclick: fn }, label);
-    this.playButton = button('▶', 'play', () => this.toggle(), 'Space');
+    const button = (/** @type {Parameters<typeof icon>[0]} */ glyph, /** @type {string} */ title, /** @type {() => void} */ fn, /** @type {string} */ key) =>
+      h('button', { type: 'button', title: `${title} (${key})`, 'aria-label': title, 'aria-keyshortcuts': key, onclick: fn }, icon(glyph));
+    this.playButton = button('play', 'play', () => this.toggle(), 'Space');
     this.scrub = h('input', { type: 'range', min: '0', max: '0', value: '0', step: '1', 'aria-label': 'position in the run' });
     this.scrub.addEventListener('input', () => this.seek(Number(this.scrub.value)));
     const speed = h('select', { 'aria-label': 'speed' }, SPEEDS.map((s) => h('option', { value: String(s), selected: s === this.speed }, `${s}×`)));
@@ -48,11 +48,11 @@ export class ReplayView {
     this.controls = h(
       'div',
       { class: 'replay-controls', role: 'toolbar', 'aria-label': 'replay' },
-      button('⏮', 'to the start', () => this.seek(0), 'Home'),
-      button('◀', 'step back', () => this.seek(this.position - 1), 'ArrowLeft'),
+      button('start', 'to the start', () => this.seek(0), 'Home'),
+      button('back', 'step back', () => this.seek(this.position - 1), 'ArrowLeft'),
       this.playButton,
-      button('▶|', 'step', () => this.seek(this.position + 1), 'ArrowRight'),
-      button('⏭', 'to the end', () => this.seek(this.events.length), 'End'),
+      button('step', 'step', () => this.seek(this.position + 1), 'ArrowRight'),
+      button('end', 'to the end', () => this.seek(this.events.length), 'End'),
       speed,
       this.scrub,
       this.positionText,
@@ -153,7 +153,7 @@ export class ReplayView {
   }
 
   update() {
-    this.playButton.textContent = this.playing ? '⏸' : '▶';
+    this.playButton.replaceChildren(icon(this.playing ? 'pause' : 'play'));
     this.playButton.setAttribute('aria-label', this.playing ? 'pause' : 'play');
     this.scrub.value = String(this.position);
     const total = this.events.length;

@@ -112,7 +112,8 @@ export class Sidebar {
    * @param {string} q
    */
   fill(list, kind, scopes, q) {
-    let items = [...scopes.values()];
+    // Threads and runs of agent bookkeeping alone (registrations, heartbeats) are not conversations.
+    let items = [...scopes.values()].filter((s) => s.listed);
     if (q) items = items.filter((s) => s.id.toLowerCase().includes(q) || s.title.toLowerCase().includes(q));
     items.sort((a, b) => b.lastSeq - a.lastSeq);
     const total = items.length;
