@@ -2,26 +2,14 @@
 // as a bearer header on requests and as access_token on the stream. (The daemon without tokens is
 // stood in for by answering 401 in the browser until the token is presented.)
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startDaemon, launch, withPage, live } from './support.mjs';
+import { daemonAndBrowser, live, withPage } from './support.mjs';
 
-/** @type {Awaited<ReturnType<typeof startDaemon>>} */
-let daemon;
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  [daemon, browser] = await Promise.all([startDaemon(), launch()]);
-});
-
-after(async () => {
-  await browser?.close();
-  await daemon?.dispose();
-});
+const env = daemonAndBrowser();
 
 test('no token is asked for while the daemon does not want one', async (t) => {
-  await withPage(browser, t.name, daemon.url, async (page) => {
+  await withPage(env.browser, t.name, env.daemon.url, async (page) => {
     await live(page);
     assert.equal(await page.locator('dialog.auth-dialog').count(), 0);
     assert.equal(await page.evaluate(() => localStorage.getItem('clutch.token')), null);
@@ -29,7 +17,7 @@ test('no token is asked for while the daemon does not want one', async (t) => {
 });
 
 test('a 401 asks for a token, which is then kept and used on requests and the stream', async (t) => {
-  await withPage(browser, t.name, 'about:blank', async (page) => {
+  await withPage(env.browser, t.name, 'about:blank', async (page) => {
     /** @type {string[]} */
     const seen = [];
     await page.route(/\/v1\/(events|messages|agents|runs)/, async (route) => {
@@ -44,7 +32,7 @@ test('a 401 asks for a token, which is then kept and used on requests and the st
     /** @type {string[]} */
     const sockets = [];
     page.on('websocket', (ws) => sockets.push(ws.url()));
-    await page.goto(daemon.url);
+    await page.goto(env.daemon.url);
     const dialog = page.locator('dialog.auth-dialog');
     await dialog.waitFor();
     assert.match(await dialog.textContent() || '', /a bearer token is required/);

@@ -1,34 +1,22 @@
 // The composer: a person posts a chat message and a task request (with `requires`) as user:NAME, and
 // sees both arrive in the log and in the thread.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startDaemon, launch, post, msg, newId, withPage, live } from './support.mjs';
+import { daemonAndBrowser, live, msg, newId, post, withPage } from './support.mjs';
 
-/** @type {Awaited<ReturnType<typeof startDaemon>>} */
-let daemon;
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  [daemon, browser] = await Promise.all([startDaemon(), launch()]);
-});
-
-after(async () => {
-  await browser?.close();
-  await daemon?.dispose();
-});
+const env = daemonAndBrowser();
 
 /** @param {string} query */
 async function events(query) {
-  return (await (await fetch(`${daemon.url}/v1/events?${query}`)).json()).events;
+  return (await (await fetch(`${env.daemon.url}/v1/events?${query}`)).json()).events;
 }
 
 test('the composer posts a chat message and a task request into the thread as user:NAME', async (t) => {
   const thread = newId('thr');
   const run = newId('run');
-  await post(daemon.url, msg({ thread_id: thread, run_id: run, payload: { text: 'anyone there?' } }));
-  await withPage(browser, t.name, `${daemon.url}/#/thread/${thread}`, async (page) => {
+  await post(env.daemon.url, msg({ thread_id: thread, run_id: run, payload: { text: 'anyone there?' } }));
+  await withPage(env.browser, t.name, `${env.daemon.url}/#/thread/${thread}`, async (page) => {
     await live(page);
     await page.locator('.chat-text', { hasText: 'anyone there?' }).waitFor();
     const composer = page.locator('form.composer');
@@ -62,7 +50,7 @@ test('the composer posts a chat message and a task request into the thread as us
 });
 
 test('a new thread starts from the sidebar and shows up once posted to', async (t) => {
-  await withPage(browser, t.name, daemon.url, async (page) => {
+  await withPage(env.browser, t.name, env.daemon.url, async (page) => {
     await live(page);
     await page.evaluate(() => localStorage.setItem('clutch.user', JSON.stringify('lin')));
     await page.reload();
@@ -79,7 +67,7 @@ test('a new thread starts from the sidebar and shows up once posted to', async (
 });
 
 test('a refused message says why', async (t) => {
-  await withPage(browser, t.name, `${daemon.url}/#/thread/${newId('thr')}`, async (page) => {
+  await withPage(env.browser, t.name, `${env.daemon.url}/#/thread/${newId('thr')}`, async (page) => {
     await live(page);
     const composer = page.locator('form.composer');
     await composer.locator('input[name=user]').fill('grace');

@@ -1,40 +1,28 @@
 // Live views: messages posted through the API appear in the sidebar and the timeline as they happen,
 // task cards change state in place, and each message type is rendered for what it is.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startDaemon, launch, post, postAll, msg, newId, story, withPage, live } from './support.mjs';
+import { daemonAndBrowser, live, msg, newId, post, postAll, story, withPage } from './support.mjs';
 
-/** @type {Awaited<ReturnType<typeof startDaemon>>} */
-let daemon;
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  [daemon, browser] = await Promise.all([startDaemon(), launch()]);
-});
-
-after(async () => {
-  await browser?.close();
-  await daemon?.dispose();
-});
+const env = daemonAndBrowser();
 
 test('a message posted through the API appears live in the sidebar and its thread, with unread counts', async (t) => {
-  await withPage(browser, t.name, daemon.url, async (page) => {
+  await withPage(env.browser, t.name, env.daemon.url, async (page) => {
     await live(page);
     const [a, b] = [newId('thr'), newId('thr')];
-    await post(daemon.url, msg({ thread_id: a, payload: { text: 'first words in A' } }));
+    await post(env.daemon.url, msg({ thread_id: a, payload: { text: 'first words in A' } }));
     const linkA = page.locator(`.sidebar a[data-id="${a}"]`);
     await linkA.locator('.badge', { hasText: '1' }).waitFor();
     assert.equal(await linkA.locator('.item-title').textContent(), 'first words in A');
 
     await linkA.click();
     await page.locator('.timeline .chat-text', { hasText: 'first words in A' }).waitFor();
-    await post(daemon.url, msg({ thread_id: a, from: { agent_id: 'agent:ida' }, payload: { text: 'second words in A' } }));
+    await post(env.daemon.url, msg({ thread_id: a, from: { agent_id: 'agent:ida' }, payload: { text: 'second words in A' } }));
     await page.locator('.timeline .chat-text', { hasText: 'second words in A' }).waitFor();
     assert.equal(await linkA.locator('.badge').count(), 0, 'the thread in view has nothing unread');
 
-    await post(daemon.url, [msg({ thread_id: b, payload: { text: 'over in B' } }), msg({ thread_id: b, payload: { text: 'more in B' } })]);
+    await post(env.daemon.url, [msg({ thread_id: b, payload: { text: 'over in B' } }), msg({ thread_id: b, payload: { text: 'more in B' } })]);
     const linkB = page.locator(`.sidebar a[data-id="${b}"]`);
     await linkB.locator('.badge', { hasText: '2' }).waitFor();
     const order = await page.locator('.sidebar ul[aria-label=threads] a[data-id]').evaluateAll((els) => els.map((e) => e.getAttribute('data-id')));
@@ -47,16 +35,16 @@ test('a message posted through the API appears live in the sidebar and its threa
 });
 
 test('a task card changes state in place: requested, routed, accepted, progress, result', async (t) => {
-  await withPage(browser, t.name, daemon.url, async (page) => {
+  await withPage(env.browser, t.name, env.daemon.url, async (page) => {
     await live(page);
     const s = { thread_id: newId('thr'), run_id: newId('run'), task_id: newId('task') };
     const orch = { agent_id: 'agent:orchestrator' };
-    await post(daemon.url, msg({ ...s, payload: { text: 'kick-off' } }));
+    await post(env.daemon.url, msg({ ...s, payload: { text: 'kick-off' } }));
     await page.locator(`.sidebar a[data-id="${s.thread_id}"]`).click();
     const card = page.locator(`.task-card[data-task="${s.task_id}"]`);
     /** @param {Record<string, any>} m @param {string} state */
     const step = async (m, state) => {
-      await post(daemon.url, msg({ ...s, ...m }));
+      await post(env.daemon.url, msg({ ...s, ...m }));
       await page.locator(`.task-card[data-task="${s.task_id}"][data-state="${state}"]`).waitFor();
       assert.equal(await card.count(), 1, 'one card per task, updated in place');
     };
@@ -82,8 +70,8 @@ test('a task card changes state in place: requested, routed, accepted, progress,
 
 test('each message type is rendered for what it is', async (t) => {
   const s = story();
-  await postAll(daemon.url, s.messages);
-  await withPage(browser, t.name, `${daemon.url}/#/thread/${s.thread}`, async (page) => {
+  await postAll(env.daemon.url, s.messages);
+  await withPage(env.browser, t.name, `${env.daemon.url}/#/thread/${s.thread}`, async (page) => {
     await live(page);
     // Chat as conversation.
     await page.locator('.ev-chat-message .chat-text', { hasText: 'summarise the Q3 report' }).waitFor();
@@ -105,7 +93,7 @@ test('each message type is rendered for what it is', async (t) => {
     assert.match(await time.textContent() || '', /ago|just now/);
     assert.match(await time.getAttribute('title') || '', /\d{4}-\d\d-\d\dT/);
     // A payload type without a renderer shows raw JSON.
-    await post(daemon.url, msg({ thread_id: s.thread, run_id: s.run, type: 'chat.message', payload_type: 'unknown.thing.v3', payload: { answer: 42 } }));
+    await post(env.daemon.url, msg({ thread_id: s.thread, run_id: s.run, type: 'chat.message', payload_type: 'unknown.thing.v3', payload: { answer: 42 } }));
     const raw = page.locator('.ev-chat-message', { hasText: 'unknown.thing.v3' });
     await raw.locator('details.raw summary').click();
     assert.match(await raw.locator('clutch-json').textContent() || '', /"answer": 42/);

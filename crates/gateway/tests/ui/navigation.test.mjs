@@ -1,30 +1,15 @@
 // Getting around: run → task → agent by clicking, the agents panel, search and filters, and the
 // keyboard.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startDaemon, launch, postAll, story, withPage, live, until } from './support.mjs';
+import { daemonAndBrowser, live, postAll, story, until, withPage } from './support.mjs';
 
-/** @type {Awaited<ReturnType<typeof startDaemon>>} */
-let daemon;
-/** @type {import('playwright-core').Browser} */
-let browser;
-/** @type {ReturnType<typeof story>} */
-let s;
-
-before(async () => {
-  [daemon, browser] = await Promise.all([startDaemon(), launch()]);
-  s = story();
-  await postAll(daemon.url, s.messages);
-});
-
-after(async () => {
-  await browser?.close();
-  await daemon?.dispose();
-});
+const s = story();
+const env = daemonAndBrowser((env) => postAll(env.daemon.url, s.messages));
 
 test('click through run, task and agent', async (t) => {
-  await withPage(browser, t.name, daemon.url, async (page) => {
+  await withPage(env.browser, t.name, env.daemon.url, async (page) => {
     await live(page);
     await page.locator(`.sidebar a[data-id="${s.run}"]`).click();
     // The tree: the root task with its two subtasks, in their live state colours.
@@ -55,7 +40,7 @@ test('click through run, task and agent', async (t) => {
 });
 
 test('the agents panel shows status, load, capabilities and budgets, derived from events without /v1/agents', async (t) => {
-  await withPage(browser, t.name, `${daemon.url}/#/agents`, async (page) => {
+  await withPage(env.browser, t.name, `${env.daemon.url}/#/agents`, async (page) => {
     await live(page);
     const ken = page.locator('.agent-card[data-agent="agent:ken"]');
     await ken.waitFor();
@@ -72,7 +57,7 @@ test('the agents panel uses /v1/agents when the daemon has it', async (t) => {
     { agent_id: 'agent:zed', status: 'stale', card: { agent_id: 'agent:zed', capabilities: [{ id: 'skill:research', version: '1.2.0' }], limits: { max_concurrency: 4 } }, load: { in_flight: 3, max_concurrency: 4 }, success_rate: 0.75, usage: { tokens: 9000, cost_usd: 1.5, requests: 12 }, budget: { tokens: 10000, cost_usd: 5 }, last_seen: new Date().toISOString() },
     { agent_id: 'agent:amy', status: 'offline', card: null, load: { in_flight: 0, max_concurrency: null }, success_rate: null, usage: { tokens: 0, cost_usd: 0, requests: 0 }, budget: null, last_seen: null },
   ];
-  await withPage(browser, t.name, `${daemon.url}/#/agents`, async (page) => {
+  await withPage(env.browser, t.name, `${env.daemon.url}/#/agents`, async (page) => {
     await page.route('**/v1/agents', (route) => route.fulfill({ json: { agents } }));
     await page.reload();
     const zed = page.locator('.agent-card[data-agent="agent:zed"]');
@@ -88,7 +73,7 @@ test('the agents panel uses /v1/agents when the daemon has it', async (t) => {
 });
 
 test('search and filters by type, agent, task and text', async (t) => {
-  await withPage(browser, t.name, daemon.url, async (page) => {
+  await withPage(env.browser, t.name, env.daemon.url, async (page) => {
     await live(page);
     const rows = page.locator('.all-view .timeline .vrow');
     await until(page, () => document.querySelectorAll('.all-view .timeline .vrow').length > 0);
@@ -119,7 +104,7 @@ test('search and filters by type, agent, task and text', async (t) => {
 });
 
 test('keyboard: shortcuts, arrow keys through sidebar and timeline, visible focus', async (t) => {
-  await withPage(browser, t.name, `${daemon.url}/#/thread/${s.thread}`, async (page) => {
+  await withPage(env.browser, t.name, `${env.daemon.url}/#/thread/${s.thread}`, async (page) => {
     await live(page);
     await page.locator('.timeline .vrow').first().waitFor();
     await page.keyboard.press('/');

@@ -5,26 +5,17 @@
 // second) and that only the rows near the viewport exist; frame times depend on how busy the machine
 // is (a 2-core machine shared with compilers), so they are reported, not asserted.
 
-import { test, before, after } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { startDaemon, launch, postAll, msg, newId, withPage, live, until, ARTIFACTS } from './support.mjs';
+import { daemonAndBrowser, postAll, msg, newId, withPage, live, until, ARTIFACTS } from './support.mjs';
 
-/** @type {Awaited<ReturnType<typeof startDaemon>>} */
-let daemon;
-/** @type {import('playwright-core').Browser} */
-let browser;
+const env = daemonAndBrowser();
 /** @type {Record<string, any>} */
 const figures = {};
 
-before(async () => {
-  [daemon, browser] = await Promise.all([startDaemon(), launch()]);
-});
-
-after(async () => {
-  await browser?.close();
-  await daemon?.dispose();
+after(() => {
   mkdirSync(ARTIFACTS, { recursive: true });
   writeFileSync(path.join(ARTIFACTS, '..', 'ui-perf.json'), `${JSON.stringify(figures, null, 2)}\n`);
 });
@@ -100,12 +91,12 @@ async function stop(page) {
 
 test('a burst of 10,000 events renders live without freezing the page', async (t) => {
   const w = workload(1000);
-  await withPage(browser, t.name, daemon.url, async (page) => {
+  await withPage(env.browser, t.name, env.daemon.url, async (page) => {
     await live(page);
     await page.locator('.all-view .timeline-rows').waitFor();
     await record(page);
     const started = Date.now();
-    await postAll(daemon.url, w.messages);
+    await postAll(env.daemon.url, w.messages);
     // Every event ingested and the timeline showing all its rows: 1,000 task cards and 1,000 chats
     // (the other 8,000 events fold into the cards, which update in place).
     await until(page, () => {
@@ -126,9 +117,9 @@ test('a burst of 10,000 events renders live without freezing the page', async (t
 test('a 100,000-event run loads on demand and scrolls smoothly', async (t) => {
   const w = workload(10_000);
   const posted = Date.now();
-  await postAll(daemon.url, w.messages);
+  await postAll(env.daemon.url, w.messages);
   figures.post_100k_ms = Date.now() - posted;
-  await withPage(browser, t.name, `${daemon.url}/#/run/${w.run_id}`, async (page) => {
+  await withPage(env.browser, t.name, `${env.daemon.url}/#/run/${w.run_id}`, async (page) => {
     const opened = Date.now();
     // The stream starts 20,000 events back; the rest of the run comes from its NDJSON replay.
     await page.waitForFunction((run) => /** @type {any} */ (window).__clutch.store.runs.get(run)?.events.length === 100_000, w.run_id, { timeout: 120_000 });

@@ -1,49 +1,37 @@
 // The stream survives the daemon: after a restart the page reconnects with its cursor and shows every
 // event exactly once, including those posted while it was away.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startDaemon, launch, postAll, msg, newId, withPage, live, until } from './support.mjs';
+import { daemonAndBrowser, live, msg, newId, postAll, startDaemon, until, withPage } from './support.mjs';
 
-/** @type {Awaited<ReturnType<typeof startDaemon>>} */
-let daemon;
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  [daemon, browser] = await Promise.all([startDaemon(), launch()]);
-});
-
-after(async () => {
-  await browser?.close();
-  await daemon?.dispose();
-});
+const env = daemonAndBrowser();
 
 test('reconnects after the daemon restarts, without losing or repeating events', async (t) => {
   const thread = newId('thr');
   const run = newId('run');
   /** @param {number} from @param {number} n */
   const batch = (from, n) => Array.from({ length: n }, (_, i) => msg({ thread_id: thread, run_id: run, payload: { text: `message ${from + i}` } }));
-  await postAll(daemon.url, batch(0, 50));
-  await withPage(browser, t.name, `${daemon.url}/#/thread/${thread}`, async (page) => {
+  await postAll(env.daemon.url, batch(0, 50));
+  await withPage(env.browser, t.name, `${env.daemon.url}/#/thread/${thread}`, async (page) => {
     await live(page);
     await until(page, () => /** @type {any} */ (window).__clutch.store.threads.values().next().value?.events.length === 50);
 
     // Stop the daemon (it sends the final frame with the cursor), post nothing meanwhile, restart it
     // on the same port and data, and post more: they arrive through the resumed stream.
-    await daemon.stop();
+    await env.daemon.stop();
     await until(page, () => /** @type {any} */ (window).__clutch.stream.status === 'reconnecting');
     const ends = await page.evaluate(() => /** @type {any} */ (window).__clutch.stream.stats.endFrames);
     assert.deepEqual(ends.map((/** @type {any} */ f) => [f.frame, f.last_seq]), [['shutdown', 50]]);
-    daemon = await startDaemon({ dataDir: daemon.dataDir, port: daemon.port });
-    await postAll(daemon.url, batch(50, 25));
+    env.daemon = await startDaemon({ dataDir: env.daemon.dataDir, port: env.daemon.port });
+    await postAll(env.daemon.url, batch(50, 25));
     await live(page);
     await until(page, () => /** @type {any} */ (window).__clutch.store.head === 75);
 
     // And once more, this time killed without a final frame in between appends.
-    await daemon.stop();
-    daemon = await startDaemon({ dataDir: daemon.dataDir, port: daemon.port });
-    await postAll(daemon.url, batch(75, 25));
+    await env.daemon.stop();
+    env.daemon = await startDaemon({ dataDir: env.daemon.dataDir, port: env.daemon.port });
+    await postAll(env.daemon.url, batch(75, 25));
     await until(page, () => /** @type {any} */ (window).__clutch.store.head === 100);
 
     const seqs = await page.evaluate(() => /** @type {any} */ (window).__clutch.store.events.map((/** @type {any} */ e) => e.seq));

@@ -1,28 +1,16 @@
 // Replay: a finished run's events, stepped and played in order, with the tree and the cards changing
 // as they did live.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startDaemon, launch, postAll, story, withPage, until } from './support.mjs';
+import { daemonAndBrowser, postAll, story, until, withPage } from './support.mjs';
 
-/** @type {Awaited<ReturnType<typeof startDaemon>>} */
-let daemon;
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  [daemon, browser] = await Promise.all([startDaemon(), launch()]);
-});
-
-after(async () => {
-  await browser?.close();
-  await daemon?.dispose();
-});
+const env = daemonAndBrowser();
 
 test('replay steps, plays and scrubs through a finished run', async (t) => {
   const s = story();
-  await postAll(daemon.url, s.messages);
-  await withPage(browser, t.name, `${daemon.url}/#/run/${s.run}`, async (page) => {
+  await postAll(env.daemon.url, s.messages);
+  await withPage(env.browser, t.name, `${env.daemon.url}/#/run/${s.run}`, async (page) => {
     await page.locator('a.button', { hasText: 'Replay' }).click();
     const view = page.locator('.replay-view[data-state=ready]');
     await view.waitFor();

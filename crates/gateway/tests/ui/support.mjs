@@ -6,6 +6,7 @@ import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { before, after } from 'node:test';
 import { chromium } from 'playwright-core';
 import { newId } from '../../ui/js/util.js';
 
@@ -207,4 +208,28 @@ export async function live(page) {
  */
 export async function until(page, fn, arg) {
   await page.waitForFunction(fn, arg, { timeout: 15_000 });
+}
+
+/**
+ * @typedef {{daemon: Awaited<ReturnType<typeof startDaemon>>, browser: import('playwright-core').Browser}} Env
+ */
+
+/**
+ * For a test file: a daemon and a browser started before its tests (then `setup`, in the same hook:
+ * node may run a file's top-level hooks together) and stopped after them. A test may replace
+ * `daemon` (a restart); the one there at the end is disposed of.
+ * @param {(env: Env) => Promise<void>} [setup]
+ * @returns {Env}
+ */
+export function daemonAndBrowser(setup) {
+  const env = /** @type {any} */ ({});
+  before(async () => {
+    [env.daemon, env.browser] = await Promise.all([startDaemon(), launch()]);
+    await setup?.(env);
+  });
+  after(async () => {
+    await env.browser?.close();
+    await env.daemon?.dispose();
+  });
+  return env;
 }

@@ -21,6 +21,7 @@ import { askToken } from './views/auth.js';
 /** Events held at start (the newest); older ones load when a view needs them. `?history=N` changes it. */
 const DEFAULT_HISTORY = 20_000;
 const THEMES = ['auto', 'light', 'dark'];
+const DARK = matchMedia('(prefers-color-scheme: dark)');
 
 class App {
   constructor() {
@@ -74,6 +75,7 @@ class App {
       h('div', { class: 'content' }, this.noticeEl, this.historyNote, this.main),
     );
     this.applyTheme(settings.get('theme', 'auto'));
+    DARK.addEventListener('change', () => this.applyTheme(settings.get('theme', 'auto')));
   }
 
   async start() {
@@ -257,11 +259,11 @@ class App {
     this.applyTheme(THEMES[(THEMES.indexOf(now) + 1) % THEMES.length]);
   }
 
-  /** @param {string} theme */
+  /** `auto` follows the system's light or dark, also when it changes. @param {string} theme */
   applyTheme(theme) {
     settings.set('theme', theme);
-    if (theme === 'auto') delete document.documentElement.dataset.theme;
-    else document.documentElement.dataset.theme = theme;
+    const dark = theme === 'dark' || (theme === 'auto' && DARK.matches);
+    document.documentElement.dataset.theme = dark ? 'dark' : 'light';
     this.themeButton.textContent = theme === 'dark' ? '☾' : theme === 'light' ? '☀' : '◐';
     this.themeButton.setAttribute('aria-label', `colour theme: ${theme} (change)`);
     this.themeButton.title = `theme: ${theme}`;
