@@ -44,5 +44,13 @@ test('replay steps, plays and scrubs through a finished run', async (t) => {
     await until(page, (id) => !document.querySelector(`.task-card[data-task="${id}"]`), s.review);
     await page.locator('.replay-controls button[aria-label="step back"]').click();
     assert.equal(await page.locator('.replay-view').getAttribute('data-position'), '7');
+
+    // A task picked in the replayed tree shows its events as of now; the replay keeps its place.
+    await page.locator(`.task-tree a[data-task="${s.root}"]`).click();
+    await until(page, (id) => location.hash.endsWith(`/task/${id}`) && Boolean(document.querySelector(`.task-head .task-card[data-task="${id}"]`)), s.root);
+    assert.equal(await page.locator('.replay-view').getAttribute('data-position'), '7');
+    assert.equal(await page.locator('.task-head .task-card').getAttribute('data-state'), 'accepted', 'as of event 7: accepted, no progress yet');
+    await page.locator('.replay-controls button[aria-label=step]').click();
+    await page.locator('.detail-pane .ev[data-type="task.progress"]').waitFor();
   });
 });

@@ -146,10 +146,15 @@ class App {
     document.body.classList.remove('sidebar-open');
     const onFilter = (/** @type {import('./types.js').Filter} */ f) => history.replaceState(null, '', withFilter(route, f));
     const taskHref = (/** @type {string} */ task, /** @type {string} */ run) => href.run(run, task);
-    if (prev && prev.view === 'run' && route.view === 'run' && prev.id === route.id && this.view instanceof RunView) {
-      if (prev.task !== route.task) this.view.selectTask(route.task, route.filter);
-      this.sidebar?.setActive(route.id);
-      return;
+    if (prev && prev.view === route.view && prev.id === route.id && (route.view === 'run' || route.view === 'replay')) {
+      // Another task of the same run (live or replayed): only the task pane changes, and a replay
+      // keeps its place.
+      const run = this.view instanceof RunView ? this.view : this.view instanceof ReplayView ? this.view.run : null;
+      if (run) {
+        if (prev.task !== route.task) run.selectTask(route.task, route.filter);
+        this.sidebar?.setActive(route.id);
+        return;
+      }
     }
     this.view?.destroy();
     /** @type {View} */
