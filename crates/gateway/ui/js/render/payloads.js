@@ -86,13 +86,17 @@ function text(...values) {
   return '';
 }
 
+/** @param {any} c */
+function citationTitle(c) {
+  return typeof c === 'string' ? c : text(c?.title, c?.name, c?.url, c?.source);
+}
+
 register('research.summary.v1', (p) => {
   const citations = list(p.citations ?? p.sources);
-  /** @param {unknown} ref */
+  /** A finding's reference to a citation: its 1-based number, or the citation's `id`. @param {unknown} ref */
   const cite = (ref) => {
-    const index = typeof ref === 'number' ? ref : citations.findIndex((c) => c?.id === ref);
-    const n = typeof ref === 'number' ? ref : index + 1;
-    return h('a', { class: 'cite', href: `#cite-${n}`, onclick: (/** @type {Event} */ ev) => ev.preventDefault() }, `[${n}]`);
+    const n = typeof ref === 'number' ? ref : citations.findIndex((c) => c?.id === ref) + 1;
+    return h('sup', { class: 'cite', title: n > 0 ? citationTitle(citations[n - 1]) : String(ref) }, `[${n > 0 ? n : String(ref)}]`);
   };
   return h(
     'section',
@@ -117,12 +121,12 @@ register('research.summary.v1', (p) => {
       h(
         'ol',
         { class: 'r-citations', 'aria-label': 'citations' },
-        citations.map((c, i) => {
+        citations.map((c) => {
           const url = safeUrl(c?.url);
-          const title = typeof c === 'string' ? c : text(c.title, c.name, c.url, c.source);
+          const title = citationTitle(c);
           return h(
             'li',
-            { id: `cite-${i + 1}` },
+            null,
             url ? h('a', { href: url, target: '_blank', rel: 'noopener noreferrer' }, title) : title,
             c?.source && c?.title && h('span', { class: 'muted' }, ` — ${text(c.source)}`),
           );
