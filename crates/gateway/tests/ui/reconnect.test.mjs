@@ -1,5 +1,6 @@
-// The stream survives the daemon: after a restart the page reconnects with its cursor and shows every
-// event exactly once, including those posted while it was away.
+// The stream survives the daemon and the network: after a restart or a dropped connection the page
+// reconnects with its cursor and shows every event exactly once, including those posted while it was
+// away.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -44,5 +45,34 @@ test('reconnects after the daemon restarts, without losing or repeating events',
     const stats = await page.evaluate(() => /** @type {any} */ (window).__clutch.stream.stats);
     assert.equal(stats.gaps, 0);
     assert.ok(stats.connects >= 3, `connected ${stats.connects} times`);
+  });
+});
+
+test('resumes after a dropped connection, with what was posted meanwhile', async (t) => {
+  const thread = newId('thr');
+  /** @param {number} from @param {number} n */
+  const batch = (from, n) => Array.from({ length: n }, (_, i) => msg({ thread_id: thread, payload: { text: `blip ${from + i}` } }));
+  await withPage(env.browser, t.name, `${env.daemon.url}/#/thread/${thread}`, async (page) => {
+    await live(page);
+    const head = await page.evaluate(() => /** @type {any} */ (window).__clutch.stream.lastSeq);
+    await postAll(env.daemon.url, batch(0, 10));
+    await until(page, (n) => /** @type {any} */ (window).__clutch.store.head === n, head + 10);
+    // The connection drops (as on a network blip); events keep coming while it is down.
+    const connects = await page.evaluate(() => {
+      const app = /** @type {any} */ (window).__clutch;
+      app.stream.socket.close();
+      return app.stream.stats.connects;
+    });
+    await postAll(env.daemon.url, batch(10, 700)); // more than the bulk threshold: pages, then the socket
+    await postAll(env.daemon.url, batch(710, 10));
+    await until(page, (n) => /** @type {any} */ (window).__clutch.store.head === n, head + 720);
+    const { seqs, stats } = await page.evaluate(() => {
+      const app = /** @type {any} */ (window).__clutch;
+      return { seqs: app.store.eventsOf('thread', location.hash.split('/').pop()).map((/** @type {any} */ e) => e.seq), stats: app.stream.stats };
+    });
+    assert.deepEqual(seqs, Array.from({ length: 720 }, (_, i) => head + 1 + i), 'every event once, in order');
+    assert.ok(stats.connects > connects, 'reconnected');
+    assert.equal(stats.gaps, 0);
+    await page.locator('.chat-text', { hasText: 'blip 719' }).waitFor();
   });
 });
