@@ -1,5 +1,5 @@
 //! The HTTP face of the daemon: the JSON API, the live stream over WebSocket and SSE, artifacts,
-//! schemas, health and metrics, on one axum `Router`.
+//! schemas, health and metrics, and the web UI, on one axum `Router`.
 
 mod agents;
 mod artifacts;
@@ -10,6 +10,7 @@ mod messages;
 pub mod push;
 mod schemas;
 mod stream;
+mod ui;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,6 +84,7 @@ pub fn router(log: Handle, engine: Engine, options: Options) -> Router {
         .route("/v1/runs/{run_id}/tasks", get(agents::run_tasks))
         .route("/healthz", get(health))
         .route("/metrics", get(metrics))
+        .merge(ui::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))

@@ -4,6 +4,7 @@
 mod api;
 mod push;
 mod stream;
+mod ui;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,0 +1,136 @@
+// The store's logic without a browser: task lifecycles, history merged under live events, filters and
+// derived agents. (The page modules are plain ES modules, so node runs them as they are.)
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Store, matches } from '../../ui/js/store.js';
+import { newId } from '../../ui/js/util.js';
+
+let seq = 0;
+/** An event as the daemon stores it. @param {Record<string, any>} fields */
+function ev(fields) {
+  seq++;
+  return {
+    seq: fields.seq ?? seq,
+    id: newId('msg'),
+    ts: new Date(Date.UTC(2026, 0, 1, 0, 0, seq)).toISOString(),
+    thread_id: 'thr_A',
+    run_id: 'run_A',
+    task_id: 'task_A',
+    from: { agent_id: 'agent:ken' },
+    to: [],
+    type: 'chat.message',
+    payload: {},
+    ...fields,
+  };
+}
+const orch = { agent_id: 'agent:orchestrator' };
+
+test('a task goes through its lifecycle and never moves back, except for a retry', () => {
+  seq = 0;
+  const store = new Store();
+  /** @type {string[]} */
+  const states = [];
+  const add = (/** @type {Record<string, any>} */ f) => {
+    store.addNow([ev({ task_id: 'task_T', ...f })]);
+    states.push(/** @type {any} */ (store.tasks.get('task_T')).state);
+  };
+  add({ type: 'task.request', from: { agent_id: 'user:ada' }, to: [orch], requires: ['skill:x'], payload: { goal: 'Do X' } });
+  add({ type: 'routing.decision', from: orch, payload: { selected: 'agent:ken', scores: { 'agent:ken': 1 } } });
+  add({ type: 'task.request', from: orch, to: [{ agent_id: 'agent:ken' }], payload: { goal: 'Do X (routed)' } });
+  add({ type: 'task.accept', payload: {} });
+  add({ type: 'routing.decision', from: orch, payload: { selected: 'agent:ida' } }); // late: no step back
+  add({ type: 'task.progress', payload: { pct: 40 } });
+  add({ type: 'task.error', from: { agent_id: 'agent:ida' }, payload: { code: 'X', message: 'x', retryable: true } });
+  add({ type: 'task.progress', payload: { percent: 50 } }); // stale progress after the failure
+  add({ type: 'task.request', attempt: 2, from: { agent_id: 'user:ada' }, to: [orch], payload: { goal: 'Do X' } });
+  add({ type: 'task.accept', attempt: 2, payload: {} });
+  add({ type: 'task.result', attempt: 2, payload: { text: 'done' } });
+  assert.deepEqual(states, ['requested', 'routed', 'routed', 'accepted', 'accepted', 'running', 'failed', 'failed', 'requested', 'accepted', 'done']);
+  const t = /** @type {any} */ (store.tasks.get('task_T'));
+  assert.equal(t.title, 'Do X', "named by the requester's request, not the routed copy");
+  assert.deepEqual(t.requires, ['skill:x']);
+  assert.equal(t.requester, 'user:ada');
+  assert.equal(t.assignee, 'agent:ken');
+  assert.equal(t.percent, 100);
+  assert.deepEqual(t.seen, { routed: false, accepted: true, progress: false }, 'the retry started the steps again');
+});
+
+test('history loaded later is merged under the live events, and tasks are derived again from all of it', async () => {
+  seq = 0;
+  const store = new Store();
+  store.reset(100);
+  // Live: seqs 101.. — the end of task_L (requested in history) and a new task.
+  const live = [
+    ev({ seq: 101, task_id: 'task_L', type: 'task.accept', payload: {} }),
+    ev({ seq: 102, task_id: 'task_L', type: 'task.result', payload: {} }),
+    ev({ seq: 103, thread_id: 'thr_B', run_id: 'run_B', task_id: 'task_N', type: 'task.request', from: { agent_id: 'user:ada' }, payload: { goal: 'New' } }),
+  ];
+  store.addNow(live);
+  // Before the history, task_L is known only by its end: no request, so no title or requester yet.
+  assert.match(/** @type {any} */ (store.tasks.get('task_L')).title, /^task /);
+  assert.equal(store.tasks.get('task_L')?.requester, undefined);
+  // History: seqs 1..99, interleaving run_A and run_C, with task_L's request at seq 50.
+  const older = [];
+  for (let s = 1; s < 100; s++) {
+    if (s === 50) older.push(ev({ seq: s, task_id: 'task_L', type: 'task.request', from: { agent_id: 'user:ada' }, payload: { goal: 'Long ago' } }));
+    else if (s === 7) older.push(ev({ seq: s, payload: { text: 'first words' } }));
+    else older.push(ev({ seq: s, run_id: s % 2 ? 'run_A' : 'run_C', thread_id: s % 2 ? 'thr_A' : 'thr_C', task_id: `task_${s % 5}`, type: 'tool.call', payload: { tool: 't' } }));
+  }
+  /** @type {any[]} */
+  const changes = [];
+  store.subscribe((c) => changes.push(c));
+  await store.addHistory([...older].reverse().concat(live)); // out of order, with repeats
+  const seqs = (/** @type {any[]} */ list) => list.map((e) => e.seq);
+  assert.deepEqual(seqs(store.events), [...Array.from({ length: 99 }, (_, i) => i + 1), 101, 102, 103]);
+  const runA = seqs(store.eventsOf('run', 'run_A'));
+  assert.deepEqual(runA, [...runA].sort((a, b) => a - b), 'run events in seq order');
+  assert.equal(runA.at(-1), 102);
+  assert.deepEqual(seqs(store.eventsOf('task', 'task_L')), [50, 101, 102]);
+  const t = /** @type {any} */ (store.tasks.get('task_L'));
+  assert.equal(t.state, 'done');
+  assert.equal(t.title, 'Long ago');
+  assert.equal(t.requester, 'user:ada');
+  assert.equal(store.threads.get('thr_A')?.title, 'first words', 'the thread is named by its first chat, now known');
+  assert.ok(store.runs.has('run_C'), 'runs only in the history appear');
+  assert.equal(changes.length, 1);
+  assert.equal(changes[0].history, true);
+  assert.equal(changes[0].events.length, 99, 'repeats are not counted twice');
+});
+
+test('filters match type (with wildcards), sender or recipient, task and parent, and every word of the text', () => {
+  seq = 0;
+  const e = ev({ type: 'tool.call', from: { agent_id: 'agent:ken' }, to: [{ agent_id: 'agent:ida' }], task_id: 'task_K', parent_task_id: 'task_P', payload: { tool: 'web.search', arguments: { query: 'Quarterly Report' } } });
+  assert.ok(matches(e, {}));
+  assert.ok(matches(e, { type: 'tool.call' }));
+  assert.ok(matches(e, { type: 'tool.*' }));
+  assert.ok(!matches(e, { type: 'task.*' }));
+  assert.ok(matches(e, { agent: 'agent:ken' }) && matches(e, { agent: 'agent:ida' }));
+  assert.ok(!matches(e, { agent: 'agent:zed' }));
+  assert.ok(matches(e, { task: 'task_K' }) && matches(e, { task: 'task_P' }));
+  assert.ok(matches(e, { q: 'quarterly web.search' }));
+  assert.ok(!matches(e, { q: 'quarterly annual' }));
+});
+
+test('agents are derived from events: cards, status reports, load and usage', () => {
+  seq = 0;
+  const store = new Store();
+  const card = { agent_id: 'agent:ken', limits: { max_concurrency: 2 }, budget: { tokens: 1000 }, capabilities: [{ id: 'skill:x' }] };
+  store.addNow([
+    ev({ type: 'agent.register', payload: { card } }),
+    ev({ task_id: 'task_1', type: 'task.request', from: orch, to: [{ agent_id: 'agent:ken' }], payload: {} }),
+    ev({ task_id: 'task_1', type: 'task.accept', payload: {} }),
+    ev({ task_id: 'task_1', type: 'task.progress', payload: { usage: { tokens: 300, cost_usd: 0.5 } } }),
+    ev({ task_id: 'task_2', type: 'task.request', from: orch, to: [{ agent_id: 'agent:ken' }], payload: {} }),
+    ev({ task_id: 'task_2', type: 'task.result', payload: { usage: { tokens: 100 } } }),
+    ev({ type: 'agent.update', from: orch, payload_type: 'clutch.agent.status.v1', payload: { agent_id: 'agent:ken', status: 'stale', previous: 'online' } }),
+  ]);
+  const ken = store.derivedAgents(Date.UTC(2026, 0, 1, 0, 0, 30)).find((a) => a.agent_id === 'agent:ken');
+  assert.ok(ken);
+  assert.equal(ken.status, 'stale', 'a status report wins over the clock');
+  assert.deepEqual(ken.load, { in_flight: 1, max_concurrency: 2 });
+  assert.deepEqual(ken.usage, { tokens: 400, cost_usd: 0.5, requests: 2 });
+  assert.deepEqual(ken.budget, { tokens: 1000 });
+  assert.equal(ken.success_rate, 1);
+  assert.equal(ken.card?.capabilities[0].id, 'skill:x');
+});

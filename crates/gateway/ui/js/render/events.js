@@ -1,0 +1,311 @@
+// How each kind of event looks in a timeline: chat as conversation, a task as one card whose state
+// changes in place, tool calls and results as collapsible JSON, routing decisions as a table of
+// candidates and scores, errors highlighted with their code and retryable flag.
+
+import { h, nameOf, shortId, timeEl, payloadText } from '../util.js';
+import { barEl } from '../components/elements.js';
+import { payloadBlock, renderPayload, rawJson, hasRenderer } from './payloads.js';
+import { href } from '../router.js';
+import { ORCHESTRATOR, isTerminal } from '../store.js';
+
+/** @typedef {import('../types.js').ClutchEvent} ClutchEvent */
+/** @typedef {import('../types.js').Task} Task */
+
+/**
+ * @typedef {object} RenderContext
+ * @property {import('../store.js').Store} store
+ * @property {(taskId: string, runId: string) => string} taskHref where a task link leads
+ */
+
+/** A stable colour for a sender. @param {string} id */
+function hue(id) {
+  let x = 0;
+  for (let i = 0; i < id.length; i++) x = (x * 31 + id.charCodeAt(i)) >>> 0;
+  return x % 360;
+}
+
+/** @param {string} id */
+export function avatar(id) {
+  const el = h('span', { class: 'avatar', 'aria-hidden': 'true' }, nameOf(id).slice(0, 1).toUpperCase());
+  el.style.setProperty('--hue', String(hue(id)));
+  if (id.startsWith('user:')) el.classList.add('avatar-user');
+  return el;
+}
+
+/** A link to an agent's page, or a person's name. @param {string} id */
+export function who(id) {
+  if (id.startsWith('agent:')) return h('a', { class: 'who', href: href.agent(id), title: id }, nameOf(id));
+  return h('span', { class: 'who who-user', title: id }, nameOf(id));
+}
+
+/** @param {ClutchEvent} e @param {RenderContext} ctx */
+function header(e, ctx) {
+  const to = (e.to || []).map((r) => r.agent_id);
+  return h(
+    'div',
+    { class: 'ev-head' },
+    who(e.from.agent_id),
+    to.length > 0 && h('span', { class: 'to' }, ' → ', to.map((t, i) => [i ? ', ' : '', who(t)])),
+    h('span', { class: `type-badge type-${e.type.split('.')[0]}` }, e.type),
+    e.payload_type && h('span', { class: 'ptype' }, e.payload_type),
+    h('a', { class: 'task-link', href: ctx.taskHref(e.task_id, e.run_id), title: e.task_id }, shortId(e.task_id)),
+    (e.attempt || 1) > 1 && h('span', { class: 'attempt' }, `attempt ${e.attempt}`),
+    h('span', { class: 'meta' }, timeEl(e.ts), h('span', { class: 'seq', title: `seq ${e.seq}` }, `#${e.seq}`)),
+  );
+}
+
+/** @param {ClutchEvent} e */
+export function errorBlock(e) {
+  const p = e.payload || {};
+  return h(
+    'div',
+    { class: 'error-block', role: 'group', 'aria-label': `${e.type} ${p.code || ''}` },
+    h('span', { class: 'error-code' }, String(p.code || 'ERROR')),
+    h(
+      'span',
+      { class: `retryable ${p.retryable ? 'yes' : 'no'}` },
+      p.retryable ? 'retryable' : 'not retryable',
+    ),
+    h('span', { class: 'error-message' }, String(p.message || '')),
+    p.details !== undefined && rawJson(p.details, 'details'),
+  );
+}
+
+/** @param {ClutchEvent} e */
+function routingTable(e) {
+  const p = e.payload || {};
+  const scores = p.scores && typeof p.scores === 'object' ? p.scores : {};
+  const candidates = [...new Set([...(Array.isArray(p.candidates) ? p.candidates : []), ...Object.keys(scores)])];
+  candidates.sort((a, b) => (Number(scores[b]) || 0) - (Number(scores[a]) || 0));
+  return h(
+    'div',
+    { class: 'routing' },
+    h('p', null, 'Selected ', p.selected ? who(String(p.selected)) : h('em', null, 'nobody'), p.reason && ` — ${p.reason}`),
+    candidates.length > 0 &&
+      h(
+        'table',
+        { class: 'scores' },
+        h('thead', null, h('tr', null, h('th', null, 'candidate'), h('th', null, 'score'))),
+        h(
+          'tbody',
+          null,
+          candidates.map((c) =>
+            h(
+              'tr',
+              { class: c === p.selected ? 'selected' : '' },
+              h('td', null, who(String(c)), c === p.selected && h('span', { class: 'chosen' }, ' ✓ selected')),
+              h('td', { class: 'num' }, typeof scores[c] === 'number' ? scores[c].toFixed(3) : '—'),
+            ),
+          ),
+        ),
+      ),
+  );
+}
+
+/** @param {ClutchEvent} e */
+function routingFailure(e) {
+  const p = e.payload || {};
+  const excluded = p.excluded && typeof p.excluded === 'object' ? Object.entries(p.excluded) : [];
+  return h(
+    'div',
+    { class: 'routing routing-failed' },
+    h('p', null, h('strong', null, 'No agent matched'), p.reason && ` — ${p.reason}`, p.queued ? ' (queued until one can take it)' : ''),
+    excluded.length > 0 &&
+      h(
+        'table',
+        { class: 'scores' },
+        h('thead', null, h('tr', null, h('th', null, 'agent'), h('th', null, 'excluded because'))),
+        h('tbody', null, excluded.map(([id, why]) => h('tr', null, h('td', null, who(id)), h('td', null, String(why))))),
+      ),
+  );
+}
+
+/** @param {Record<string, any>} p */
+function toolName(p) {
+  for (const k of ['tool', 'name', 'tool_name', 'method']) if (typeof p?.[k] === 'string') return p[k];
+  return 'tool';
+}
+
+/** @param {Record<string, any>} p */
+function argsSummary(p) {
+  const args = p?.arguments ?? p?.args ?? p?.input ?? p?.params;
+  const text = JSON.stringify(args ?? p);
+  return text && text.length > 90 ? `${text.slice(0, 89)}…` : text || '';
+}
+
+/**
+ * A timeline row for one event (a task card is `renderTaskCard`).
+ * @param {ClutchEvent} e
+ * @param {RenderContext} ctx
+ * @returns {HTMLElement}
+ */
+export function renderEvent(e, ctx) {
+  const kind = e.type.split('.')[0];
+  const row = h('article', { class: `ev ev-${kind} ev-${e.type.replace('.', '-')}`, 'data-seq': String(e.seq), 'data-type': e.type });
+  const text = payloadText(e.payload);
+  switch (e.type) {
+    case 'chat.message':
+      row.append(
+        avatar(e.from.agent_id),
+        h(
+          'div',
+          { class: 'ev-main' },
+          header(e, ctx),
+          text && h('div', { class: 'chat-text' }, text),
+          hasRenderer(e) ? payloadBlock(e) : !text && rawJson(e.payload),
+          attachments(e),
+        ),
+      );
+      return row;
+    case 'chat.system':
+      row.append(h('span', { class: 'avatar-spacer' }), h('div', { class: 'ev-main system' }, header(e, ctx), renderPayload(e) || (text ? h('p', null, text) : rawJson(e.payload, 'payload', true))));
+      return row;
+    case 'tool.call':
+    case 'tool.result':
+    case 'tool.error': {
+      const p = e.payload || {};
+      const mark = e.type === 'tool.call' ? '▸ call' : e.type === 'tool.result' ? '✓ result' : '✗ error';
+      const details = h(
+        'details',
+        { class: 'tool' },
+        h('summary', null, h('span', { class: 'tool-mark' }, mark), ' ', h('code', null, toolName(p)), ' ', h('span', { class: 'muted mono' }, e.type === 'tool.call' ? argsSummary(p) : '')),
+      );
+      details.addEventListener('toggle', () => {
+        if (details.open && details.childElementCount === 1) details.append(payloadBlockOpen(e));
+      });
+      row.append(avatar(e.from.agent_id), h('div', { class: 'ev-main' }, header(e, ctx), e.type === 'tool.error' && errorBlock(e), details));
+      return row;
+    }
+    case 'routing.decision':
+      row.append(avatar(e.from.agent_id), h('div', { class: 'ev-main' }, header(e, ctx), routingTable(e)));
+      return row;
+    case 'routing.failure':
+      row.append(avatar(e.from.agent_id), h('div', { class: 'ev-main' }, header(e, ctx), routingFailure(e)));
+      return row;
+    case 'task.error':
+    case 'task.timeout':
+    case 'task.cancel':
+      row.append(avatar(e.from.agent_id), h('div', { class: 'ev-main' }, header(e, ctx), e.type === 'task.error' ? errorBlock(e) : text && h('p', null, text), rawJson(e.payload)));
+      return row;
+    case 'task.progress': {
+      const p = e.payload || {};
+      const pct = typeof p.percent === 'number' ? p.percent : typeof p.pct === 'number' ? p.pct : undefined;
+      row.append(
+        avatar(e.from.agent_id),
+        h(
+          'div',
+          { class: 'ev-main compact' },
+          header(e, ctx),
+          h('div', { class: 'progress-line' }, pct !== undefined && barEl(pct, 100, 'progress', `${Math.round(pct)}%`, 'plain'), p.message && h('span', null, String(p.message))),
+        ),
+      );
+      return row;
+    }
+    default:
+      row.append(
+        kind === 'agent' ? h('span', { class: 'avatar-spacer' }) : avatar(e.from.agent_id),
+        h('div', { class: `ev-main${kind === 'agent' ? ' compact' : ''}` }, header(e, ctx), text && !hasRenderer(e) && h('div', { class: 'chat-text' }, text), payloadBlock(e)),
+      );
+      return row;
+  }
+}
+
+/** @param {ClutchEvent} e */
+function payloadBlockOpen(e) {
+  const rendered = renderPayload(e);
+  return rendered ? h('div', { class: 'payload' }, rendered, rawJson(e.payload, 'raw JSON')) : rawJson(e.payload, 'JSON', true);
+}
+
+/** @param {ClutchEvent} e */
+function attachments(e) {
+  if (!e.attachments?.length) return null;
+  return h(
+    'ul',
+    { class: 'attachments' },
+    e.attachments.map((a) =>
+      h('li', null, a.kind === 'artifact_ref' ? h('a', { href: `/v1/artifacts/${encodeURIComponent(a.ref)}`, target: '_blank', rel: 'noopener' }, a.name || a.ref) : a.name || a.ref),
+    ),
+  );
+}
+
+const STATE_LABEL = {
+  requested: 'requested',
+  routed: 'routed',
+  queued: 'queued',
+  unroutable: 'no agent',
+  accepted: 'accepted',
+  running: 'in progress',
+  done: 'done',
+  failed: 'failed',
+  timeout: 'timed out',
+  cancelled: 'cancelled',
+};
+
+/** @param {import('../types.js').TaskStateName} state */
+export function stateChip(state) {
+  return h('span', { class: `state state-${state}`, 'data-state': state }, STATE_LABEL[state] || state);
+}
+
+/** The steps of the lifecycle, the card's small stepper. */
+const STEPS = /** @type {const} */ (['requested', 'routed', 'accepted', 'running', 'done']);
+
+/** @param {Task} t */
+function stepper(t) {
+  const reached = { requested: 0, queued: 0, unroutable: 0, routed: 1, accepted: 2, running: 3, done: 4, failed: 4, timeout: 4, cancelled: 4 }[t.state];
+  const happened = [true, t.seen.routed, t.seen.accepted, t.seen.progress, true];
+  return h(
+    'ol',
+    { class: 'stepper', 'aria-label': 'lifecycle' },
+    STEPS.map((s, i) => {
+      const label = i === 4 && isTerminal(t.state) ? STATE_LABEL[t.state] : s === 'running' ? 'progress' : s === 'done' ? 'result' : s;
+      const cls = i < reached ? (happened[i] ? 'past' : 'skipped') : i === reached ? `now state-${t.state}` : 'future';
+      return h('li', { class: cls, 'aria-current': i === reached ? 'step' : undefined }, label);
+    }),
+  );
+}
+
+/**
+ * The card of a task: its state (updated in place as its events arrive), who asked and who works on
+ * it, what it requires, its progress, how it was routed, and its result or error.
+ * @param {Task} t
+ * @param {RenderContext} ctx
+ */
+export function renderTaskCard(t, ctx) {
+  const routing = t.routing?.payload;
+  const outcome = t.outcome;
+  const card = h(
+    'article',
+    { class: `ev task-card state-border-${t.state}`, 'data-task': t.task_id, 'data-state': t.state, 'data-seq': String(t.events[0]?.seq ?? '') },
+    avatar(t.requester || t.events[0]?.from.agent_id || 'agent:?'),
+    h(
+      'div',
+      { class: 'ev-main' },
+      h(
+        'div',
+        { class: 'ev-head' },
+        t.requester && who(t.requester),
+        h('span', { class: 'type-badge type-task' }, 'task'),
+        h('a', { class: 'task-title', href: ctx.taskHref(t.task_id, t.run_id), 'data-primary': '' }, t.title),
+        h('span', { class: 'meta' }, t.events[0] && timeEl(t.events[0].ts), h('span', { class: 'seq' }, shortId(t.task_id))),
+      ),
+      h(
+        'div',
+        { class: 'card-line' },
+        stateChip(t.state),
+        t.assignee && t.assignee !== ORCHESTRATOR && h('span', { class: 'assignee' }, 'by ', who(t.assignee)),
+        t.requires.length > 0 && h('span', { class: 'requires' }, t.requires.map((r) => h('code', { class: 'cap' }, r))),
+        t.attempt > 1 && h('span', { class: 'attempt' }, `attempt ${t.attempt}`),
+        h('span', { class: 'muted count' }, `${t.events.length} event${t.events.length === 1 ? '' : 's'}`),
+      ),
+      stepper(t),
+      (t.state === 'running' || (t.percent !== undefined && !isTerminal(t.state))) &&
+        h('div', { class: 'progress-line' }, barEl(t.percent ?? 0, 100, 'progress', t.percent !== undefined ? `${Math.round(t.percent)}%` : '…', 'plain'), t.progressMessage && h('span', null, t.progressMessage)),
+      routing && t.routing?.type === 'routing.decision' && h('p', { class: 'muted routed-line' }, 'Routed to ', who(String(routing.selected || '?')), typeof routing.scores?.[routing.selected] === 'number' ? ` (score ${routing.scores[routing.selected].toFixed(2)})` : '', routing.reason ? ` — ${routing.reason}` : ''),
+      t.routing?.type === 'routing.failure' && h('p', { class: 'routing-failed' }, 'No agent matched', routing?.reason ? ` — ${routing.reason}` : ''),
+      outcome?.type === 'task.error' && errorBlock(outcome),
+      outcome?.type === 'task.result' && h('div', { class: 'outcome' }, payloadText(outcome.payload) && !hasRenderer(outcome) && h('p', null, payloadText(outcome.payload)), payloadBlock(outcome)),
+      (outcome?.type === 'task.timeout' || outcome?.type === 'task.cancel') && h('p', { class: 'muted' }, outcome.type === 'task.timeout' ? 'Timed out' : 'Cancelled', payloadText(outcome.payload) ? ` — ${payloadText(outcome.payload)}` : '', ' by ', who(outcome.from.agent_id)),
+    ),
+  );
+  return card;
+}

@@ -1,0 +1,228 @@
+// Renderers for structured payloads, chosen by `payload_type` (its version suffix aside): a research
+// summary with findings and citations, code review findings by severity, budget and agent status
+// notices. A payload without a renderer is shown as raw JSON.
+
+import { h, safeUrl, nameOf } from '../util.js';
+import { jsonEl, barEl } from '../components/elements.js';
+
+/** @typedef {import('../types.js').ClutchEvent} ClutchEvent */
+/** @typedef {(payload: Record<string, any>, event: ClutchEvent) => HTMLElement} Renderer */
+
+/** @type {Map<string, Renderer>} renderers by payload type without its `.vN` suffix */
+const renderers = new Map();
+
+/** @param {string} payloadType */
+function baseName(payloadType) {
+  return payloadType.replace(/\.v\d+$/, '');
+}
+
+/**
+ * Adds a renderer for a payload type (any version).
+ * @param {string} payloadType e.g. `research.summary.v1`
+ * @param {Renderer} render
+ */
+export function register(payloadType, render) {
+  renderers.set(baseName(payloadType), render);
+}
+
+/** Whether a renderer exists for this event's payload. @param {ClutchEvent} e */
+export function hasRenderer(e) {
+  return Boolean(e.payload_type && renderers.has(baseName(e.payload_type)));
+}
+
+/**
+ * The payload rendered for what it is, or null when there is no renderer for it (or it failed on
+ * an unexpected shape, in which case raw JSON is the honest answer).
+ * @param {ClutchEvent} e
+ * @returns {HTMLElement | null}
+ */
+export function renderPayload(e) {
+  const render = e.payload_type && renderers.get(baseName(e.payload_type));
+  if (!render) return null;
+  try {
+    return render(e.payload || {}, e);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A collapsible raw JSON block.
+ * @param {unknown} value
+ * @param {string} label
+ * @param {boolean} [open]
+ */
+export function rawJson(value, label = 'payload', open = false) {
+  const details = h('details', { class: 'raw' }, h('summary', null, label));
+  if (open) details.open = true;
+  // The JSON is built only when first opened: most rows are never expanded.
+  const fill = () => {
+    if (details.open && details.childElementCount === 1) details.appendChild(jsonEl(value));
+  };
+  details.addEventListener('toggle', fill);
+  fill();
+  return details;
+}
+
+/**
+ * The payload rendered by type when possible, raw JSON (collapsed) otherwise.
+ * @param {ClutchEvent} e
+ */
+export function payloadBlock(e) {
+  const rendered = renderPayload(e);
+  if (!rendered) return rawJson(e.payload, e.payload_type ? `payload (${e.payload_type})` : 'payload');
+  return h('div', { class: 'payload' }, rendered, rawJson(e.payload, 'raw JSON'));
+}
+
+/** @param {unknown} v @returns {any[]} */
+function list(v) {
+  return Array.isArray(v) ? v : [];
+}
+
+/** @param {...unknown} values @returns {string} */
+function text(...values) {
+  for (const v of values) if (typeof v === 'string' && v) return v;
+  for (const v of values) if (typeof v === 'number') return String(v);
+  return '';
+}
+
+/** @param {any} c */
+function citationTitle(c) {
+  return typeof c === 'string' ? c : text(c?.title, c?.name, c?.url, c?.source);
+}
+
+register('research.summary.v1', (p) => {
+  const citations = list(p.citations ?? p.sources);
+  /** A finding's reference to a citation: its 1-based number, or the citation's `id`. @param {unknown} ref */
+  const cite = (ref) => {
+    const n = typeof ref === 'number' ? ref : citations.findIndex((c) => c?.id === ref) + 1;
+    return h('sup', { class: 'cite', title: n > 0 ? citationTitle(citations[n - 1]) : String(ref) }, `[${n > 0 ? n : String(ref)}]`);
+  };
+  return h(
+    'section',
+    { class: 'r-research' },
+    p.title && h('h4', null, text(p.title)),
+    (p.summary || p.text) && h('p', { class: 'r-summary' }, text(p.summary, p.text)),
+    list(p.findings).length > 0 &&
+      h(
+        'ol',
+        { class: 'r-findings', 'aria-label': 'findings' },
+        list(p.findings).map((f) =>
+          h(
+            'li',
+            null,
+            typeof f === 'string' ? f : text(f.claim, f.text, f.finding, f.summary),
+            typeof f?.confidence === 'number' && h('span', { class: 'confidence' }, ` ${Math.round(f.confidence * 100)}%`),
+            list(f?.citations).map((c) => [' ', cite(c)]),
+          ),
+        ),
+      ),
+    citations.length > 0 &&
+      h(
+        'ol',
+        { class: 'r-citations', 'aria-label': 'citations' },
+        citations.map((c) => {
+          const url = safeUrl(c?.url);
+          const title = citationTitle(c);
+          return h(
+            'li',
+            null,
+            url ? h('a', { href: url, target: '_blank', rel: 'noopener noreferrer' }, title) : title,
+            c?.source && c?.title && h('span', { class: 'muted' }, ` — ${text(c.source)}`),
+          );
+        }),
+      ),
+  );
+});
+
+const SEVERITIES = ['critical', 'high', 'medium', 'low', 'info'];
+
+/** @param {unknown} s */
+function severityOf(s) {
+  const v = String(s || 'info').toLowerCase();
+  if (v === 'error' || v === 'blocker') return 'high';
+  if (v === 'warning' || v === 'warn') return 'medium';
+  if (v === 'note' || v === 'nit') return 'low';
+  return SEVERITIES.includes(v) ? v : 'info';
+}
+
+/** @type {Renderer} */
+const codeReview = (p) => {
+  const findings = [...list(p.findings ?? p.issues ?? p.comments)].sort(
+    (a, b) => SEVERITIES.indexOf(severityOf(a?.severity)) - SEVERITIES.indexOf(severityOf(b?.severity)),
+  );
+  /** @type {Record<string, number>} */
+  const counts = {};
+  for (const f of findings) counts[severityOf(f?.severity)] = (counts[severityOf(f?.severity)] || 0) + 1;
+  return h(
+    'section',
+    { class: 'r-review' },
+    h(
+      'p',
+      { class: 'r-summary' },
+      text(p.summary, p.verdict) || `${findings.length} finding${findings.length === 1 ? '' : 's'}`,
+      ' ',
+      SEVERITIES.filter((s) => counts[s]).map((s) => h('span', { class: `sev sev-${s}` }, `${counts[s]} ${s}`)),
+    ),
+    findings.length > 0 &&
+      h(
+        'table',
+        { class: 'r-findings-table' },
+        h('thead', null, h('tr', null, h('th', null, 'severity'), h('th', null, 'where'), h('th', null, 'finding'))),
+        h(
+          'tbody',
+          null,
+          findings.map((f) =>
+            h(
+              'tr',
+              null,
+              h('td', null, h('span', { class: `sev sev-${severityOf(f?.severity)}` }, severityOf(f?.severity))),
+              h(
+                'td',
+                { class: 'mono' },
+                text(f?.file, f?.path) + (f?.line !== undefined ? `:${text(f.line)}` : ''),
+              ),
+              h(
+                'td',
+                null,
+                text(f?.message, f?.title, f?.description, f?.text),
+                f?.suggestion && h('div', { class: 'suggestion' }, `Suggestion: ${text(f.suggestion)}`),
+              ),
+            ),
+          ),
+        ),
+      ),
+  );
+};
+register('code_review.findings.v1', codeReview);
+register('code.review.v1', codeReview);
+
+register('clutch.budget.v1', (p) => {
+  const used = Number(p.used ?? p.value ?? 0);
+  const limit = p.limit ?? p.budget;
+  const metric = text(p.metric, p.kind, p.resource) || 'budget';
+  const pct = typeof p.percent === 'number' ? p.percent : limit ? (used / Number(limit)) * 100 : undefined;
+  return h(
+    'section',
+    { class: 'r-budget' },
+    h(
+      'p',
+      null,
+      h('strong', null, nameOf(text(p.agent_id)) || 'An agent'),
+      ` crossed ${pct !== undefined ? `${Math.round(pct)}% of ` : ''}its ${metric} budget`,
+      p.exceeded ? ' (exceeded)' : '',
+    ),
+    limit !== undefined && barEl(used, Number(limit), `${metric} budget`, `${used} / ${limit}`),
+  );
+});
+
+register('clutch.agent.status.v1', (p) =>
+  h(
+    'p',
+    { class: 'r-status' },
+    h('a', { href: `#/agent/${encodeURIComponent(text(p.agent_id))}` }, nameOf(text(p.agent_id))),
+    ' is now ',
+    h('span', { class: `status status-${text(p.status)}` }, text(p.status)),
+    p.previous ? ` (was ${text(p.previous)})` : '',
+  ),
+);

@@ -1,0 +1,79 @@
+// Hash routes: every view has an address that can be bookmarked, shared and walked with Back.
+//   #/                         everything, with filters (?type=&agent=&task=&q=)
+//   #/thread/ID                a thread's conversation
+//   #/run/ID  #/run/ID/task/T  a run's task tree and timeline, optionally one task's events
+//   #/agents  #/agent/ID       the agents panel, one agent's messages
+//   #/replay/ID                replay of a run
+
+/**
+ * @typedef {object} Route
+ * @property {'all' | 'thread' | 'run' | 'agents' | 'agent' | 'replay'} view
+ * @property {string} id
+ * @property {string} task
+ * @property {import('./types.js').Filter} filter
+ */
+
+/** @param {string} [hash] @returns {Route} */
+export function parse(hash = location.hash) {
+  const [path, query = ''] = hash.replace(/^#/, '').split('?');
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  const q = new URLSearchParams(query);
+  /** @type {import('./types.js').Filter} */
+  const filter = {};
+  for (const key of /** @type {const} */ (['type', 'agent', 'task', 'q'])) {
+    const v = q.get(key);
+    if (v) filter[key] = v;
+  }
+  const [view, id = '', sub, task = ''] = parts;
+  switch (view) {
+    case 'thread':
+    case 'agent':
+      return { view, id, task: '', filter };
+    case 'run':
+    case 'replay':
+      return { view, id, task: sub === 'task' ? task : '', filter };
+    case 'agents':
+      return { view, id: '', task: '', filter };
+    default:
+      return { view: 'all', id: '', task: '', filter };
+  }
+}
+
+/** @param {import('./types.js').Filter} filter */
+function query(filter) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(filter)) if (v) q.set(k, v);
+  const s = q.toString();
+  return s ? `?${s}` : '';
+}
+
+export const href = {
+  /** @param {import('./types.js').Filter} [filter] */
+  all: (filter = {}) => `#/${query(filter)}`,
+  /** @param {string} id */
+  thread: (id) => `#/thread/${encodeURIComponent(id)}`,
+  /** @param {string} id @param {string} [task] */
+  run: (id, task) => `#/run/${encodeURIComponent(id)}${task ? `/task/${encodeURIComponent(task)}` : ''}`,
+  agents: () => '#/agents',
+  /** @param {string} id */
+  agent: (id) => `#/agent/${encodeURIComponent(id)}`,
+  /** @param {string} id @param {string} [task] */
+  replay: (id, task) => `#/replay/${encodeURIComponent(id)}${task ? `/task/${encodeURIComponent(task)}` : ''}`,
+};
+
+/**
+ * The same route with another filter (for the filter bar, which keeps the address in step).
+ * @param {Route} route
+ * @param {import('./types.js').Filter} filter
+ */
+export function withFilter(route, filter) {
+  const base = {
+    all: '#/',
+    thread: href.thread(route.id),
+    run: href.run(route.id, route.task),
+    agents: href.agents(),
+    agent: href.agent(route.id),
+    replay: href.replay(route.id, route.task),
+  }[route.view];
+  return base + query(filter);
+}

@@ -1,0 +1,643 @@
+// The events the page holds and what they mean: indexes by thread, run, task and sender; each task's
+// lifecycle state; each agent's activity. Ingestion is time-sliced (a burst of thousands of events
+// never blocks the page for long) and listeners hear one `Change` per slice.
+
+import { payloadText, shortId, truncate } from './util.js';
+
+/** @typedef {import('./types.js').ClutchEvent} ClutchEvent */
+/** @typedef {import('./types.js').Task} Task */
+/** @typedef {import('./types.js').TaskStateName} TaskStateName */
+/** @typedef {import('./types.js').Scope} Scope */
+/** @typedef {import('./types.js').Change} Change */
+/** @typedef {import('./types.js').Filter} Filter */
+/** @typedef {import('./types.js').Agent} Agent */
+
+export const ORCHESTRATOR = 'agent:orchestrator';
+
+/** The message types that move a task through its lifecycle (folded into its card). */
+export const LIFECYCLE = new Set([
+  'task.request',
+  'task.accept',
+  'task.progress',
+  'task.result',
+  'task.error',
+  'task.cancel',
+  'task.timeout',
+]);
+
+/** Every message type of the protocol, for the filter menus. */
+export const TYPES = [
+  ...LIFECYCLE,
+  'chat.message',
+  'chat.system',
+  'tool.call',
+  'tool.result',
+  'tool.error',
+  'agent.register',
+  'agent.heartbeat',
+  'agent.update',
+  'routing.decision',
+  'routing.failure',
+];
+
+/** @type {Record<TaskStateName, number>} how far along each state is; state never moves back. */
+const RANK = {
+  requested: 0,
+  queued: 1,
+  unroutable: 1,
+  routed: 2,
+  accepted: 3,
+  running: 4,
+  done: 5,
+  failed: 5,
+  timeout: 5,
+  cancelled: 5,
+};
+
+/** @param {TaskStateName} state */
+export function isTerminal(state) {
+  return RANK[state] === 5;
+}
+
+/** How long after its last message an agent with no status events counts as online, then stale. */
+const ONLINE_MS = 90_000;
+const STALE_MS = 10 * 60_000;
+
+/** Work done per time slice before the page gets the main thread back. */
+const SLICE_MS = 8;
+
+/** @param {ClutchEvent} e */
+function titleOf(e) {
+  const text = payloadText(e.payload);
+  if (text) return truncate(text.replace(/\s+/g, ' ').trim(), 120);
+  const keys = Object.keys(e.payload || {});
+  return keys.length ? `${e.type} {${keys.slice(0, 3).join(', ')}}` : `${e.type} ${shortId(e.task_id)}`;
+}
+
+/** @param {ClutchEvent} e @returns {string[]} */
+function dependenciesOf(e) {
+  const deps = e.meta?.depends_on ?? e.payload?.depends_on;
+  return Array.isArray(deps) ? deps.filter((d) => typeof d === 'string') : [];
+}
+
+/**
+ * Folds one event into a task's state. Events come in seq order; state only moves forward, except that
+ * a new attempt (a retry) starts the lifecycle again.
+ * @param {Task} t
+ * @param {ClutchEvent} e
+ */
+export function applyToTask(t, e) {
+  const p = e.payload || {};
+  const attempt = e.attempt || 1;
+  const retry = attempt > t.attempt;
+  if (retry) {
+    t.attempt = attempt;
+    t.seen = { routed: false, accepted: false, progress: false };
+  }
+  /** @param {TaskStateName} state */
+  const move = (state) => {
+    if (retry || RANK[state] >= RANK[t.state]) t.state = state;
+  };
+  switch (e.type) {
+    case 'task.request': {
+      const target = e.to?.find((r) => r.agent_id.startsWith('agent:') && r.agent_id !== ORCHESTRATOR);
+      if (e.parent_task_id) t.parent_task_id = e.parent_task_id;
+      if (e.requires?.length) t.requires = e.requires;
+      const deps = dependenciesOf(e);
+      if (deps.length) t.dependsOn = deps;
+      if (e.from.agent_id === ORCHESTRATOR) {
+        if (target) t.assignee = target.agent_id;
+        t.seen.routed = true;
+        move('routed');
+      } else {
+        if (!t.requester) t.requester = e.from.agent_id;
+        if (!t.titleSet) {
+          t.title = titleOf(e);
+          t.titleSet = true;
+        }
+        if (target) t.assignee = target.agent_id;
+        if (retry) t.state = 'requested';
+      }
+      break;
+    }
+    case 'routing.decision':
+      if (typeof p.selected === 'string') t.assignee = p.selected;
+      t.routing = e;
+      t.seen.routed = true;
+      move('routed');
+      break;
+    case 'routing.failure':
+      t.routing = e;
+      move(p.queued ? 'queued' : 'unroutable');
+      break;
+    case 'task.accept':
+      t.assignee = e.from.agent_id;
+      t.seen.accepted = true;
+      move('accepted');
+      break;
+    case 'task.progress': {
+      const pct = typeof p.percent === 'number' ? p.percent : typeof p.pct === 'number' ? p.pct : undefined;
+      if (pct !== undefined && (retry || !isTerminal(t.state))) t.percent = Math.max(0, Math.min(100, pct));
+      if (typeof p.message === 'string') t.progressMessage = p.message;
+      if (!t.assignee && e.from.agent_id !== ORCHESTRATOR) t.assignee = e.from.agent_id;
+      t.seen.progress = true;
+      move('running');
+      break;
+    }
+    case 'task.result':
+      t.outcome = e;
+      t.percent = 100;
+      move('done');
+      break;
+    case 'task.error':
+      t.outcome = e;
+      move('failed');
+      break;
+    case 'task.timeout':
+      t.outcome = e;
+      move('timeout');
+      break;
+    case 'task.cancel':
+      t.outcome = e;
+      move('cancelled');
+      break;
+    default:
+  }
+}
+
+/**
+ * @param {ClutchEvent} e
+ * @param {ClutchEvent[]} events
+ * @returns {Task}
+ */
+function newTask(e, events) {
+  return {
+    task_id: e.task_id,
+    run_id: e.run_id,
+    thread_id: e.thread_id,
+    parent_task_id: e.parent_task_id,
+    state: 'requested',
+    percent: undefined,
+    progressMessage: undefined,
+    requester: undefined,
+    assignee: undefined,
+    requires: [],
+    title: `task ${shortId(e.task_id)}`,
+    attempt: e.attempt || 1,
+    routing: undefined,
+    outcome: undefined,
+    dependsOn: [],
+    events,
+    seen: { routed: false, accepted: false, progress: false },
+  };
+}
+
+/** Whether an event changes task state (and so belongs to a task card). @param {ClutchEvent} e */
+export function isTaskEvent(e) {
+  return LIFECYCLE.has(e.type) || e.type === 'routing.decision' || e.type === 'routing.failure';
+}
+
+const searchText = new WeakMap();
+
+/**
+ * Whether an event passes a filter (type, sender, task, free text over the whole message).
+ * @param {ClutchEvent} e
+ * @param {Filter} f
+ */
+export function matches(e, f) {
+  if (f.type && e.type !== f.type && !(f.type.endsWith('.*') && e.type.startsWith(f.type.slice(0, -1)))) return false;
+  if (f.agent && e.from.agent_id !== f.agent && !e.to?.some((r) => r.agent_id === f.agent)) return false;
+  if (f.task && e.task_id !== f.task && e.parent_task_id !== f.task) return false;
+  if (f.q) {
+    let text = searchText.get(e);
+    if (text === undefined) {
+      text = `${e.type} ${e.from.agent_id} ${e.payload_type || ''} ${JSON.stringify(e.payload)} ${e.id} ${e.task_id}`.toLowerCase();
+      searchText.set(e, text);
+    }
+    if (!f.q.toLowerCase().split(/\s+/).every((word) => text.includes(word))) return false;
+  }
+  return true;
+}
+
+/** Whether a filter filters anything. @param {Filter} f */
+export function isEmptyFilter(f) {
+  return !f.type && !f.agent && !f.task && !f.q;
+}
+
+/**
+ * Inserts sorted `older` (all seqs new to `into`) into sorted `into`, in place.
+ * @param {ClutchEvent[]} into
+ * @param {ClutchEvent[]} older
+ */
+function mergeInto(into, older) {
+  if (!older.length) return;
+  /** @type {ClutchEvent[]} */
+  let merged;
+  if (!into.length || older[older.length - 1].seq < into[0].seq) {
+    merged = older.concat(into);
+  } else {
+    merged = [];
+    let i = 0;
+    let j = 0;
+    while (i < into.length || j < older.length) {
+      if (j >= older.length || (i < into.length && into[i].seq < older[j].seq)) merged.push(into[i++]);
+      else merged.push(older[j++]);
+    }
+  }
+  // Refill in place (views hold this array); in slices, as one spread of 100k arguments is too many.
+  into.length = 0;
+  for (let k = 0; k < merged.length; k += 10000) into.push(...merged.slice(k, k + 10000));
+}
+
+/**
+ * @typedef {object} AgentActivity
+ * @property {string} agent_id
+ * @property {string | null} lastTs
+ * @property {Record<string, any> | null} card
+ * @property {{status: 'online' | 'stale' | 'offline', ts: string} | null} reported
+ * @property {{tokens: number, cost_usd: number, requests: number}} usage
+ * @property {number} succeeded
+ * @property {number} failed
+ */
+
+export class Store {
+  constructor() {
+    /** @type {Set<(change: Change) => void>} */
+    this.listeners = new Set();
+    /** @type {ClutchEvent[]} */
+    this.queue = [];
+    this.queueAt = 0;
+    this.draining = false;
+    /** When ingestion last handled a large batch (views render less often while events pour in). */
+    this.lastBurst = -Infinity;
+    /** @type {ClutchEvent[]} every event held, in seq order */
+    this.events = [];
+    /** @type {Map<number, ClutchEvent>} */
+    this.bySeq = new Map();
+    /** @type {Map<string, Scope>} */
+    this.threads = new Map();
+    /** @type {Map<string, Scope>} */
+    this.runs = new Map();
+    /** @type {Map<string, ClutchEvent[]>} every event about a task, whatever its type */
+    this.byTask = new Map();
+    /** @type {Map<string, ClutchEvent[]>} events by sender */
+    this.bySender = new Map();
+    /** @type {Map<string, Task>} tasks that have lifecycle events */
+    this.tasks = new Map();
+    /** @type {Map<string, Set<string>>} run id → its task ids */
+    this.runTasks = new Map();
+    /** @type {Map<string, AgentActivity>} */
+    this.agents = new Map();
+    /** Every event with a seq above this is held (the stream started here); older ones load on demand. */
+    this.floor = 0;
+    /** The highest seq held. */
+    this.head = 0;
+    /** @type {Set<string>} scopes whose events from before `floor` have been loaded */
+    this.historyLoaded = new Set();
+  }
+
+  /** Forgets every event and everything derived from them. */
+  clear() {
+    this.events = [];
+    for (const m of [this.bySeq, this.threads, this.runs, this.byTask, this.bySender, this.tasks, this.runTasks, this.agents, this.historyLoaded]) m.clear();
+    this.floor = 0;
+    this.head = 0;
+  }
+
+  /** @param {(change: Change) => void} fn @returns {() => void} */
+  subscribe(fn) {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  /** @returns {Change} */
+  static emptyChange() {
+    return { events: [], tasks: new Set(), scopes: new Set(), history: false, reset: false };
+  }
+
+  /** @param {Change} change */
+  emit(change) {
+    for (const fn of this.listeners) fn(change);
+  }
+
+  /** Forgets everything and starts again above `floor`. @param {number} floor */
+  reset(floor) {
+    this.queue = [];
+    this.queueAt = 0;
+    this.clear();
+    this.floor = floor;
+    this.head = floor;
+    const change = Store.emptyChange();
+    change.reset = true;
+    this.emit(change);
+  }
+
+  /** Queues a live event (newer than every one held); ingested in time slices. @param {ClutchEvent} e */
+  enqueue(e) {
+    this.queue.push(e);
+    if (!this.draining) {
+      this.draining = true;
+      setTimeout(() => this.drain(), 0);
+    }
+  }
+
+  /** Whether events are pouring in (a backlog, or a large batch a moment ago). */
+  busy() {
+    return this.backlog > 0 || performance.now() - this.lastBurst < 250;
+  }
+
+  /** How many queued events wait for ingestion. */
+  get backlog() {
+    return this.queue.length - this.queueAt;
+  }
+
+  drain() {
+    const change = Store.emptyChange();
+    const deadline = performance.now() + SLICE_MS;
+    while (this.queueAt < this.queue.length && performance.now() < deadline) {
+      const end = Math.min(this.queue.length, this.queueAt + 256);
+      for (; this.queueAt < end; this.queueAt++) this.ingest(this.queue[this.queueAt], change);
+    }
+    if (change.events.length >= 64) this.lastBurst = performance.now();
+    if (this.queueAt >= this.queue.length) {
+      this.queue = [];
+      this.queueAt = 0;
+      this.draining = false;
+    } else {
+      setTimeout(() => this.drain(), 0);
+    }
+    if (change.events.length) this.emit(change);
+  }
+
+  /** Ingests events in order at once (replay, tests). @param {ClutchEvent[]} events */
+  addNow(events) {
+    const change = Store.emptyChange();
+    for (const e of events) this.ingest(e, change);
+    if (change.events.length) this.emit(change);
+  }
+
+  /**
+   * Ingests one event newer than all held.
+   * @param {ClutchEvent} e
+   * @param {Change} change
+   */
+  ingest(e, change) {
+    if (this.bySeq.has(e.seq)) return;
+    this.bySeq.set(e.seq, e);
+    this.events.push(e);
+    if (e.seq > this.head) this.head = e.seq;
+    change.events.push(e);
+    this.index(e, change, false);
+  }
+
+  /**
+   * Adds an event to every index; `older` when it predates events already held (history).
+   * @param {ClutchEvent} e
+   * @param {Change} change
+   * @param {boolean} older
+   */
+  index(e, change, older) {
+    this.scope(this.threads, 'thread', e, older);
+    this.scope(this.runs, 'run', e, older);
+    change.scopes.add(e.thread_id).add(e.run_id).add(e.task_id).add(e.from.agent_id);
+    listFor(this.byTask, e.task_id, e, older);
+    listFor(this.bySender, e.from.agent_id, e, older);
+    if (isTaskEvent(e)) {
+      let t = this.tasks.get(e.task_id);
+      if (!t) {
+        t = newTask(e, /** @type {ClutchEvent[]} */ (this.byTask.get(e.task_id)));
+        this.tasks.set(e.task_id, t);
+        let set = this.runTasks.get(e.run_id);
+        if (!set) this.runTasks.set(e.run_id, (set = new Set()));
+        set.add(e.task_id);
+      }
+      if (!older) applyToTask(t, e);
+      change.tasks.add(e.task_id);
+      if (e.parent_task_id) change.tasks.add(e.parent_task_id);
+    }
+    if (!older) this.agentActivity(e);
+  }
+
+  /**
+   * @param {Map<string, Scope>} map
+   * @param {'thread' | 'run'} kind
+   * @param {ClutchEvent} e
+   * @param {boolean} older
+   */
+  scope(map, kind, e, older) {
+    const id = kind === 'thread' ? e.thread_id : e.run_id;
+    let s = map.get(id);
+    if (!s) {
+      s = { kind, id, events: [], title: '', lastTs: e.ts, lastSeq: e.seq };
+      map.set(id, s);
+    }
+    if (!e.type.startsWith('agent.')) s.listed = true;
+    if (older) return; // merged and retitled by addHistory
+    s.events.push(e);
+    s.lastTs = e.ts;
+    s.lastSeq = e.seq;
+    if (!s.title || (s.titleWeak && titleWorthy(e, kind))) {
+      s.title = titleOf(e);
+      s.titleWeak = !titleWorthy(e, kind);
+    }
+  }
+
+  /** @param {ClutchEvent} e */
+  agentActivity(e) {
+    const from = e.from.agent_id;
+    const p = e.payload || {};
+    if (from.startsWith('agent:')) {
+      const a = this.agent(from);
+      a.lastTs = e.ts;
+      if (e.type === 'agent.register' || e.type === 'agent.heartbeat') a.reported = { status: 'online', ts: e.ts };
+      if (e.type === 'agent.register' || (e.type === 'agent.update' && !e.payload_type)) {
+        const card = p.card && typeof p.card === 'object' ? p.card : p.agent_id ? p : null;
+        if (card) a.card = card;
+      }
+      const usage = p.usage;
+      if (usage && typeof usage === 'object' && (e.type === 'task.progress' || e.type === 'task.result')) {
+        if (typeof usage.tokens === 'number') a.usage.tokens += usage.tokens;
+        if (typeof usage.cost_usd === 'number') a.usage.cost_usd += usage.cost_usd;
+      }
+      if (e.type === 'task.result') a.succeeded++;
+      if (e.type === 'task.error') a.failed++;
+    }
+    if (e.type === 'agent.update' && e.payload_type === 'clutch.agent.status.v1' && typeof p.agent_id === 'string') {
+      this.agent(p.agent_id).reported = { status: p.status, ts: e.ts };
+    }
+    if (e.type === 'task.request' && from === ORCHESTRATOR) {
+      for (const r of e.to || []) if (r.agent_id.startsWith('agent:')) this.agent(r.agent_id).usage.requests++;
+    }
+  }
+
+  /** @param {string} id @returns {AgentActivity} */
+  agent(id) {
+    let a = this.agents.get(id);
+    if (!a) {
+      a = {
+        agent_id: id,
+        lastTs: null,
+        card: null,
+        reported: null,
+        usage: { tokens: 0, cost_usd: 0, requests: 0 },
+        succeeded: 0,
+        failed: 0,
+      };
+      this.agents.set(id, a);
+    }
+    return a;
+  }
+
+  /**
+   * Agents as far as the events tell: the fallback while the daemon has no `/v1/agents`.
+   * @param {number} [now]
+   * @returns {Agent[]}
+   */
+  derivedAgents(now = Date.now()) {
+    /** @type {Map<string, number>} */
+    const inFlight = new Map();
+    for (const t of this.tasks.values()) {
+      if (t.assignee && !isTerminal(t.state) && RANK[t.state] >= RANK.routed) {
+        inFlight.set(t.assignee, (inFlight.get(t.assignee) || 0) + 1);
+      }
+    }
+    for (const id of inFlight.keys()) this.agent(id);
+    return [...this.agents.values()]
+      .filter((a) => a.agent_id.startsWith('agent:'))
+      .map((a) => {
+        const age = a.lastTs ? now - Date.parse(a.lastTs) : Infinity;
+        /** @type {'online' | 'stale' | 'offline'} */
+        let status = age < ONLINE_MS ? 'online' : age < STALE_MS ? 'stale' : 'offline';
+        if (a.reported && (!a.lastTs || a.reported.ts >= a.lastTs)) status = a.reported.status;
+        const finished = a.succeeded + a.failed;
+        return {
+          agent_id: a.agent_id,
+          status,
+          card: a.card,
+          load: { in_flight: inFlight.get(a.agent_id) || 0, max_concurrency: a.card?.limits?.max_concurrency ?? null },
+          success_rate: finished ? a.succeeded / finished : null,
+          usage: a.usage,
+          budget: a.card?.budget ?? null,
+          last_seen: a.lastTs,
+        };
+      });
+  }
+
+  /**
+   * The events of a scope, in seq order (a shared array: do not change it).
+   * @param {'all' | 'thread' | 'run' | 'task' | 'agent'} kind
+   * @param {string} [id]
+   * @returns {ClutchEvent[]}
+   */
+  eventsOf(kind, id = '') {
+    switch (kind) {
+      case 'thread':
+        return this.threads.get(id)?.events || [];
+      case 'run':
+        return this.runs.get(id)?.events || [];
+      case 'task':
+        return this.byTask.get(id) || [];
+      case 'agent':
+        return this.bySender.get(id) || [];
+      default:
+        return this.events;
+    }
+  }
+
+  /** The tasks of a run. @param {string} runId @returns {Task[]} */
+  tasksOf(runId) {
+    const ids = this.runTasks.get(runId);
+    if (!ids) return [];
+    return [...ids].map((id) => /** @type {Task} */ (this.tasks.get(id)));
+  }
+
+  /**
+   * Inserts events older than some already held (loaded on demand for one scope), time-sliced, then
+   * re-derives the tasks and titles they touch.
+   * @param {ClutchEvent[]} events
+   */
+  async addHistory(events) {
+    const fresh = events.filter((e) => !this.bySeq.has(e.seq)).sort((a, b) => a.seq - b.seq);
+    if (!fresh.length) return;
+    const change = Store.emptyChange();
+    change.history = true;
+    /** @type {Map<ClutchEvent[], ClutchEvent[]>} scope list → its older events */
+    const pending = new Map();
+    /** @param {ClutchEvent[] | undefined} list @param {ClutchEvent} e */
+    const later = (list, e) => {
+      if (!list) return;
+      let older = pending.get(list);
+      if (!older) pending.set(list, (older = []));
+      older.push(e);
+    };
+    let deadline = performance.now() + SLICE_MS;
+    for (const e of fresh) {
+      if (performance.now() > deadline) {
+        await new Promise((r) => setTimeout(r, 0));
+        deadline = performance.now() + SLICE_MS;
+      }
+      if (this.bySeq.has(e.seq)) continue;
+      this.bySeq.set(e.seq, e);
+      const known = {
+        thread: this.threads.has(e.thread_id),
+        run: this.runs.has(e.run_id),
+        task: this.byTask.has(e.task_id),
+        sender: this.bySender.has(e.from.agent_id),
+      };
+      this.index(e, change, true);
+      // New lists got `e` pushed; lists that already held newer events get it merged below.
+      const thread = /** @type {Scope} */ (this.threads.get(e.thread_id));
+      const run = /** @type {Scope} */ (this.runs.get(e.run_id));
+      later(thread.events, e);
+      later(run.events, e);
+      if (known.task) later(this.byTask.get(e.task_id), e);
+      if (known.sender) later(this.bySender.get(e.from.agent_id), e);
+      if (!known.thread) thread.lastTs = e.ts;
+      if (!known.run) run.lastTs = e.ts;
+      change.events.push(e);
+    }
+    pending.set(this.events, change.events.slice());
+    for (const [list, older] of pending) mergeInto(list, older);
+    for (const id of change.tasks) {
+      const t = this.tasks.get(id);
+      if (!t) continue;
+      const fresh = newTask(t.events[0], t.events);
+      for (const e of t.events) applyToTask(fresh, e);
+      this.tasks.set(id, Object.assign(t, fresh));
+    }
+    for (const map of [this.threads, this.runs]) {
+      for (const s of map.values()) {
+        if (!change.scopes.has(s.id)) continue;
+        const first = s.events.find((e) => titleWorthy(e, s.kind)) || s.events[0];
+        if (first) s.title = titleOf(first);
+        const last = s.events[s.events.length - 1];
+        s.lastTs = last.ts;
+        s.lastSeq = last.seq;
+      }
+    }
+    this.emit(change);
+  }
+}
+
+/**
+ * What names a thread (its first chat message, else its first request) or a run (its first top-level
+ * request, else its first chat message).
+ * @param {ClutchEvent} e
+ * @param {'thread' | 'run'} kind
+ */
+function titleWorthy(e, kind) {
+  if (kind === 'run') return e.type === 'task.request' && !e.parent_task_id && e.from.agent_id !== ORCHESTRATOR;
+  return e.type === 'chat.message' || (e.type === 'task.request' && e.from.agent_id !== ORCHESTRATOR);
+}
+
+/**
+ * @param {Map<string, ClutchEvent[]>} map
+ * @param {string} key
+ * @param {ClutchEvent} e
+ * @param {boolean} older
+ */
+function listFor(map, key, e, older) {
+  const list = map.get(key);
+  if (!list) map.set(key, [e]);
+  else if (!older) list.push(e);
+}

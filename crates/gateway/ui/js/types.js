@@ -1,0 +1,100 @@
+// The shapes the UI works with, as JSDoc types checked by `tsc --checkJs`. Nothing runs here.
+
+/**
+ * One event of the log: a Clutch Protocol v0 envelope with its global `seq`.
+ * @typedef {object} ClutchEvent
+ * @property {number} seq
+ * @property {string} id
+ * @property {string} ts
+ * @property {string} type
+ * @property {string} thread_id
+ * @property {string} run_id
+ * @property {string} task_id
+ * @property {string} [parent_task_id]
+ * @property {{agent_id: string, role?: string}} from
+ * @property {{agent_id: string}[]} to
+ * @property {string} [payload_type]
+ * @property {string} [domain]
+ * @property {Record<string, any>} payload
+ * @property {string[]} [requires]
+ * @property {string[]} [prefers]
+ * @property {number} [attempt]
+ * @property {Record<string, any>} [meta]
+ * @property {{kind: string, ref: string, name?: string}[]} [attachments]
+ */
+
+/**
+ * The final frame of a stream before the daemon closes it.
+ * @typedef {{frame: 'lagged' | 'shutdown' | 'error', last_seq: number, code?: string, message?: string}} EndFrame
+ */
+
+/**
+ * Where a task is in its lifecycle.
+ * @typedef {'requested' | 'routed' | 'queued' | 'unroutable' | 'accepted' | 'running' | 'done' | 'failed' | 'timeout' | 'cancelled'} TaskStateName
+ */
+
+/**
+ * A task as the events so far describe it.
+ * @typedef {object} Task
+ * @property {string} task_id
+ * @property {string} run_id
+ * @property {string} thread_id
+ * @property {string | undefined} parent_task_id
+ * @property {TaskStateName} state
+ * @property {number | undefined} percent
+ * @property {string | undefined} progressMessage
+ * @property {string | undefined} requester
+ * @property {string | undefined} assignee
+ * @property {string[]} requires
+ * @property {string} title
+ * @property {number} attempt
+ * @property {ClutchEvent | undefined} routing
+ * @property {ClutchEvent | undefined} outcome   the result, error, timeout or cancel
+ * @property {string[]} dependsOn
+ * @property {ClutchEvent[]} events
+ * @property {{routed: boolean, accepted: boolean, progress: boolean}} seen  steps that happened
+ * @property {boolean} [titleSet]  named by its own request (not by a routed copy)
+ */
+
+/**
+ * A thread or a run, as the sidebar lists it.
+ * @typedef {object} Scope
+ * @property {'thread' | 'run'} kind
+ * @property {string} id
+ * @property {ClutchEvent[]} events  in seq order
+ * @property {string} title
+ * @property {string} lastTs
+ * @property {number} lastSeq
+ * @property {boolean} [titleWeak]  named by an event that a better one may replace
+ * @property {boolean} [listed]  has more than agent bookkeeping (register, heartbeat): shown in the sidebar
+ */
+
+/**
+ * What one ingestion step changed, given to every store listener.
+ * @typedef {object} Change
+ * @property {ClutchEvent[]} events   new events, in seq order (history included)
+ * @property {Set<string>} tasks      task ids whose derived state changed
+ * @property {Set<string>} scopes     thread, run, task and agent ids that gained events
+ * @property {boolean} history        events older than some already held were inserted
+ * @property {boolean} reset          everything was cleared
+ */
+
+/**
+ * An agent as `GET /v1/agents` reports it, or as derived from events when that route is missing.
+ * @typedef {object} Agent
+ * @property {string} agent_id
+ * @property {'online' | 'stale' | 'offline'} status
+ * @property {Record<string, any> | null} card
+ * @property {{in_flight: number, max_concurrency: number | null}} load
+ * @property {number | null} success_rate
+ * @property {{tokens?: number, cost_usd?: number, requests?: number}} usage
+ * @property {{tokens?: number, cost_usd?: number, requests?: number} | null} budget
+ * @property {string | null} last_seen
+ */
+
+/**
+ * A filter over events, as the filter bar and the search view set it.
+ * @typedef {{type?: string, agent?: string, task?: string, q?: string}} Filter
+ */
+
+export {};
