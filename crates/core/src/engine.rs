@@ -156,6 +156,13 @@ impl Engine {
             let Some(last) = page.last() else { break };
             after = last.seq;
             for event in &page {
+                // Most events (chat, tools, reports about untracked tasks) change no state: a glance
+                // at their type and task decides, without building the whole message.
+                if let Ok(head) = serde_json::from_str::<Head<'_>>(&event.json)
+                    && !state.concerns(&head)
+                {
+                    continue;
+                }
                 let message: Message = match serde_json::from_str(&event.json) {
                     Ok(m) => m,
                     Err(e) => {
@@ -548,7 +555,29 @@ enum Action {
     Append { label: &'static str, messages: Vec<Message>, retry: Vec<String> },
 }
 
+/// The few fields of a stored event that say whether the engine's state cares about it.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(borrow)]
+    task_id: std::borrow::Cow<'a, str>,
+    #[serde(default, borrow)]
+    payload_type: Option<std::borrow::Cow<'a, str>>,
+}
+
 impl State {
+    /// Whether an event with this head changes the state (see [`State::apply`]).
+    fn concerns(&self, head: &Head<'_>) -> bool {
+        match head.kind {
+            "task.request" => true,
+            k if k.starts_with("agent.") || k.starts_with("routing.") => true,
+            k if k.starts_with("task.") => self.tasks.contains_key(head.task_id.as_ref()),
+            "chat.system" => head.payload_type.as_deref().is_some_and(|p| p.starts_with("clutch.")),
+            _ => false,
+        }
+    }
+
     /// Whether `message` may be stored now. `staged` holds tasks as earlier messages of the same batch
     /// leave them.
     fn check<'a>(
