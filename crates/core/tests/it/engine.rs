@@ -602,3 +602,24 @@ async fn the_payload_is_data_never_routing_or_policy() {
     assert_eq!(delivery["payload"]["requires"], json!(["skill:research"]), "the payload is passed on untouched");
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_over_its_budget_fails_when_the_policy_says_so() {
+    let org = "budgets:\n  run: {tokens: 100}\n  on_exceed: fail_run\n";
+    let h = hub(Options { policy: policy(org, ""), ..fast() }).await;
+    h.register("solo", json!({"capabilities": [{"id": "skill:x"}], "limits": {"max_concurrency": 1}})).await;
+    let t1 = new_task();
+    let t2 = Task { run: t1.run.clone(), thread: t1.thread.clone(), task: id::generate(Kind::Task) };
+    h.send(t1.request(&["skill:x"])).await.unwrap();
+    h.wait(&t1.task, 0, |v| delivered_to(v).is_some()).await;
+    h.send(t2.request(&["skill:x"])).await.unwrap();
+    h.wait(&t2.task, 0, |v| kind(v) == "routing.failure").await;
+    h.send(t1.msg("agent:solo", "task.result", json!({"usage": {"tokens": 150}}))).await.unwrap();
+    let failed = h.wait(&t2.task, 0, |v| kind(v) == "task.error").await;
+    assert_eq!(failed["payload"]["code"], "BUDGET_EXCEEDED");
+    assert_eq!(h.core().engine.task(&t2.task).unwrap()["state"], "failed");
+    let tree = h.core().engine.run_tasks(&t1.run).unwrap();
+    assert_eq!(tree["budget_exhausted"], true);
+    assert_eq!(tree["usage"]["tokens"], 150);
+    h.stop().await;
+}
