@@ -7,16 +7,40 @@ use std::cmp::Ordering;
 use clutch_proto::card::{AgentCard, TrustLevel};
 use semver::{Version, VersionReq};
 
+/// A name with its hash, so that most comparisons are one integer compare.
+#[derive(Debug, Clone)]
+struct Name {
+    hash: u64,
+    text: String,
+}
+
+impl Name {
+    fn new(text: &str) -> Name {
+        Name { hash: hash(text), text: text.to_owned() }
+    }
+
+    fn is(&self, hash: u64, text: &str) -> bool {
+        self.hash == hash && self.text == text
+    }
+}
+
+/// FNV-1a: short names, no need for a keyed hash (nothing is stored in a table an attacker fills).
+fn hash(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
 /// What the router knows of an agent's card, prepared once when the card is registered.
 #[derive(Debug, Clone)]
 pub struct Profile {
     pub agent_id: String,
-    /// Capability ids with their parsed version, sorted by id.
-    capabilities: Vec<(String, Option<Version>)>,
-    /// Capability tags, sorted.
-    tags: Vec<String>,
-    /// Tools and MCP servers the agent has (capability `tools`, `servers`, and `tool:`/`mcp:` ids), sorted.
-    tools: Vec<String>,
+    /// Capability ids with their parsed version.
+    capabilities: Vec<(Name, Option<Version>)>,
+    /// The names after the prefix of capability ids (`research` of `skill:research`), for `domain:`.
+    capability_names: Vec<u64>,
+    /// Capability tags.
+    tags: Vec<Name>,
+    /// Tools and MCP servers the agent has (capability `tools`, `servers`, and `tool:`/`mcp:` ids).
+    tools: Vec<Name>,
     /// Whether the agent runs sandboxed (the seed's default unless a card says otherwise).
     pub sandboxed: bool,
     pub max_concurrency: Option<u32>,
@@ -25,11 +49,11 @@ pub struct Profile {
 impl Profile {
     pub fn new(card: &AgentCard) -> Profile {
         let mut capabilities = Vec::new();
-        let mut tags = Vec::new();
-        let mut tools = Vec::new();
+        let mut tags: Vec<String> = Vec::new();
+        let mut tools: Vec<String> = Vec::new();
         let mut trusted = false;
         for c in &card.capabilities {
-            capabilities.push((c.id.clone(), c.version.as_deref().and_then(lenient_version)));
+            capabilities.push((Name::new(&c.id), c.version.as_deref().and_then(lenient_version)));
             tags.extend(c.tags.iter().cloned());
             tools.extend(c.tools.iter().cloned());
             tools.extend(c.servers.iter().cloned());
@@ -38,38 +62,43 @@ impl Profile {
             }
             trusted |= c.trust_level == Some(TrustLevel::Prod);
         }
-        capabilities.sort();
         for v in [&mut tags, &mut tools] {
             v.sort();
             v.dedup();
         }
+        let capability_names =
+            card.capabilities.iter().filter_map(|c| c.id.split_once(':')).map(|(_, name)| hash(name)).collect();
         let sandbox_flag = card.security.as_ref().and_then(|s| s.sandbox);
         Profile {
             agent_id: card.agent_id.clone(),
             capabilities,
-            tags,
-            tools,
+            capability_names,
+            tags: tags.iter().map(|t| Name::new(t)).collect(),
+            tools: tools.iter().map(|t| Name::new(t)).collect(),
             sandboxed: sandbox_flag.unwrap_or(!trusted),
             max_concurrency: card.limits.as_ref().and_then(|l| l.max_concurrency),
         }
     }
 
     pub fn has_tool(&self, tool: &str) -> bool {
-        self.tools.binary_search_by(|t| t.as_str().cmp(tool)).is_ok()
+        self.has_tool_hashed(hash(tool), tool)
     }
 
-    fn has_tag(&self, tag: &str) -> bool {
-        self.tags.binary_search_by(|t| t.as_str().cmp(tag)).is_ok()
+    fn has_tool_hashed(&self, h: u64, tool: &str) -> bool {
+        self.tools.iter().any(|t| t.is(h, tool))
+    }
+
+    fn has_tag(&self, h: u64, tag: &str) -> bool {
+        self.tags.iter().any(|t| t.is(h, tag))
     }
 
     /// Whether a capability (optionally version-constrained) is present: by capability id, or for
     /// `tool:`/`mcp:` ids also among the agent's tools.
     fn satisfies(&self, need: &Need) -> Satisfies {
-        let start = self.capabilities.partition_point(|(id, _)| id.as_str() < need.id.as_str());
         let mut found = false;
-        for (id, version) in &self.capabilities[start..] {
-            if *id != need.id {
-                break;
+        for (id, version) in &self.capabilities {
+            if !id.is(need.id.hash, &need.id.text) {
+                continue;
             }
             found = true;
             match (&need.version, version) {
@@ -78,11 +107,7 @@ impl Profile {
                 _ => {}
             }
         }
-        if !found
-            && need.version.is_none()
-            && (need.id.starts_with("tool:") || need.id.starts_with("mcp:"))
-            && self.has_tool(&need.id)
-        {
+        if !found && need.version.is_none() && need.tool_like && self.has_tool_hashed(need.id.hash, &need.id.text) {
             return Satisfies::Yes;
         }
         if found { Satisfies::WrongVersion } else { Satisfies::No }
@@ -108,8 +133,10 @@ fn lenient_version(s: &str) -> Option<Version> {
 #[derive(Debug, Clone)]
 pub struct Need {
     pub text: String,
-    id: String,
+    id: Name,
     version: Option<VersionReq>,
+    /// A `tool:`/`mcp:` id, which an agent's tools also satisfy.
+    tool_like: bool,
 }
 
 impl Need {
@@ -121,7 +148,8 @@ impl Need {
             }
             None => (text, None),
         };
-        Ok(Need { text: text.to_owned(), id: id.to_owned(), version })
+        let tool_like = id.starts_with("tool:") || id.starts_with("mcp:");
+        Ok(Need { text: text.to_owned(), id: Name::new(id), version, tool_like })
     }
 }
 
@@ -136,9 +164,9 @@ pub struct Preference {
 #[derive(Debug, Clone)]
 enum PreferenceKind {
     Capability(Need),
-    Tag(String),
+    Tag(Name),
     /// `domain:X`: a capability tagged `X`, or a capability named `X` (`skill:X`).
-    Domain(String),
+    Domain(Name),
 }
 
 /// Parses `prefers[]` (and the message's `domain`, an implicit last preference). Earlier entries weigh
@@ -157,9 +185,9 @@ pub fn preferences(prefers: &[String], domain: Option<&str>) -> Result<Vec<Prefe
         .enumerate()
         .map(|(i, text)| {
             let kind = if let Some(tag) = text.strip_prefix("tag:") {
-                PreferenceKind::Tag(tag.to_owned())
+                PreferenceKind::Tag(Name::new(tag))
             } else if let Some(d) = text.strip_prefix("domain:") {
-                PreferenceKind::Domain(d.to_owned())
+                PreferenceKind::Domain(Name::new(d))
             } else {
                 PreferenceKind::Capability(Need::parse(text).map_err(|e| (i, e))?)
             };
@@ -172,11 +200,8 @@ impl Preference {
     fn matches(&self, p: &Profile) -> bool {
         match &self.kind {
             PreferenceKind::Capability(need) => matches!(p.satisfies(need), Satisfies::Yes),
-            PreferenceKind::Tag(tag) => p.has_tag(tag),
-            PreferenceKind::Domain(d) => {
-                p.has_tag(d)
-                    || p.capabilities.iter().any(|(id, _)| id.split_once(':').is_some_and(|(_, name)| name == d))
-            }
+            PreferenceKind::Tag(tag) => p.has_tag(tag.hash, &tag.text),
+            PreferenceKind::Domain(d) => p.has_tag(d.hash, &d.text) || p.capability_names.contains(&d.hash),
         }
     }
 }
@@ -290,20 +315,25 @@ impl Decision {
 
 /// Decides. Deterministic: the same candidates and ask always give the same decision.
 pub fn route(ask: &Ask, candidates: &[Candidate<'_>]) -> Decision {
-    let mut scored = Vec::new();
-    let mut excluded = Vec::new();
+    let mut ranked = Vec::with_capacity(candidates.len());
+    let mut excluded = Vec::with_capacity(candidates.len());
     let total_weight: f64 = ask.prefers.iter().map(|p| p.weight).sum();
+    let tools: Vec<u64> = ask.tools.iter().map(|t| hash(t)).collect();
     for (i, c) in candidates.iter().enumerate() {
-        match exclusion(ask, c) {
+        match exclusion(ask, &tools, c) {
             Some(e) => excluded.push((i, e)),
             None => {
                 let matched: f64 = ask.prefers.iter().filter(|p| p.matches(c.profile)).map(|p| p.weight).sum();
                 let score = if total_weight > 0.0 { matched / total_weight } else { 0.0 };
-                scored.push((i, (score * 1000.0).round() / 1000.0));
+                ranked.push(Rank::new(i, (score * 1000.0).round() / 1000.0, c));
             }
         }
     }
-    scored.sort_by(|a, b| rank(candidates, *a, *b));
+    // Keys computed once per candidate; the agent id is compared only on a full tie.
+    ranked.sort_unstable_by(|a, b| {
+        a.cmp_keys(b).then_with(|| candidates[a.index].profile.agent_id.cmp(&candidates[b.index].profile.agent_id))
+    });
+    let scored: Vec<(usize, f64)> = ranked.iter().map(|r| (r.index, r.score)).collect();
     let selected = scored.first().map(|(i, _)| *i);
     let reason = explain(ask, candidates, &scored, &excluded);
     Decision { selected, scored, excluded, reason }
@@ -311,15 +341,15 @@ pub fn route(ask: &Ask, candidates: &[Candidate<'_>]) -> Decision {
 
 /// Why the candidate is excluded, if it is. Lasting reasons (security, tools, requirements) are
 /// checked first, so an agent that could never take the task is not reported as merely busy.
-fn exclusion(ask: &Ask, c: &Candidate<'_>) -> Option<Exclusion> {
+fn exclusion(ask: &Ask, tools: &[u64], c: &Candidate<'_>) -> Option<Exclusion> {
     if let Some(needs_sandbox) = ask.sandbox
         && c.profile.sandboxed != needs_sandbox
     {
         return Some(Exclusion::Sandbox { needs_sandbox });
     }
-    for (i, tool) in ask.tools.iter().enumerate() {
+    for (i, (tool, h)) in ask.tools.iter().zip(tools).enumerate() {
         let allowed = c.allowlist.is_none_or(|list| list.iter().any(|t| t == tool));
-        if !allowed || !c.profile.has_tool(tool) {
+        if !allowed || !c.profile.has_tool_hashed(*h, tool) {
             return Some(Exclusion::ToolUnavailable(i));
         }
     }
@@ -350,14 +380,29 @@ fn load(c: &Candidate<'_>) -> f64 {
     f64::from(c.in_flight) / c.profile.max_concurrency.map_or(NOMINAL, |m| f64::from(m.max(1)))
 }
 
-/// Best first: score, then least loaded, best recent success, least recently selected, agent id.
-fn rank(candidates: &[Candidate<'_>], (a, sa): (usize, f64), (b, sb): (usize, f64)) -> Ordering {
-    let (ca, cb) = (&candidates[a], &candidates[b]);
-    sb.total_cmp(&sa)
-        .then_with(|| load(ca).total_cmp(&load(cb)))
-        .then_with(|| cb.success_rate.unwrap_or(1.0).total_cmp(&ca.success_rate.unwrap_or(1.0)))
-        .then_with(|| ca.last_selected.cmp(&cb.last_selected))
-        .then_with(|| ca.profile.agent_id.cmp(&cb.profile.agent_id))
+/// An eligible candidate's sort keys. Best first: score, then least loaded, best recent success,
+/// least recently selected (then, on a full tie, the agent id).
+struct Rank {
+    index: usize,
+    score: f64,
+    load: f64,
+    success: f64,
+    last_selected: u64,
+}
+
+impl Rank {
+    fn new(index: usize, score: f64, c: &Candidate<'_>) -> Rank {
+        Rank { index, score, load: load(c), success: c.success_rate.unwrap_or(1.0), last_selected: c.last_selected }
+    }
+
+    fn cmp_keys(&self, other: &Rank) -> Ordering {
+        other
+            .score
+            .total_cmp(&self.score)
+            .then_with(|| self.load.total_cmp(&other.load))
+            .then_with(|| other.success.total_cmp(&self.success))
+            .then_with(|| self.last_selected.cmp(&other.last_selected))
+    }
 }
 
 fn explain(
