@@ -36,6 +36,10 @@ pub struct TasksArgs {
     /// Where the SQLite files go (the disk being measured).
     #[arg(long, default_value = ".clutch-bench", value_name = "DIR")]
     pub dir: PathBuf,
+    /// Go through the HTTP API as real clients would: requests and answers are POSTs, agents read
+    /// their inboxes as SSE streams (otherwise: straight into the core, in process).
+    #[arg(long)]
+    pub http: bool,
 }
 
 pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
@@ -45,6 +49,19 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
     let store = clutch_store_sqlite::Store::open(&dir).context("cannot open the SQLite store")?;
     let core = clutch_core::start(Arc::new(store), clutch_core::Options::default(), engine_options()).await?;
     let engine = core.engine.clone();
+    let (server, transport) = if args.http {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let router = clutch_gateway::router(core.log.clone(), engine.clone(), clutch_gateway::Options::default());
+        let server = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::error!(error = %e, "bench server failed");
+            }
+        });
+        (Some(server), Transport::Http { url, http: reqwest::Client::new() })
+    } else {
+        (None, Transport::Core(engine.clone()))
+    };
     for i in 0..args.agents {
         let card = json!({
             "agent_id": format!("agent:w{i}"),
@@ -60,7 +77,7 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
     let window = Arc::new(Semaphore::new(args.window));
     let mut workers = Vec::new();
     for i in 0..args.agents {
-        workers.push(tokio::spawn(agent(engine.clone(), core.log.clone(), format!("agent:w{i}"), head)));
+        workers.push(tokio::spawn(agent(transport.clone(), core.log.clone(), format!("agent:w{i}"), head)));
     }
     // Completion watcher: every task.result ends one request.
     let watcher = {
@@ -80,11 +97,15 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
         })
     };
     eprintln!(
-        "bench tasks: {} agents × {} slots, window {}, {} s (after 1 s warm-up)…",
-        args.agents, args.concurrency, args.window, args.duration
+        "bench tasks: {} agents × {} slots, window {}, {} s (after 1 s warm-up), {}…",
+        args.agents,
+        args.concurrency,
+        args.window,
+        args.duration,
+        if args.http { "through the HTTP API (SSE inboxes)" } else { "in process" }
     );
     let requester = {
-        let (engine, started, window) = (engine.clone(), started.clone(), window.clone());
+        let (transport, started, window) = (transport.clone(), started.clone(), window.clone());
         tokio::spawn(async move {
             let run = id::generate(Kind::Run);
             loop {
@@ -96,14 +117,9 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
                     "from": {"agent_id": "user:bench"}, "to": [{"agent_id": "agent:orchestrator"}],
                     "type": "task.request", "requires": ["skill:work@^1"], "payload": {"goal": "work"},
                 });
-                let Ok(message) = validate::message(&request, &Defaults { now: SystemTime::now() }) else { return };
                 started.lock().unwrap_or_else(|e| e.into_inner()).insert(task, Instant::now());
-                let engine = engine.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = engine.submit(vec![message]).await {
-                        tracing::warn!(error = %e, "request not submitted");
-                    }
-                });
+                let transport = transport.clone();
+                tokio::spawn(async move { transport.send(vec![request]).await });
             }
         })
     };
@@ -137,6 +153,9 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
     for w in workers {
         w.abort();
     }
+    if let Some(server) = server {
+        server.abort();
+    }
     core.stop().await?;
     std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
     Ok(())
@@ -150,29 +169,86 @@ fn engine_options() -> clutch_core::engine::Options {
     clutch_core::engine::Options { accept_timeout: Duration::from_secs(60), ..Default::default() }
 }
 
-/// One agent: reads its inbox and answers each delivered task with an accept and a result.
-async fn agent(engine: Engine, log: clutch_core::Handle, me: String, head: u64) {
-    let filter = Filter { to: Some(me.clone()), kind: Some(MessageType::TaskRequest), ..Filter::default() };
-    let Ok(mut inbox) = log.subscribe(filter, Some(head)).await else { return };
-    while let Ok(event) = inbox.next().await {
-        let Ok(m) = serde_json::from_str::<Message>(&event.json) else { continue };
-        let (engine, me) = (engine.clone(), me.clone());
+/// How the driver and its agents reach the daemon.
+#[derive(Clone)]
+enum Transport {
+    Core(Engine),
+    Http { url: String, http: reqwest::Client },
+}
+
+impl Transport {
+    /// Sends messages (client JSON); failures are logged, as a real client would retry them.
+    async fn send(&self, messages: Vec<Value>) {
+        match self {
+            Transport::Core(engine) => {
+                let defaults = Defaults { now: SystemTime::now() };
+                let valid: Vec<Message> =
+                    messages.iter().filter_map(|m| validate::message(m, &defaults).ok()).collect();
+                if let Err(e) = engine.submit(valid).await {
+                    tracing::warn!(error = %e, "messages not submitted");
+                }
+            }
+            Transport::Http { url, http } => {
+                let body = if messages.len() == 1 { messages[0].clone() } else { Value::Array(messages) };
+                match http.post(format!("{url}/v1/messages")).json(&body).send().await {
+                    Ok(r) if r.status().is_success() => {}
+                    Ok(r) => tracing::warn!(status = r.status().as_u16(), "messages refused"),
+                    Err(e) => tracing::warn!(error = %e, "messages not sent"),
+                }
+            }
+        }
+    }
+}
+
+/// One agent: reads its inbox (a subscription in process, an SSE stream over HTTP) and answers each
+/// delivered task with an accept and a result, in one request.
+async fn agent(transport: Transport, log: clutch_core::Handle, me: String, head: u64) {
+    let (tx, mut deliveries) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let reader = match &transport {
+        Transport::Core(_) => {
+            let filter = Filter { to: Some(me.clone()), kind: Some(MessageType::TaskRequest), ..Filter::default() };
+            let Ok(mut inbox) = log.subscribe(filter, Some(head)).await else { return };
+            tokio::spawn(async move {
+                while let Ok(event) = inbox.next().await {
+                    if let Ok(v) = serde_json::from_str::<Value>(&event.json) {
+                        let _ = tx.send(v);
+                    }
+                }
+            })
+        }
+        Transport::Http { url, http } => {
+            let request = http
+                .get(format!("{url}/v1/stream"))
+                .query(&[("to", me.as_str()), ("type", "task.request"), ("after", &head.to_string())])
+                .header("accept", "text/event-stream");
+            tokio::spawn(async move {
+                let Ok(mut response) = request.send().await else { return };
+                let mut parser = crate::sse::Parser::default();
+                while let Ok(Some(chunk)) = response.chunk().await {
+                    for event in parser.feed(&chunk) {
+                        if let Ok(v) = serde_json::from_str::<Value>(&event.data) {
+                            let _ = tx.send(v);
+                        }
+                    }
+                }
+            })
+        }
+    };
+    while let Some(m) = deliveries.recv().await {
+        if m["from"]["agent_id"] != clutch_core::tasks::ORCHESTRATOR {
+            continue;
+        }
+        let (transport, me) = (transport.clone(), me.clone());
         tokio::spawn(async move {
             let reply = |kind: &str, payload: Value| {
-                let v = json!({
-                    "thread_id": m.thread_id, "run_id": m.run_id, "task_id": m.task_id,
+                json!({
+                    "thread_id": m["thread_id"], "run_id": m["run_id"], "task_id": m["task_id"],
                     "from": {"agent_id": me}, "to": [{"agent_id": "agent:orchestrator"}],
                     "type": kind, "payload": payload,
-                });
-                validate::message(&v, &Defaults { now: SystemTime::now() }).ok()
+                })
             };
-            let answers: Vec<Message> = [reply("task.accept", json!({})), reply("task.result", json!({"ok": true}))]
-                .into_iter()
-                .flatten()
-                .collect();
-            if let Err(e) = engine.submit(answers).await {
-                tracing::warn!(error = %e, "answer not submitted");
-            }
+            transport.send(vec![reply("task.accept", json!({})), reply("task.result", json!({"ok": true}))]).await;
         });
     }
+    reader.abort();
 }
