@@ -1,10 +1,14 @@
 // Authentication: the page asks for a token only when the daemon answers 401, keeps it, and sends it
-// as a bearer header on requests and as access_token on the stream. (The daemon without tokens is
-// stood in for by answering 401 in the browser until the token is presented.)
+// as a bearer header on requests and as access_token on the stream: against a daemon without tokens
+// made to answer 401 in the browser until the token is presented, and against a daemon with a real
+// API token in its org.yaml.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { daemonAndBrowser, live, withPage } from './support.mjs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { daemonAndBrowser, live, msg, newId, startDaemon, withPage } from './support.mjs';
 
 const env = daemonAndBrowser();
 
@@ -52,4 +56,41 @@ test('a 401 asks for a token, which is then kept and used on requests and the st
     assert.equal(await page.locator('dialog.auth-dialog').count(), 0);
     assert.ok(seen.length > 0 && seen.every((a) => a === 'Bearer s3cret'), `${seen}`);
   });
+});
+
+test('a daemon with API tokens: the page asks for one and uses it on requests and the stream', async (t) => {
+  const token = 'ui-test-admin-token-3f9c2a7e5d1b';
+  const config = mkdtempSync(path.join(tmpdir(), 'clutch-ui-policy-'));
+  writeFileSync(path.join(config, 'org.yaml'), `tokens:\n  - {name: ui, role: admin, token: "${token}"}\n`);
+  const daemon = await startDaemon({ env: { CLUTCH_CONFIG_DIR: config } });
+  try {
+    await withPage(env.browser, t.name, daemon.url, async (page) => {
+      /** @type {string[]} */
+      const sockets = [];
+      page.on('websocket', (ws) => sockets.push(ws.url()));
+      const dialog = page.locator('dialog.auth-dialog');
+      await dialog.waitFor();
+      assert.match(await dialog.textContent() || '', /this daemon requires an API token/);
+      await dialog.locator('input[name=token]').fill(token);
+      await dialog.locator('button[value=ok]').click();
+      await live(page);
+      assert.ok(sockets.some((u) => new URL(u).searchParams.get('access_token') === token), `the stream carries it: ${sockets}`);
+      // Events posted with the token arrive live.
+      const thread = newId('thr');
+      const r = await fetch(`${daemon.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify(msg({ thread_id: thread, from: { agent_id: 'user:ada' }, payload: { text: 'behind a token' } })),
+      });
+      assert.equal(r.status, 201);
+      await page.locator(`.sidebar a[data-id="${thread}"]`, { hasText: 'behind a token' }).waitFor();
+      // A reload asks no more: the token is kept.
+      await page.reload();
+      await live(page);
+      assert.equal(await dialog.count(), 0);
+    });
+  } finally {
+    await daemon.dispose();
+    rmSync(config, { recursive: true, force: true });
+  }
 });

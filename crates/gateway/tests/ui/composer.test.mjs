@@ -1,9 +1,10 @@
 // The composer: a person posts a chat message and a task request (with `requires`) as user:NAME, and
-// sees both arrive in the log and in the thread.
+// sees both arrive in the log and in the thread, the request routed by the daemon to an agent that has
+// what it requires.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { daemonAndBrowser, live, msg, newId, post, withPage } from './support.mjs';
+import { Agent, daemonAndBrowser, live, msg, newId, post, withPage } from './support.mjs';
 
 const env = daemonAndBrowser();
 
@@ -32,20 +33,27 @@ test('the composer posts a chat message and a task request into the thread as us
     assert.equal(chat.from.agent_id, 'user:grace');
     assert.equal(chat.run_id, run, 'posted into the thread and run in view');
 
+    // An agent that has both: the daemon routes the request to it.
+    await new Agent(env.daemon.url, 'ken', { capabilities: [{ id: 'skill:research', version: '1.0.0' }, { id: 'tool:web' }] }).register();
     await composer.locator('input[value=task]').check();
     await composer.locator('input[name=requires]').fill('skill:research, tool:web');
     await composer.locator('textarea').fill('Find three sources on ULIDs');
     await composer.locator('button[type=submit]').click();
-    const card = page.locator('.task-card', { hasText: 'Find three sources on ULIDs' });
+    const card = page.locator('.task-card[data-state=routed]', { hasText: 'Find three sources on ULIDs' });
     await card.waitFor();
-    assert.equal(await card.getAttribute('data-state'), 'requested');
     assert.deepEqual(await card.locator('.cap').allTextContents(), ['skill:research', 'tool:web']);
+    assert.equal(await card.locator('.assignee .who').textContent(), 'ken');
+    assert.match(await page.locator('.ev-routing-decision').textContent() || '', /Selected ken — matched requires\[skill:research, tool:web\]/);
 
-    const [request] = await events(`thread_id=${thread}&type=task.request`);
+    const [request, delivery] = await events(`thread_id=${thread}&type=task.request`);
     assert.equal(request.from.agent_id, 'user:grace');
     assert.deepEqual(request.to, [{ agent_id: 'agent:orchestrator' }]);
     assert.deepEqual(request.requires, ['skill:research', 'tool:web']);
     assert.equal(request.payload.goal, 'Find three sources on ULIDs');
+    assert.equal(delivery.from.agent_id, 'agent:orchestrator');
+    assert.deepEqual(delivery.to, [{ agent_id: 'agent:ken' }]);
+    assert.equal(delivery.task_id, request.task_id);
+    assert.equal(await page.locator(`.task-card[data-task="${request.task_id}"]`).count(), 1, 'the delivery updates the same card');
   });
 });
 

@@ -9,9 +9,9 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { daemonAndBrowser, postAll, msg, newId, withPage, live, until, ARTIFACTS } from './support.mjs';
+import { Agent, daemonAndBrowser, postAll, msg, newId, withPage, live, until, ARTIFACTS } from './support.mjs';
 
-const env = daemonAndBrowser();
+const env = daemonAndBrowser((env) => registerWorkers(env.daemon.url));
 /** @type {Record<string, any>} */
 const figures = {};
 
@@ -20,29 +20,44 @@ after(() => {
   writeFileSync(path.join(ARTIFACTS, '..', 'ui-perf.json'), `${JSON.stringify(figures, null, 2)}\n`);
 });
 
+/** The workers of the workloads: research agents with a search tool, seven of them. */
+const WORKERS = 7;
+
+/** Registers the workers (once per daemon). @param {string} url */
+async function registerWorkers(url) {
+  for (let i = 0; i < WORKERS; i++) {
+    await new Agent(url, `worker-${i}`, { capabilities: [{ id: 'skill:research', version: '1.0.0', tools: ['web.search'] }] }).register();
+  }
+}
+
 /**
- * `tasks` tasks of ten events each (request, routing, accept, tool call and result, three progress
- * reports, result, a chat line), all in one thread and run.
+ * `tasks` tasks of ten events each, all in one thread and run, every one of them legal for the daemon:
+ * a person's chat asking for it, the request (addressed to one worker directly, so it is assigned
+ * without routing and the batch needs no round trip), the worker's accept, a tool call (the tool is on
+ * its card) and its result, three progress reports (the last with usage), the result, and a chat line.
+ * The daemon tracks every task through its state machine as the batch is appended.
  * @param {number} tasks
  */
 function workload(tasks) {
   const base = { thread_id: newId('thr'), run_id: newId('run') };
-  const orch = { agent_id: 'agent:orchestrator' };
   const messages = [];
   for (let i = 0; i < tasks; i++) {
     const task = { ...base, task_id: newId('task') };
-    const agent = { agent_id: `agent:worker-${i % 7}` };
+    // The chat is about the task but not part of it (nothing may be said about a task once it ended).
+    const chat = { ...base, task_id: newId('task') };
+    const agent = { agent_id: `agent:worker-${i % WORKERS}` };
+    const to = [{ agent_id: 'user:ada' }];
     messages.push(
-      msg({ ...task, type: 'task.request', from: { agent_id: 'user:ada' }, to: [orch], requires: ['skill:research'], payload: { goal: `Task number ${i}: look into item ${i}` } }),
-      msg({ ...task, type: 'routing.decision', from: orch, payload: { selected: agent.agent_id, candidates: [agent.agent_id], scores: { [agent.agent_id]: 0.8 }, reason: 'best match' } }),
-      msg({ ...task, type: 'task.accept', from: agent, payload: {} }),
+      msg({ ...chat, from: { agent_id: 'user:ada' }, to: [agent], payload: { text: `Please look into item ${i}.` } }),
+      msg({ ...task, type: 'task.request', from: { agent_id: 'user:ada' }, to: [agent], requires: ['skill:research'], payload: { goal: `Task number ${i}: look into item ${i}` } }),
+      msg({ ...task, type: 'task.accept', from: agent, to, payload: {} }),
       msg({ ...task, type: 'tool.call', from: agent, payload: { tool: 'web.search', arguments: { query: `item ${i}` } } }),
       msg({ ...task, type: 'tool.result', from: agent, payload: { tool: 'web.search', result: { hits: i % 10 } } }),
-      msg({ ...task, type: 'task.progress', from: agent, payload: { percent: 30 } }),
-      msg({ ...task, type: 'task.progress', from: agent, payload: { percent: 60 } }),
-      msg({ ...task, type: 'task.progress', from: agent, payload: { percent: 90, usage: { tokens: 100 } } }),
-      msg({ ...task, type: 'task.result', from: agent, payload: { text: `Item ${i} looked into.` } }),
-      msg({ ...task, type: 'chat.message', from: agent, payload: { text: `Finished item ${i}; moving on.` } }),
+      msg({ ...task, type: 'task.progress', from: agent, to, payload: { percent: 30 } }),
+      msg({ ...task, type: 'task.progress', from: agent, to, payload: { percent: 60 } }),
+      msg({ ...task, type: 'task.progress', from: agent, to, payload: { percent: 90, usage: { tokens: 100 } } }),
+      msg({ ...task, type: 'task.result', from: agent, to, payload: { text: `Item ${i} looked into.` } }),
+      msg({ ...chat, from: agent, payload: { text: `Finished item ${i}; moving on.` } }),
     );
   }
   return { ...base, messages };
@@ -97,11 +112,11 @@ test('a burst of 10,000 events renders live without freezing the page', async (t
     await record(page);
     const started = Date.now();
     await postAll(env.daemon.url, w.messages);
-    // Every event ingested and the timeline showing all its rows: 1,000 task cards and 1,000 chats
-    // (the other 8,000 events fold into the cards, which update in place).
+    // Every event ingested and the timeline showing all its rows: 1,000 task cards, 2,000 tool rows
+    // and 2,000 chats (the other 5,000 events fold into the cards, which update in place).
     await until(page, () => {
       const app = /** @type {any} */ (window).__clutch;
-      return app.store.events.length >= 10_000 && app.store.backlog === 0 && app.view.timeline.list.rows.length >= 3000 && !app.view.timeline.pending.length;
+      return app.store.events.length >= 10_000 && app.store.backlog === 0 && app.view.timeline.list.rows.length >= 5000 && !app.view.timeline.pending.length;
     });
     const elapsed = Date.now() - started;
     await page.waitForTimeout(100);

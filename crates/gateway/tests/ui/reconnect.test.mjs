@@ -66,6 +66,9 @@ test('resumes after a dropped connection, with what was posted meanwhile', async
     await postAll(env.daemon.url, batch(10, 700)); // more than the bulk threshold: pages, then the socket
     await postAll(env.daemon.url, batch(710, 10));
     await until(page, (n) => /** @type {any} */ (window).__clutch.store.head === n, head + 720);
+    // The pages may bring every event before the new socket is open: wait for it too.
+    await until(page, (n) => /** @type {any} */ (window).__clutch.stream.stats.connects > n, connects);
+    await live(page);
     const { seqs, stats } = await page.evaluate(() => {
       const app = /** @type {any} */ (window).__clutch;
       return { seqs: app.store.eventsOf('thread', location.hash.split('/').pop()).map((/** @type {any} */ e) => e.seq), stats: app.stream.stats };

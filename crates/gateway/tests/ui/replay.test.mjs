@@ -3,18 +3,17 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { daemonAndBrowser, postAll, story, until, withPage } from './support.mjs';
+import { daemonAndBrowser, story, until, withPage } from './support.mjs';
 
 const env = daemonAndBrowser();
 
 test('replay steps, plays and scrubs through a finished run', async (t) => {
-  const s = story();
-  await postAll(env.daemon.url, s.messages);
+  const s = await story(env.daemon.url);
   await withPage(env.browser, t.name, `${env.daemon.url}/#/run/${s.run}`, async (page) => {
     await page.locator('a.button', { hasText: 'Replay' }).click();
     const view = page.locator('.replay-view[data-state=ready]');
     await view.waitFor();
-    assert.equal(await page.locator('.replay-pos').textContent(), `0 / ${s.messages.length}`);
+    assert.equal(await page.locator('.replay-pos').textContent(), `0 / ${s.events}`);
     assert.equal(await page.locator('.task-tree [role=treeitem]').count(), 0, 'nothing played yet');
 
     const root = page.locator(`.task-card[data-task="${s.root}"]`);
@@ -24,21 +23,21 @@ test('replay steps, plays and scrubs through a finished run', async (t) => {
     await step.click(); // the chat message
     await step.click(); // the request
     await rootIs('requested');
-    await step.click(); // routing decision
+    await step.click(); // the daemon's routing decision
     await rootIs('routed');
-    await page.keyboard.press('ArrowRight'); // the routed request (keys work on the toolbar)
+    await page.keyboard.press('ArrowRight'); // its delivery to ken (keys work on the toolbar)
     await page.keyboard.press('ArrowRight'); // accepted
     await rootIs('accepted');
     await page.locator(`.task-tree li[data-state=accepted] a[data-task="${s.root}"]`).waitFor();
 
     await page.selectOption('.replay-controls select', '200');
     await page.locator('.replay-controls button[aria-label=play]').click();
-    await until(page, (n) => document.querySelector('.replay-view')?.getAttribute('data-position') === String(n), s.messages.length);
+    await until(page, (n) => document.querySelector('.replay-view')?.getAttribute('data-position') === String(n), s.events);
     await rootIs('done');
     await until(page, () => document.querySelectorAll('.task-tree [role=treeitem]').length === 3);
     assert.equal(await page.locator('.replay-controls button[aria-label=play]').count(), 1, 'stopped at the end');
 
-    // Scrub back: the past is rebuilt exactly.
+    // Scrub back: the past is rebuilt exactly (event 8 is ken's first progress report).
     await page.locator('.replay-controls input[type=range]').fill('8');
     await rootIs('running');
     await until(page, (id) => !document.querySelector(`.task-card[data-task="${id}"]`), s.review);

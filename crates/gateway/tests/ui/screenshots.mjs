@@ -1,59 +1,56 @@
 // Takes the screenshots in docs/screenshots/ (run by scripts/screenshots): a daemon filled with a
-// small team's work, each view in light and dark, at a laptop's size.
+// small team's work, each view in light and dark, at a laptop's size. The team plays itself through the
+// API (agents register and answer what the daemon routes to them), so the routing decisions, queued
+// task, budget notice and status change on the pictures are the daemon's own.
+// CLUTCH_SCREENSHOTS_DIR writes them elsewhere (to look before replacing the committed ones).
 
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { startDaemon, launch, postAll, msg, newId, story, live, until, ROOT } from './support.mjs';
+import { Agent, ask, startDaemon, launch, post, msg, newId, story, live, until, eventually, request, ROOT } from './support.mjs';
 
-const OUT = path.join(ROOT, 'docs', 'screenshots');
+const OUT = process.env.CLUTCH_SCREENSHOTS_DIR || path.join(ROOT, 'docs', 'screenshots');
 const VIEWPORT = { width: 1440, height: 900 };
 
-/** Spreads timestamps over the last hour so relative times read naturally. @param {any[]} messages @param {number} spanMs */
-function spread(messages, spanMs) {
-  const start = Date.now() - spanMs;
-  return messages.map((m, i) => ({ ...m, ts: new Date(start + (spanMs * i) / messages.length).toISOString() }));
+/**
+ * The story (research, review, a failed fetch), and an ops thread: release checks running on tess (who
+ * spends past its token budget), a deploy that depends on them, queued while the only ops agent is
+ * busy; amy stops heartbeating and goes stale.
+ * @param {string} url
+ */
+async function seed(url) {
+  const s = await story(url);
+  const tess = await new Agent(url, 'tess', { display: { name: 'tess', desc: 'Tester: runs the release checks' }, capabilities: [{ id: 'skill:testing', version: '3.1.0' }], limits: { max_concurrency: 2 }, budget: { tokens: 60_000, cost_usd: 2 } }).register();
+  const ops = await new Agent(url, 'ops', { display: { name: 'ops', desc: 'Operator: deploys and watches services' }, capabilities: [{ id: 'skill:ops', version: '1.0.0', tools: ['tool:kubectl'] }], limits: { max_concurrency: 1 }, budget: { tokens: 50_000 } }).register();
+  const amy = await new Agent(url, 'amy', { display: { name: 'amy', desc: 'Writer: release notes and summaries' }, capabilities: [{ id: 'skill:writing', version: '2.0.0' }], limits: { max_concurrency: 2 } }).register();
+  const alive = [s.ken, s.ida, tess, ops].map((a) => a.keepAlive(1000));
+
+  const base = { thread_id: newId('thr'), run_id: newId('run') };
+  const [checks, watch, deploy] = [newId('task'), newId('task'), newId('task')];
+  await post(url, msg({ ...base, from: { agent_id: 'user:lin' }, payload: { text: 'Deploy 2.4 to staging once the checks pass, please.' } }));
+  await ask(url, { ...base, task_id: watch, from: { agent_id: 'user:lin' }, requires: ['skill:ops'], payload: { goal: 'Watch the staging error rate' } });
+  const w = await ops.delivery(watch);
+  await ops.accept(w);
+  await ops.progress(w, { percent: 20, message: 'error rate 0.2%' });
+  await ask(url, { ...base, task_id: checks, from: { agent_id: 'user:lin' }, requires: ['skill:testing'], payload: { goal: 'Run the release checks for 2.4' } });
+  const c = await tess.delivery(checks);
+  await tess.accept(c);
+  await tess.progress(c, { percent: 65, message: '212 of 326 tests passed so far', usage: { tokens: 64_000, cost_usd: 1.31 } });
+  await ask(url, { ...base, task_id: deploy, from: { agent_id: 'user:lin' }, requires: ['skill:ops'], meta: { depends_on: [checks] }, payload: { goal: 'Deploy 2.4 to staging' } });
+  await post(url, msg({ thread_id: s.thread, run_id: s.run, from: { agent_id: 'user:ada' }, payload: { text: 'Thanks both. Can we get the appendix another way?' } }));
+  // amy has not heartbeated since it registered.
+  await eventually(async () => (await request(url, 'GET', `/v1/agents/${amy.id}`)).body?.status === 'stale', 'amy to go stale');
+  return { s, ops: base, stop: () => alive.forEach((stop) => stop()) };
 }
 
-/** A card as an agent registers it. @param {string} name @param {string} desc @param {string[]} caps @param {number} max @param {Record<string, number>} budget */
-function register(name, desc, caps, max, budget) {
-  const agent_id = `agent:${name}`;
-  return msg({
-    type: 'agent.register',
-    from: { agent_id },
-    payload: { card: { v: 'clutch/0.1', agent_id, display: { name, desc }, capabilities: caps.map((id) => ({ id, version: '1.0.0' })), limits: { max_concurrency: max }, budget } },
-  });
-}
-
-function seed() {
-  const ops = { thread_id: newId('thr'), run_id: newId('run') };
-  const s = story();
-  const orch = { agent_id: 'agent:orchestrator' };
-  const deploy = newId('task');
-  const checks = newId('task');
-  const messages = [
-    register('ken', 'Researcher: reads, searches and summarises', ['skill:research', 'tool:web'], 4, { tokens: 200000, cost_usd: 5 }),
-    register('ida', 'Reviewer: code review and tests', ['skill:code_review', 'skill:testing'], 2, { tokens: 100000, cost_usd: 2 }),
-    register('ops', 'Operator: deploys and watches services', ['skill:ops', 'tool:kubectl'], 1, { tokens: 50000 }),
-    msg({ ...ops, from: { agent_id: 'user:lin' }, payload: { text: 'Deploy 2.4 to staging once the checks pass, please.' } }),
-    msg({ ...ops, task_id: checks, type: 'task.request', from: { agent_id: 'user:lin' }, to: [orch], requires: ['skill:testing'], payload: { goal: 'Run the release checks for 2.4' } }),
-    msg({ ...ops, task_id: checks, type: 'routing.decision', from: orch, payload: { selected: 'agent:ida', candidates: ['agent:ida', 'agent:ken'], scores: { 'agent:ida': 0.91, 'agent:ken': 0.22 }, reason: 'only agent with skill:testing' } }),
-    msg({ ...ops, task_id: checks, type: 'task.accept', from: { agent_id: 'agent:ida' }, payload: {} }),
-    msg({ ...ops, task_id: checks, type: 'task.progress', from: { agent_id: 'agent:ida' }, payload: { percent: 65, message: '212 of 326 tests passed so far', usage: { tokens: 64000, cost_usd: 1.31 } } }),
-    msg({ ...ops, task_id: deploy, type: 'task.request', from: { agent_id: 'user:lin' }, to: [orch], requires: ['skill:ops'], meta: { depends_on: [checks] }, payload: { goal: 'Deploy 2.4 to staging' } }),
-    msg({ ...ops, task_id: deploy, type: 'routing.failure', from: orch, payload: { reason: 'the only ops agent is at its concurrency limit', excluded: { 'agent:ops': 'at max_concurrency (1)', 'agent:ken': 'lacks skill:ops' }, queued: true } }),
-    msg({ ...ops, type: 'chat.system', from: orch, payload_type: 'clutch.budget.v1', payload: { agent_id: 'agent:ida', metric: 'tokens', used: 82000, limit: 100000, percent: 82 } }),
-    msg({ ...ops, type: 'agent.update', from: orch, payload_type: 'clutch.agent.status.v1', payload: { agent_id: 'agent:ops', status: 'stale', previous: 'online' } }),
-    ...s.messages,
-    msg({ thread_id: s.thread, run_id: s.run, from: { agent_id: 'user:ada' }, payload: { text: 'Thanks both. Can we get the appendix another way?' } }),
-  ];
-  return { messages: spread(messages, 50 * 60 * 1000), s, ops };
-}
-
-const daemon = await startDaemon();
+// Agents that stop heartbeating go stale after 3 s here (the others are kept alive while this runs).
+const daemon = await startDaemon({ env: { CLUTCH_ENGINE_STALE_AFTER_MS: '3000' } });
 const browser = await launch();
+/** @type {(() => void) | undefined} */
+let stop;
 try {
-  const { messages, s, ops } = seed();
-  await postAll(daemon.url, messages);
+  const seeded = await seed(daemon.url);
+  const { s, ops } = seeded;
+  stop = seeded.stop;
   mkdirSync(OUT, { recursive: true });
   /** @type {[string, string, (page: import('playwright-core').Page) => Promise<void>][]} */
   const views = [
@@ -83,7 +80,8 @@ try {
     }],
     ['replay', `#/replay/${s.run}`, async (page) => {
       await page.locator('.replay-view[data-state=ready]').waitFor();
-      for (let i = 0; i < 12; i++) await page.locator('.replay-controls button[aria-label=step]').click();
+      // Up to the review's result (event 13).
+      for (let i = 0; i < 13; i++) await page.locator('.replay-controls button[aria-label=step]').click();
       await page.locator(`.task-card[data-task="${s.review}"][data-state=done]`).waitFor({ state: 'attached' });
     }],
   ];
@@ -106,6 +104,7 @@ try {
     await context.close();
   }
 } finally {
+  stop?.();
   await browser.close();
   await daemon.dispose();
 }

@@ -3,7 +3,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Store, matches } from '../../ui/js/store.js';
+import { Store, matches, SYSTEM_RUN, SYSTEM_THREAD } from '../../ui/js/store.js';
 import { newId } from '../../ui/js/util.js';
 
 let seq = 0;
@@ -35,25 +35,62 @@ test('a task goes through its lifecycle and never moves back, except for a retry
     store.addNow([ev({ task_id: 'task_T', ...f })]);
     states.push(/** @type {any} */ (store.tasks.get('task_T')).state);
   };
+  // As the daemon has it: the request to the orchestrator, its routing decision and delivery (the
+  // routed copy, attempt 1), the agent's answers.
   add({ type: 'task.request', from: { agent_id: 'user:ada' }, to: [orch], requires: ['skill:x'], payload: { goal: 'Do X' } });
-  add({ type: 'routing.decision', from: orch, payload: { selected: 'agent:ken', scores: { 'agent:ken': 1 } } });
-  add({ type: 'task.request', from: orch, to: [{ agent_id: 'agent:ken' }], payload: { goal: 'Do X (routed)' } });
-  add({ type: 'task.accept', payload: {} });
-  add({ type: 'routing.decision', from: orch, payload: { selected: 'agent:ida' } }); // late: no step back
-  add({ type: 'task.progress', payload: { pct: 40 } });
-  add({ type: 'task.error', from: { agent_id: 'agent:ida' }, payload: { code: 'X', message: 'x', retryable: true } });
-  add({ type: 'task.progress', payload: { percent: 50 } }); // stale progress after the failure
-  add({ type: 'task.request', attempt: 2, from: { agent_id: 'user:ada' }, to: [orch], payload: { goal: 'Do X' } });
-  add({ type: 'task.accept', attempt: 2, payload: {} });
-  add({ type: 'task.result', attempt: 2, payload: { text: 'done' } });
-  assert.deepEqual(states, ['requested', 'routed', 'routed', 'accepted', 'accepted', 'running', 'failed', 'failed', 'requested', 'accepted', 'done']);
+  add({ type: 'routing.decision', from: orch, payload: { selected: 'agent:ken', candidates: ['agent:ken'], scores: { 'agent:ken': 1 }, excluded: {}, attempt: 1 } });
+  add({ type: 'task.request', from: orch, to: [{ agent_id: 'agent:ken' }], requires: ['skill:x'], payload: { goal: 'Do X' }, meta: { clutch_request_id: 'msg_X' } });
+  add({ type: 'task.accept', to: [orch], payload: {} });
+  add({ type: 'task.progress', to: [orch], payload: { pct: 40, message: 'going' } });
+  add({ type: 'task.error', to: [orch], payload: { code: 'X', message: 'x', retryable: true } });
+  add({ type: 'task.progress', to: [orch], payload: { percent: 50 } }); // stale progress after the failure
+  // Routed again after the backoff: a decision (its envelope's attempt is 1), then delivery attempt 2.
+  add({ type: 'routing.decision', from: orch, payload: { selected: 'agent:ida', candidates: ['agent:ida'], scores: { 'agent:ida': 1 }, excluded: {}, attempt: 2 } });
+  add({ type: 'task.request', attempt: 2, from: orch, to: [{ agent_id: 'agent:ida' }], requires: ['skill:x'], payload: { goal: 'Do X' } });
+  const retried = /** @type {any} */ (store.tasks.get('task_T'));
+  assert.equal(retried.outcome, undefined, 'the last attempt\'s error is history');
+  assert.equal(retried.percent, undefined);
+  assert.equal(retried.progressMessage, undefined);
+  add({ type: 'task.accept', attempt: 2, from: { agent_id: 'agent:ida' }, to: [orch], payload: {} });
+  add({ type: 'task.result', attempt: 2, from: { agent_id: 'agent:ida' }, to: [orch], payload: { text: 'done' } });
+  assert.deepEqual(states, ['requested', 'routed', 'routed', 'accepted', 'running', 'failed', 'failed', 'failed', 'routed', 'accepted', 'done']);
   const t = /** @type {any} */ (store.tasks.get('task_T'));
   assert.equal(t.title, 'Do X', "named by the requester's request, not the routed copy");
   assert.deepEqual(t.requires, ['skill:x']);
   assert.equal(t.requester, 'user:ada');
-  assert.equal(t.assignee, 'agent:ken');
+  assert.equal(t.assignee, 'agent:ida');
+  assert.equal(t.attempt, 2);
   assert.equal(t.percent, 100);
-  assert.deepEqual(t.seen, { routed: false, accepted: true, progress: false }, 'the retry started the steps again');
+  assert.equal(t.outcome.type, 'task.result');
+  assert.deepEqual(t.seen, { routed: true, accepted: true, progress: false }, 'the retry started the steps again');
+});
+
+test("the daemon's own verdicts: queued, routed when a slot frees, unroutable, timed out", () => {
+  seq = 0;
+  const store = new Store();
+  const state = (/** @type {string} */ id) => /** @type {any} */ (store.tasks.get(id)).state;
+  const request = (/** @type {string} */ id) => ev({ task_id: id, type: 'task.request', from: { agent_id: 'user:ada' }, to: [orch], requires: ['skill:x'], payload: { goal: id } });
+  store.addNow([request('task_Q'), ev({ task_id: 'task_Q', type: 'routing.failure', from: orch, payload: { reason: 'busy', excluded: { 'agent:ken': 'at its concurrency limit (1/1)' }, queued: true } })]);
+  assert.equal(state('task_Q'), 'queued');
+  store.addNow([
+    ev({ task_id: 'task_Q', type: 'routing.decision', from: orch, payload: { selected: 'agent:ken', candidates: ['agent:ken'], scores: { 'agent:ken': 0 }, excluded: {}, attempt: 1 } }),
+    ev({ task_id: 'task_Q', type: 'task.request', from: orch, to: [{ agent_id: 'agent:ken' }], payload: { goal: 'task_Q' } }),
+  ]);
+  assert.equal(state('task_Q'), 'routed');
+  assert.equal(store.tasks.get('task_Q')?.assignee, 'agent:ken');
+
+  store.addNow([request('task_U'), ev({ task_id: 'task_U', type: 'routing.failure', from: orch, payload: { reason: 'no eligible agent', excluded: {}, queued: false } })]);
+  assert.equal(state('task_U'), 'unroutable');
+  // The daemon's task.error for a task never delivered carries attempt 0.
+  store.addNow([ev({ task_id: 'task_U', type: 'task.error', attempt: 0, from: orch, to: [{ agent_id: 'user:ada' }], payload: { code: 'NO_ELIGIBLE_AGENT', message: 'no eligible agent', retryable: false } })]);
+  assert.equal(state('task_U'), 'failed');
+  assert.equal(store.tasks.get('task_U')?.outcome?.payload.code, 'NO_ELIGIBLE_AGENT');
+
+  store.addNow([
+    ev({ task_id: 'task_Q', type: 'task.accept', to: [orch], payload: {} }),
+    ev({ task_id: 'task_Q', type: 'task.timeout', from: orch, to: [{ agent_id: 'agent:ken' }, { agent_id: 'user:ada' }], payload: { message: "the task ran past its agent's max_runtime_sec" } }),
+  ]);
+  assert.equal(state('task_Q'), 'timeout');
 });
 
 test('history loaded later is merged under the live events, and tasks are derived again from all of it', async () => {
@@ -115,9 +152,10 @@ test('filters match type (with wildcards), sender or recipient, task and parent,
 test('agents are derived from events: cards, status reports, load and usage', () => {
   seq = 0;
   const store = new Store();
-  const card = { agent_id: 'agent:ken', limits: { max_concurrency: 2 }, budget: { tokens: 1000 }, capabilities: [{ id: 'skill:x' }] };
+  // The card is the payload of agent.register, as POST /v1/agents stores it.
+  const card = { v: 'clutch/0.1', agent_id: 'agent:ken', limits: { max_concurrency: 2 }, budget: { tokens: 1000 }, capabilities: [{ id: 'skill:x' }] };
   store.addNow([
-    ev({ type: 'agent.register', payload: { card } }),
+    ev({ type: 'agent.register', payload: card }),
     ev({ task_id: 'task_1', type: 'task.request', from: orch, to: [{ agent_id: 'agent:ken' }], payload: {} }),
     ev({ task_id: 'task_1', type: 'task.accept', payload: {} }),
     ev({ task_id: 'task_1', type: 'task.progress', payload: { usage: { tokens: 300, cost_usd: 0.5 } } }),
@@ -133,4 +171,21 @@ test('agents are derived from events: cards, status reports, load and usage', ()
   assert.deepEqual(ken.budget, { tokens: 1000 });
   assert.equal(ken.success_rate, 1);
   assert.equal(ken.card?.capabilities[0].id, 'skill:x');
+  assert.deepEqual(store.derivedAgents().map((a) => a.agent_id), ['agent:ken'], 'the orchestrator is the daemon, not an agent');
+});
+
+test("the daemon's own thread and run are named for what they hold, not by their first event", async () => {
+  seq = 0;
+  const store = new Store();
+  const system = { thread_id: SYSTEM_THREAD, run_id: SYSTEM_RUN, task_id: 'task_00000000000000000000000000' };
+  const card = { v: 'clutch/0.1', agent_id: 'agent:amy', budget: { tokens: 1000 } };
+  store.addNow([
+    ev({ ...system, type: 'agent.register', from: { agent_id: 'agent:amy' }, payload: card }),
+    ev({ ...system, type: 'chat.system', from: orch, payload_type: 'clutch.budget.v1', payload: { scope: 'agent', id: 'agent:amy', dimension: 'tokens', used: 1500, limit: 1000, action: 'excluded from routing', message: 'agent agent:amy reached its tokens budget (1500 of 1000): excluded from routing' } }),
+  ]);
+  assert.equal(store.threads.get(SYSTEM_THREAD)?.title, 'Daemon notices');
+  assert.equal(store.runs.get(SYSTEM_RUN)?.title, 'Daemon notices');
+  assert.equal(store.threads.get(SYSTEM_THREAD)?.listed, true, 'listed once it holds more than registrations');
+  await store.addHistory([ev({ ...system, seq: 0.5, type: 'agent.register', from: { agent_id: 'agent:bob' }, payload: { ...card, agent_id: 'agent:bob' } })]);
+  assert.equal(store.threads.get(SYSTEM_THREAD)?.title, 'Daemon notices', 'still, with history loaded');
 });

@@ -14,6 +14,17 @@ import { payloadText, shortId, truncate } from './util.js';
 
 export const ORCHESTRATOR = 'agent:orchestrator';
 
+/** The thread and run the daemon files its own bookkeeping under: agents' registrations and status
+ * changes, agents' budget notices, refused signatures, registered schemas. */
+export const SYSTEM_THREAD = 'thr_00000000000000000000000000';
+export const SYSTEM_RUN = 'run_00000000000000000000000000';
+const SYSTEM_TITLE = 'Daemon notices';
+
+/** @param {string} id */
+function isSystemScope(id) {
+  return id === SYSTEM_THREAD || id === SYSTEM_RUN;
+}
+
 /** The message types that move a task through its lifecycle (folded into its card). */
 export const LIFECYCLE = new Set([
   'task.request',
@@ -91,8 +102,13 @@ export function applyToTask(t, e) {
   const attempt = e.attempt || 1;
   const retry = attempt > t.attempt;
   if (retry) {
+    // Delivered again (a redelivery, or routed again after a retryable error): what the last attempt
+    // reported is history now, not the card's state.
     t.attempt = attempt;
     t.seen = { routed: false, accepted: false, progress: false };
+    t.outcome = undefined;
+    t.percent = undefined;
+    t.progressMessage = undefined;
   }
   /** @param {TaskStateName} state */
   const move = (state) => {
@@ -428,7 +444,9 @@ export class Store {
     const id = kind === 'thread' ? e.thread_id : e.run_id;
     let s = map.get(id);
     if (!s) {
-      s = { kind, id, events: [], title: '', lastTs: e.ts, lastSeq: e.seq };
+      // The daemon's own scope is named for what it holds, not by its first event (a registration).
+      const system = isSystemScope(id);
+      s = { kind, id, events: [], title: system ? SYSTEM_TITLE : '', titleWeak: false, lastTs: e.ts, lastSeq: e.seq };
       map.set(id, s);
     }
     if (!e.type.startsWith('agent.')) s.listed = true;
@@ -446,7 +464,8 @@ export class Store {
   agentActivity(e) {
     const from = e.from.agent_id;
     const p = e.payload || {};
-    if (from.startsWith('agent:')) {
+    // The orchestrator is the daemon speaking, not an agent (GET /v1/agents does not list it either).
+    if (from.startsWith('agent:') && from !== ORCHESTRATOR) {
       const a = this.agent(from);
       a.lastTs = e.ts;
       if (e.type === 'agent.register' || e.type === 'agent.heartbeat') a.reported = { status: 'online', ts: e.ts };
@@ -609,7 +628,7 @@ export class Store {
       for (const s of map.values()) {
         if (!change.scopes.has(s.id)) continue;
         const first = s.events.find((e) => titleWorthy(e, s.kind)) || s.events[0];
-        if (first) s.title = titleOf(first);
+        if (first && !isSystemScope(s.id)) s.title = titleOf(first);
         const last = s.events[s.events.length - 1];
         s.lastTs = last.ts;
         s.lastSeq = last.seq;

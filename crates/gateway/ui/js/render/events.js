@@ -75,6 +75,7 @@ export function errorBlock(e) {
 function routingTable(e) {
   const p = e.payload || {};
   const scores = p.scores && typeof p.scores === 'object' ? p.scores : {};
+  const excluded = p.excluded && typeof p.excluded === 'object' ? Object.entries(p.excluded) : [];
   const candidates = [...new Set([...(Array.isArray(p.candidates) ? p.candidates : []), ...Object.keys(scores)])];
   candidates.sort((a, b) => (Number(scores[b]) || 0) - (Number(scores[a]) || 0));
   return h(
@@ -94,9 +95,23 @@ function routingTable(e) {
               'tr',
               { class: c === p.selected ? 'selected' : '' },
               h('td', null, who(String(c)), c === p.selected && h('span', { class: 'chosen' }, ' ✓ selected')),
-              h('td', { class: 'num' }, typeof scores[c] === 'number' ? scores[c].toFixed(3) : '—'),
+              // `|| 0` turns a -0 into 0 (no "-0.000").
+              h('td', { class: 'num' }, typeof scores[c] === 'number' ? (scores[c] || 0).toFixed(3) : '—'),
             ),
           ),
+        ),
+      ),
+    // The agents the router left out and why (the daemon's `excluded`), folded: with many agents
+    // registered the list is long.
+    excluded.length > 0 &&
+      h(
+        'details',
+        { class: 'excluded-list' },
+        h('summary', { class: 'muted' }, `${excluded.length} excluded`),
+        h(
+          'table',
+          { class: 'scores' },
+          h('tbody', null, excluded.map(([id, why]) => h('tr', { class: 'excluded' }, h('td', null, who(id)), h('td', { class: 'why' }, String(why))))),
         ),
       ),
   );

@@ -2,7 +2,7 @@
 // summary with findings and citations, code review findings by severity, budget and agent status
 // notices. A payload without a renderer is shown as raw JSON.
 
-import { h, safeUrl, nameOf } from '../util.js';
+import { h, safeUrl, nameOf, shortId } from '../util.js';
 import { jsonEl, barEl } from '../components/elements.js';
 
 /** @typedef {import('../types.js').ClutchEvent} ClutchEvent */
@@ -197,20 +197,26 @@ const codeReview = (p) => {
 register('code_review.findings.v1', codeReview);
 register('code.review.v1', codeReview);
 
+// The daemon's notice when an agent or a run crosses a budget: `{scope, id, dimension, used, limit,
+// action, message}` (older drafts said `agent_id`, `metric`, `percent`).
 register('clutch.budget.v1', (p) => {
   const used = Number(p.used ?? p.value ?? 0);
   const limit = p.limit ?? p.budget;
-  const metric = text(p.metric, p.kind, p.resource) || 'budget';
+  const metric = text(p.dimension, p.metric, p.kind, p.resource) || 'budget';
   const pct = typeof p.percent === 'number' ? p.percent : limit ? (used / Number(limit)) * 100 : undefined;
+  const agent = text(p.agent_id) || (p.scope === 'run' ? '' : text(p.id));
+  const subject = agent ? h('a', { href: `#/agent/${encodeURIComponent(agent)}` }, nameOf(agent)) : p.scope === 'run' && p.id ? h('a', { href: `#/run/${encodeURIComponent(text(p.id))}` }, `run ${shortId(text(p.id))}`) : 'An agent';
+  const over = p.exceeded || (limit !== undefined && used >= Number(limit));
   return h(
     'section',
-    { class: 'r-budget' },
+    { class: 'r-budget', 'data-scope': text(p.scope) || 'agent' },
     h(
       'p',
       null,
-      h('strong', null, nameOf(text(p.agent_id)) || 'An agent'),
-      ` crossed ${pct !== undefined ? `${Math.round(pct)}% of ` : ''}its ${metric} budget`,
-      p.exceeded ? ' (exceeded)' : '',
+      h('strong', null, subject),
+      over ? ` reached its ${metric} budget` : ` crossed ${pct !== undefined ? `${Math.round(pct)}% of ` : ''}its ${metric} budget`,
+      over && pct !== undefined ? ` (${Math.round(pct)}%)` : '',
+      p.action ? `: ${text(p.action)}` : '',
     ),
     limit !== undefined && barEl(used, Number(limit), `${metric} budget`, `${used} / ${limit}`),
   );

@@ -94,13 +94,13 @@ function agentCard(a) {
       { class: 'agent-facts' },
       h('dt', null, 'load'),
       h('dd', null, barEl(inFlight, max, 'load', max ? `${inFlight} / ${max}` : `${inFlight} in flight`)),
-      budget.tokens !== undefined || usage.tokens
+      budget.tokens != null || usage.tokens
         ? [h('dt', null, 'tokens'), h('dd', null, barEl(usage.tokens || 0, budget.tokens, 'token budget', budget.tokens ? `${formatNumber(usage.tokens || 0)} / ${formatNumber(budget.tokens)}` : formatNumber(usage.tokens || 0)))]
         : null,
-      budget.cost_usd !== undefined || usage.cost_usd
+      budget.cost_usd != null || usage.cost_usd
         ? [h('dt', null, 'cost'), h('dd', null, barEl(usage.cost_usd || 0, budget.cost_usd, 'cost budget', budget.cost_usd ? `${formatUsd(usage.cost_usd || 0)} / ${formatUsd(budget.cost_usd)}` : formatUsd(usage.cost_usd || 0)))]
         : null,
-      budget.requests !== undefined || usage.requests
+      budget.requests != null || usage.requests
         ? [h('dt', null, 'requests'), h('dd', null, barEl(usage.requests || 0, budget.requests, 'request budget', budget.requests ? `${usage.requests || 0} / ${budget.requests}` : String(usage.requests || 0)))]
         : null,
       a.success_rate !== null && a.success_rate !== undefined ? [h('dt', null, 'success'), h('dd', null, barEl(Math.round(a.success_rate * 100), 100, 'success rate', `${Math.round(a.success_rate * 100)}%`, 'plain'))] : null,
