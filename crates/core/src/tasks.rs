@@ -134,7 +134,18 @@ pub fn next(task: &Task, message: &Message, daemon: bool, policy: Policy) -> Res
     let assignee = task.agent.as_deref();
     let phase = task.phase;
     let refuse = |why: String| Err(invalid(task, message.kind, why));
-    if phase.is_terminal() && !(daemon && message.kind == T::TaskCancel) {
+    let lifecycle = matches!(
+        message.kind,
+        T::TaskRequest
+            | T::TaskAccept
+            | T::TaskProgress
+            | T::TaskResult
+            | T::TaskError
+            | T::TaskCancel
+            | T::TaskTimeout
+    );
+    // Conversation and tool traffic about a task may go on after it ends; its lifecycle may not.
+    if phase.is_terminal() && lifecycle && !(daemon && message.kind == T::TaskCancel) {
         return refuse(format!("task {} has ended ({})", task.id, phase.as_str()));
     }
     let by_assignee = assignee == Some(from) && phase.is_in_flight();

@@ -623,3 +623,22 @@ async fn a_run_over_its_budget_fails_when_the_policy_says_so() {
     assert_eq!(tree["usage"]["tokens"], 150);
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversation_about_an_ended_task_goes_on() {
+    let h = hub(fast()).await;
+    h.register("w", json!({"capabilities": [{"id": "skill:x", "tools": ["mcp:browser"]}]})).await;
+    let t = new_task();
+    h.send(t.request(&["skill:x"])).await.unwrap();
+    h.wait(&t.task, 0, |v| delivered_to(v).is_some()).await;
+    h.send(t.msg("agent:w", "task.result", json!({}))).await.unwrap();
+    h.send(t.msg("user:ada", "chat.message", json!({"text": "thanks!"}))).await.unwrap();
+    h.send(t.msg("agent:w", "tool.call", json!({"tool": "mcp:browser"}))).await.unwrap();
+    assert_eq!(
+        code(h.send(t.msg("agent:w", "tool.call", json!({"tool": "mcp:shell"}))).await.unwrap_err()),
+        "FORBIDDEN"
+    );
+    h.wait(&t.task, 0, |v| kind(v) == "tool.error").await;
+    assert_eq!(code(h.send(t.msg("agent:w", "task.progress", json!({}))).await.unwrap_err()), "INVALID_TRANSITION");
+    h.stop().await;
+}
