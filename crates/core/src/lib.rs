@@ -52,33 +52,9 @@ impl Error {
     }
 }
 
-/// Why the engine refuses a message or a request: a stable code, what is wrong, the field at fault
-/// and what to do next.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    pub code: ErrorCode,
-    pub message: String,
-    pub field: Option<String>,
-    pub hint: Option<String>,
-    /// Every problem, with its path, when the refusal is a validation failure.
-    pub problems: Vec<clutch_proto::validate::Problem>,
-}
-
-impl Refusal {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Refusal {
-        Refusal { code, message: message.into(), field: None, hint: None, problems: Vec::new() }
-    }
-
-    pub fn field(mut self, field: impl Into<String>) -> Refusal {
-        self.field = Some(field.into());
-        self
-    }
-
-    pub fn hint(mut self, hint: impl Into<String>) -> Refusal {
-        self.hint = Some(hint.into());
-        self
-    }
-}
+/// Why the engine refuses a message or a request: the protocol's one error body (a stable code, what
+/// is wrong, the field at fault, every problem, what to do next), so every face answers it as it is.
+pub use clutch_proto::error::ErrorBody as Refusal;
 
 impl From<Refusal> for Error {
     fn from(r: Refusal) -> Error {

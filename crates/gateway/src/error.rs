@@ -46,17 +46,7 @@ pub(crate) fn error_body(e: &clutch_core::Error) -> ErrorBody {
         }
         E::ArtifactTooLarge { .. } => ErrorBody::new(ErrorCode::PayloadTooLarge, e.to_string()),
         E::ShuttingDown => ErrorBody::new(ErrorCode::Unavailable, "the daemon is shutting down; retry shortly"),
-        E::Refused(r) => {
-            let mut body = ErrorBody::new(r.code, r.message.clone());
-            if let Some(f) = &r.field {
-                body = body.field(f.clone());
-            }
-            if let Some(h) = &r.hint {
-                body = body.hint(h.clone());
-            }
-            body.problems = r.problems.clone();
-            body
-        }
+        E::Refused(r) => r.clone(),
         E::Task(detail) => {
             tracing::error!(error = %detail, "core task failure");
             ErrorBody::new(ErrorCode::Internal, "an internal task failed (details in the daemon log)")
