@@ -490,10 +490,7 @@ impl Engine {
     }
 
     /// Carries out one reactor action: appends what it says, all of it in one batch.
-    async fn act(&self, action: Action) {
-        let (label, messages, retry) = match action {
-            Action::Append { label, messages, retry } => (label, messages, retry),
-        };
+    async fn act(&self, Action { label, messages, retry }: Action) {
         let count = messages.len();
         match self.inner.log.append(messages).await {
             Ok(outcomes) => {
@@ -551,8 +548,12 @@ impl Gate for Engine {
     }
 }
 
-enum Action {
-    Append { label: &'static str, messages: Vec<Message>, retry: Vec<String> },
+/// Events the reactor appends in one batch; on a failed append the `retry` tasks' timers fire again
+/// a second later.
+struct Action {
+    label: &'static str,
+    messages: Vec<Message>,
+    retry: Vec<String>,
 }
 
 /// The few fields of a stored event that say whether the engine's state cares about it.
@@ -945,7 +946,7 @@ impl State {
         let due = match task.phase {
             _ if task.cancel_to_forward => Some(since),
             Phase::Requested => Some(since),
-            Phase::Retrying => Some(since + backoff(options, task).as_millis() as i64),
+            Phase::Retrying => Some(since + retry_delay(options, task).as_millis() as i64),
             Phase::Queued => Some(since + options.queue_timeout.as_millis() as i64),
             Phase::Routed => Some(since + options.accept_timeout.as_millis() as i64),
             Phase::Accepted | Phase::Running => {
@@ -1030,24 +1031,24 @@ impl State {
             to_route.extend(self.queued.iter().map(|(_, id)| id.clone()));
         }
         if !messages.is_empty() {
-            actions.push(Action::Append { label: "timers", messages, retry: fired.clone() });
+            actions.push(Action { label: "timers", messages, retry: fired.clone() });
         }
         if !to_route.is_empty() {
             let messages = self.route(options, &to_route);
             if !messages.is_empty() {
-                actions.push(Action::Append { label: "routing", messages, retry: to_route });
+                actions.push(Action { label: "routing", messages, retry: to_route });
             }
         }
         if now >= self.next_agent_check_ms {
             self.next_agent_check_ms = now + (options.stale_after.as_millis() as i64 / 4).clamp(10, 1000);
             let messages = self.check_agents(options, now);
             if !messages.is_empty() {
-                actions.push(Action::Append { label: "agents", messages, retry: Vec::new() });
+                actions.push(Action { label: "agents", messages, retry: Vec::new() });
             }
         }
         let budget = self.budget_notices(options);
         if !budget.is_empty() {
-            actions.push(Action::Append { label: "budgets", messages: budget, retry: Vec::new() });
+            actions.push(Action { label: "budgets", messages: budget, retry: Vec::new() });
         }
         let next = self.due.first().map_or(now + 1000, |(at, _)| *at).min(self.next_agent_check_ms);
         (actions, next)
@@ -1079,13 +1080,7 @@ impl State {
             let run_over = self.runs.get(&task.run_id).is_some_and(|r| r.budget_exhausted)
                 && options.policy.org.budgets.on_exceed == OnExceed::FailRun;
             if run_over {
-                out.push(task_error(
-                    task,
-                    ErrorCode::BudgetExceeded.as_str(),
-                    "the run's budget is spent",
-                    false,
-                    "budget",
-                ));
+                out.push(budget_failure(task));
                 continue;
             }
             let ask = ask(options, task);
@@ -1179,13 +1174,7 @@ impl State {
             out.push(budget_notice("run", run_id, dimension, used, limit, action, thread));
             if options.policy.org.budgets.on_exceed == OnExceed::FailRun {
                 for task in run.tasks.iter().filter_map(|t| self.tasks.get(t)).filter(|t| !t.phase.is_terminal()) {
-                    out.push(task_error(
-                        task,
-                        ErrorCode::BudgetExceeded.as_str(),
-                        "the run's budget is spent",
-                        false,
-                        "budget",
-                    ));
+                    out.push(budget_failure(task));
                 }
             }
         }
@@ -1342,13 +1331,11 @@ fn run_budget(options: &Options) -> Budget {
     options.policy.org.budgets.run.unwrap_or_default()
 }
 
-fn backoff(options: &Options, task: &Task) -> Duration {
-    let exp = task.routings.saturating_sub(1).min(16);
-    let base = options.retry_backoff.saturating_mul(1 << exp).min(options.retry_backoff_max);
-    // Jitter of ±20%, derived from the task id so a restart computes the same deadline.
-    let h = task.id.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
-    let factor = 0.8 + (h % 401) as f64 / 1000.0;
-    base.mul_f64(factor)
+/// The wait before routing `task` again; its jitter is derived from the task id, so a restart
+/// computes the same deadline.
+fn retry_delay(options: &Options, task: &Task) -> Duration {
+    let seed = task.id.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+    crate::backoff(options.retry_backoff, options.retry_backoff_max, task.routings, seed)
 }
 
 fn tool_name(message: &Message) -> Option<&str> {
@@ -1443,6 +1430,11 @@ fn routing_failure(task: &Task, reason: &str, excluded: Map<String, Value>, queu
     let key = if queued { "queue" } else { "unroutable" };
     event.idempotency_key = Some(format!("clutch:{key}:{}:{}", task.id, task.routings + 1));
     event
+}
+
+/// A task of a run over budget fails (`budgets.on_exceed: fail_run`).
+fn budget_failure(task: &Task) -> Message {
+    task_error(task, ErrorCode::BudgetExceeded.as_str(), "the run's budget is spent", false, "budget")
 }
 
 fn task_error(task: &Task, code: &str, text: &str, retryable: bool, key: &str) -> Message {

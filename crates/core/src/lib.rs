@@ -61,3 +61,11 @@ impl From<Refusal> for Error {
         Error::Refused(r)
     }
 }
+
+/// Exponential backoff with ±20% jitter: `base` doubled per failure after the first, at most `max`.
+/// The jitter comes from `seed`, so the same seed and failure count always give the same delay.
+pub fn backoff(base: std::time::Duration, max: std::time::Duration, failures: u32, seed: u64) -> std::time::Duration {
+    let delay = base.saturating_mul(1 << failures.saturating_sub(1).min(16)).min(max);
+    let mix = seed.wrapping_add(u64::from(failures)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    delay.mul_f64(0.8 + ((mix >> 32) % 401) as f64 / 1000.0)
+}

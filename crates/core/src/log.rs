@@ -34,8 +34,6 @@ impl Default for Options {
 }
 
 type Reply = oneshot::Sender<Vec<Result<Outcome>>>;
-/// An entry with its position in the batch.
-type Numbered = (usize, Entry);
 
 /// A check the writer runs on every message before it is stored, and is told of every event once it
 /// is committed. The orchestration engine is one: it refuses illegal task transitions and keeps its
@@ -154,13 +152,22 @@ impl Service {
         self.expected = requests.len();
         let lens: Vec<usize> = requests.iter().map(|r| r.entries.len()).collect();
         let batch: Vec<Entry> = requests.iter_mut().flat_map(|r| std::mem::take(&mut r.entries)).collect();
-        let refusals = match &self.gate {
-            Some(gate) => gate.admit(&batch),
-            None => Vec::new(),
-        };
-        let (admitted, refused): (Vec<Numbered>, Vec<Numbered>) =
-            batch.into_iter().enumerate().partition(|(i, _)| refusals.get(*i).is_none_or(Option::is_none));
-        let stored: Vec<Entry> = admitted.iter().map(|(_, e)| e.clone()).collect();
+        // Refused entries leave the batch, their positions remembered; the rest is stored as it is.
+        let mut stored = batch;
+        let mut refused = Vec::new();
+        if let Some(gate) = &self.gate {
+            let refusals = gate.admit(&stored);
+            if refusals.iter().any(Option::is_some) {
+                let mut kept = Vec::with_capacity(stored.len());
+                for (i, (entry, refusal)) in stored.into_iter().zip(refusals).enumerate() {
+                    match refusal {
+                        Some(r) => refused.push((i, entry, r)),
+                        None => kept.push(entry),
+                    }
+                }
+                stored = kept;
+            }
+        }
         let started = Instant::now();
         let result = if stored.is_empty() { Ok(Vec::new()) } else { self.backend.append_batch(&stored).await };
         self.metrics.commit.observe_duration(started.elapsed());
@@ -185,19 +192,12 @@ impl Service {
                     .collect()
             }
         };
-        // Put answers and entries back in request order.
-        let total = admitted.len() + refused.len();
-        let mut slots: Vec<Option<(Entry, Result<Outcome>)>> = (0..total).map(|_| None).collect();
-        for ((i, entry), outcome) in admitted.into_iter().zip(stored_outcomes) {
-            slots[i] = Some((entry, outcome));
+        // Refused entries and their answers go back to their places, in request order.
+        let (mut batch, mut outcomes) = (stored, stored_outcomes);
+        for (i, entry, refusal) in refused {
+            outcomes.insert(i, self.refused(&entry, refusal).await);
+            batch.insert(i, entry);
         }
-        let mut refusals = refusals;
-        for (i, entry) in refused {
-            let refusal = refusals[i].take().expect("a refused entry has its refusal");
-            let outcome = self.refused(&entry, refusal).await;
-            slots[i] = Some((entry, outcome));
-        }
-        let (batch, outcomes): (Vec<Entry>, Vec<Result<Outcome>>) = slots.into_iter().flatten().unzip();
         // Publish before answering: a caller that sees its ack and then subscribes from `after` will
         // find the event either in the store or on the bus.
         let mut new_events = Vec::new();

@@ -173,7 +173,7 @@ impl Worker {
             };
             metrics.push_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             failures += 1;
-            let delay = backoff(&self.options, failures, event.seq);
+            let delay = clutch_core::backoff(self.options.backoff, self.options.backoff_max, failures, event.seq);
             tracing::debug!(agent_id = %self.agent, seq = event.seq, failures, error = %why, delay_ms = delay.as_millis() as u64, "push failed; retrying");
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
@@ -181,11 +181,4 @@ impl Worker {
             }
         }
     }
-}
-
-fn backoff(options: &Options, failures: u32, seed: u64) -> Duration {
-    let base = options.backoff.saturating_mul(1 << failures.saturating_sub(1).min(16)).min(options.backoff_max);
-    let jitter =
-        0.8 + ((seed.wrapping_mul(6364136223846793005).wrapping_add(u64::from(failures))) % 401) as f64 / 1000.0;
-    base.mul_f64(jitter)
 }
