@@ -15,6 +15,7 @@ use clutch_store::{Entry, Filter, Outcome};
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
+use crate::clock::Clock;
 pub use crate::config::OnExceed;
 use crate::config::{Budget, Config};
 use crate::schemas::{self, Registry};
@@ -28,7 +29,10 @@ use crate::registry::{Agent, Usage};
 use crate::router::{self, Ask, Candidate, Need, Status};
 use crate::stream::Live;
 use crate::tasks::{self, Effect, ORCHESTRATOR, Phase, Policy, Step, Task};
+use crate::workflow::{self, Book};
 use crate::{Error, Refusal, Result};
+
+mod workflows;
 
 /// The run, thread and task that agent lifecycle events belong to.
 pub const SYSTEM_RUN: &str = "run_00000000000000000000000000";
@@ -64,6 +68,8 @@ pub struct Options {
     /// The operator's policy (org.yaml, workflows.yaml): tool allowlists, budgets, signing keys,
     /// workflow steps and payload schemas.
     pub policy: Arc<Config>,
+    /// Where "now" comes from: the system clock, or a manual one in tests.
+    pub clock: Clock,
 }
 
 impl Default for Options {
@@ -80,6 +86,7 @@ impl Default for Options {
             queue_timeout: Duration::from_secs(300),
             default_max_runtime: None,
             policy: Arc::new(Config::default()),
+            clock: Clock::system(),
         }
     }
 }
@@ -131,6 +138,8 @@ struct State {
     /// Counts routed deliveries: the round-robin clock.
     routing_clock: u64,
     next_agent_check_ms: i64,
+    /// Workflows: pull work, claimed by agents (see [`crate::workflow`]).
+    book: Book,
 }
 
 #[derive(Default)]
@@ -147,7 +156,7 @@ impl Engine {
     /// Rebuilds the engine's state from the whole log, then returns the engine, ready to be put on the
     /// writer's path ([`Engine::gate`]) and run ([`Engine::run`]).
     pub async fn recover(log: Handle, options: Options) -> Result<Engine> {
-        let started_ms = now_ms();
+        let started_ms = options.clock.now_ms();
         let mut state = State { schemas: options.policy.schemas().clone(), ..State::default() };
         let mut after = 0;
         let started = std::time::Instant::now();
@@ -200,7 +209,7 @@ impl Engine {
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         loop {
-            let (actions, next) = self.state().collect(&self.inner.options, now_ms());
+            let (actions, next) = self.state().collect(&self.inner.options, self.inner.options.clock.now_ms());
             let busy = !actions.is_empty();
             for action in actions {
                 self.act(action).await;
@@ -208,11 +217,12 @@ impl Engine {
             if busy {
                 continue;
             }
-            let wait = Duration::from_millis((next - now_ms()).clamp(1, 1000) as u64);
+            let wait = Duration::from_millis((next - self.inner.options.clock.now_ms()).clamp(1, 1000) as u64);
             tokio::select! {
                 () = &mut shutdown => break,
                 () = self.inner.wake.notified() => {}
                 () = tokio::time::sleep(wait) => {}
+                () = self.inner.options.clock.moved() => {}
             }
         }
     }
@@ -277,7 +287,7 @@ impl Engine {
             return Err(not_found(agent_id));
         }
         if let Some(agent) = self.state().agents.get_mut(agent_id) {
-            agent.last_seen_ms = now_ms();
+            agent.last_seen_ms = self.inner.options.clock.now_ms();
         }
         if previous != Status::Online {
             self.inner.log.append_one(status_message(agent_id, Status::Online, previous)).await?;
@@ -414,7 +424,9 @@ impl Engine {
 
     pub fn task(&self, task_id: &str) -> Option<Value> {
         let state = self.state();
-        let task = state.tasks.get(task_id)?;
+        let Some(task) = state.tasks.get(task_id) else {
+            return Engine::workflow_task_view(&state.book, task_id);
+        };
         let mut view = task_view(task);
         view["history"] = state
             .histories
@@ -431,7 +443,18 @@ impl Engine {
     /// A run's tasks as a tree by `parent_task_id`, or `None` when the run has no task.
     pub fn run_tasks(&self, run_id: &str) -> Option<Value> {
         let state = self.state();
-        let run = state.runs.get(run_id)?;
+        let Some(run) = state.runs.get(run_id) else {
+            let w = state.book.workflow(run_id)?;
+            let mut root = Engine::workflow_task_view(&state.book, &w.root_task_id)?;
+            root["children"] = state
+                .book
+                .plan_order(w)
+                .into_iter()
+                .filter_map(|t| Engine::workflow_task_view(&state.book, &t.id))
+                .collect();
+            let progress = state.book.progress(w);
+            return Some(json!({"run_id": run_id, "tasks": [root], "counts": progress.counts, "workflow_id": w.id}));
+        };
         let mut children: HashMap<&str, Vec<&Task>> = HashMap::new();
         let mut roots = Vec::new();
         for id in &run.tasks {
@@ -504,7 +527,7 @@ impl Engine {
             Err(e) => {
                 tracing::warn!(action = label, messages = count, error = %e, "engine could not append; will retry");
                 let mut state = self.state();
-                let at = now_ms() + 1000;
+                let at = self.inner.options.clock.now_ms() + 1000;
                 for task in retry {
                     state.set_due(&task, Some(at));
                 }
@@ -519,11 +542,12 @@ impl Gate for Engine {
         let state = self.state();
         // Tasks as earlier messages of this batch leave them.
         let mut staged: HashMap<&str, Task> = HashMap::new();
+        let mut flows = workflow::Stage::default();
         batch
             .iter()
             .map(|entry| {
                 let message = &entry.message;
-                match state.check(options, &mut staged, message) {
+                match state.check(options, &mut staged, &mut flows, message) {
                     Ok(()) => None,
                     Err(refusal) => {
                         tracing::info!(
@@ -573,7 +597,9 @@ impl State {
         match head.kind {
             "task.request" => true,
             k if k.starts_with("agent.") || k.starts_with("routing.") => true,
-            k if k.starts_with("task.") => self.tasks.contains_key(head.task_id.as_ref()),
+            k if k.starts_with("task.") => {
+                self.tasks.contains_key(head.task_id.as_ref()) || self.book.knows(head.task_id.as_ref())
+            }
             "chat.system" => head.payload_type.as_deref().is_some_and(|p| p.starts_with("clutch.")),
             _ => false,
         }
@@ -585,9 +611,21 @@ impl State {
         &self,
         options: &Options,
         staged: &mut HashMap<&'a str, Task>,
+        flows: &mut workflow::Stage,
         message: &'a Message,
     ) -> Result<(), Refusal> {
         let daemon = message.from.agent_id == ORCHESTRATOR;
+        if self.book.concerns(Some(flows), message) {
+            if message.kind == MessageType::TaskRequest && self.tasks.contains_key(&message.task_id) {
+                return Err(Refusal::new(
+                    ErrorCode::InvalidTransition,
+                    format!("task {} already exists; a new request needs a new task_id", message.task_id),
+                )
+                .field("task_id"));
+            }
+            let agents = &self.agents;
+            return self.book.check(flows, &|a| agents.get(a).map(|x| x.status), message);
+        }
         match message.kind {
             MessageType::AgentRegister | MessageType::AgentUpdate => return self.check_agent(message, daemon),
             MessageType::RoutingDecision | MessageType::RoutingFailure if !daemon => {
@@ -726,7 +764,7 @@ impl State {
     /// Applies a committed event.
     fn apply(&mut self, options: &Options, seq: u64, message: &Message) {
         // The event's own time (so a rebuild finds the same deadlines), never later than now.
-        let now = now_ms();
+        let now = options.clock.now_ms();
         let at = ts_ms(&message.ts).map_or(now, |t| t.min(now));
         if let Some(agent) = self.agents.get_mut(&message.from.agent_id) {
             agent.last_seen_ms = agent.last_seen_ms.max(at);
@@ -755,6 +793,10 @@ impl State {
                 }
             }
             _ => {}
+        }
+        if self.book.concerns(None, message) {
+            self.book.apply(seq, message);
+            return;
         }
         let is_task_kind = matches!(
             message.kind,
@@ -1045,6 +1087,12 @@ impl State {
             if !messages.is_empty() {
                 actions.push(Action { label: "agents", messages, retry: Vec::new() });
             }
+        }
+        let agents = &self.agents;
+        let expired = self.book.expired(|a| agents.get(a).map(|x| x.status));
+        if !expired.is_empty() {
+            let messages = expired.iter().flat_map(|(_, task)| self.book.lease_expiry(task)).collect();
+            actions.push(Action { label: "leases", messages, retry: Vec::new() });
         }
         let budget = self.budget_notices(options);
         if !budget.is_empty() {
@@ -1544,10 +1592,6 @@ fn task_view(t: &Task) -> Value {
         "requires": t.request.requires,
         "error": t.last_error.as_ref().map(|(code, message)| json!({"code": code, "message": message})),
     })
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 fn ts_ms(ts: &str) -> Option<i64> {

@@ -1,9 +1,11 @@
 //! The orchestration core: the event log service (one writer, group commit), the live bus with
 //! catch-up subscriptions, the engine (agent registry, router, task state, delivery timers, budgets)
 //! that keeps its state in step with the log, the payload schema registry (`schemas`) and the policy
-//! configuration (`config`). It knows nothing of HTTP, SQL or the CLI.
+//! configuration (`config`), and durable workflows (`workflow`). It knows nothing of HTTP, SQL or
+//! the CLI.
 
 pub mod access;
+pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod log;
@@ -14,6 +16,7 @@ mod running;
 pub mod schemas;
 mod stream;
 pub mod tasks;
+pub mod workflow;
 
 pub use engine::Engine;
 pub use log::{Gate, Handle, Options, Service};

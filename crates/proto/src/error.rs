@@ -58,6 +58,8 @@ codes! {
     SchemaNotFound = "SCHEMA_NOT_FOUND", 404, -32004, false, "No schema is published under this name.";
     InvalidTransition = "INVALID_TRANSITION", 409, -32012, false, "The requested state change is not allowed from the current state.";
     LeaseLost = "LEASE_LOST", 409, -32013, false, "The caller no longer holds the lease it is acting under.";
+    AlreadyClaimed = "ALREADY_CLAIMED", 409, -32020, false, "Another agent holds the task's claim; `problems` names it at `already_claimed_by`.";
+    GitFailed = "GIT_FAILED", 409, -32021, false, "A git command refused (the branch exists, the worktree has changes...); the message carries git's words.";
     BudgetExceeded = "BUDGET_EXCEEDED", 429, -32014, false, "The agent's or run's budget is spent.";
     RateLimited = "RATE_LIMITED", 429, -32015, true, "Too many requests; retry after the indicated delay.";
     Unauthorized = "UNAUTHORIZED", 401, -32001, false, "Credentials or a signature are missing or wrong.";

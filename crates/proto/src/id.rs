@@ -10,6 +10,8 @@ pub enum Kind {
     Run,
     Task,
     Thread,
+    /// A workflow's git workspace (`ws_`).
+    Workspace,
 }
 
 impl Kind {
@@ -19,6 +21,7 @@ impl Kind {
             Kind::Run => "run_",
             Kind::Task => "task_",
             Kind::Thread => "thr_",
+            Kind::Workspace => "ws_",
         }
     }
 }
@@ -163,7 +166,7 @@ mod tests {
     fn generated_ids_check_and_sort_by_time() {
         let t0 = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_000);
         let t1 = t0 + std::time::Duration::from_millis(1);
-        for kind in [Kind::Message, Kind::Run, Kind::Task, Kind::Thread] {
+        for kind in [Kind::Message, Kind::Run, Kind::Task, Kind::Thread, Kind::Workspace] {
             let a = generate_at(kind, t0);
             let b = generate_at(kind, t1);
             check(kind, &a).unwrap();

@@ -1,0 +1,603 @@
+//! The workflow operations as engine methods: each vets what it can under the engine's lock for a
+//! clear answer, builds the workflow events (see [`crate::workflow`]) and appends them through the
+//! writer, whose gate has the last word; reads answer from the state. Git runs outside the lock.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use clutch_proto::id::{self, Kind, Party};
+use clutch_proto::{ErrorCode, Message, MessageType};
+use serde_json::{Map, Value, json};
+
+use super::Engine;
+use crate::tasks::ORCHESTRATOR;
+use crate::workflow::api::{self, TaskStatus};
+use crate::workflow::{self, Book, Item, Workflow, context, dag, git};
+use crate::{Error, Refusal, Result};
+
+/// How a lease is renewed, as claims answer.
+const RENEW: &str = "agent_heartbeat";
+
+impl Engine {
+    /// `workflow_create`: a new run whose root task stands for the workflow.
+    pub async fn workflow_create(&self, req: api::CreateWorkflow) -> Result<api::WorkflowSummary> {
+        let from = sender(req.agent_id.as_deref(), true)?;
+        let name = req.name.trim();
+        if name.is_empty() || name.chars().count() > 200 {
+            return Err(Refusal::new(ErrorCode::ValidationFailed, "name: 1 to 200 characters").field("name").into());
+        }
+        let shell = Workflow {
+            id: id::generate(Kind::Run),
+            root_task_id: id::generate(Kind::Task),
+            thread_id: id::generate(Kind::Thread),
+            name: name.to_owned(),
+            source: None,
+            description: None,
+            created_by: from.clone(),
+            created_at: String::new(),
+            updated_at: String::new(),
+            plan_summary: None,
+            tasks: Vec::new(),
+            claimed: false,
+        };
+        let mut payload = Map::new();
+        payload.insert("name".into(), json!(name));
+        if let Some(s) = &req.source {
+            payload.insert("source".into(), json!(s));
+        }
+        if let Some(d) = &req.description {
+            payload.insert("description".into(), json!(d));
+        }
+        let root = shell.root_task_id.clone();
+        let message =
+            workflow::event(&shell, &root, &from, MessageType::TaskRequest, workflow::WORKFLOW_PAYLOAD, payload);
+        self.inner.log.append_one(message).await?;
+        let state = self.state();
+        let w = state.book.workflow(&shell.id).ok_or_else(|| lost_write("the workflow"))?;
+        Ok(state.book.summary(w))
+    }
+
+    /// `workflow_list`: newest first, filtered by status.
+    pub fn workflow_list(&self, req: &api::ListWorkflows) -> Vec<api::WorkflowSummary> {
+        self.state().book.list(&req.status, req.limit.unwrap_or(100))
+    }
+
+    /// `workflow_get`.
+    pub fn workflow_get(&self, workflow_id: &str) -> Result<api::WorkflowDetail> {
+        let state = self.state();
+        let w = state.book.workflow(workflow_id).ok_or_else(|| no_workflow(workflow_id))?;
+        Ok(state.book.detail(w))
+    }
+
+    /// `workflow_progress`.
+    pub fn workflow_progress(&self, workflow_id: &str) -> Result<api::Progress> {
+        let state = self.state();
+        let w = state.book.workflow(workflow_id).ok_or_else(|| no_workflow(workflow_id))?;
+        Ok(state.book.progress(w))
+    }
+
+    /// `workflow_next_tasks`: pending tasks whose dependencies are completed, in plan order.
+    pub fn workflow_next_tasks(&self, req: &api::NextTasks) -> Result<api::NextTasksAnswer> {
+        let state = self.state();
+        let w = state.book.workflow(&req.workflow_id).ok_or_else(|| no_workflow(&req.workflow_id))?;
+        Ok(api::NextTasksAnswer {
+            workflow_id: w.id.clone(),
+            tasks: state.book.next(w, req.limit.unwrap_or(usize::MAX)),
+        })
+    }
+
+    /// `workflow_set_plan`: validates the plan as a DAG, then stores it in one batch (replacing a plan
+    /// none of whose tasks was claimed).
+    pub async fn workflow_set_plan(&self, req: api::SetPlan) -> Result<api::PlanSet> {
+        let from = sender(req.agent_id.as_deref(), true)?;
+        let (deps, order) = dag::check(&req.tasks)?;
+        for (i, t) in req.tasks.iter().enumerate() {
+            if t.parallel_group.as_ref().is_some_and(|g| g.is_empty() || g.chars().count() > 128) {
+                return Err(Refusal::new(ErrorCode::ValidationFailed, "parallel_group: 1 to 128 characters")
+                    .field(format!("tasks[{i}].parallel_group"))
+                    .into());
+            }
+        }
+        let (w, replaced) = {
+            let state = self.state();
+            let w = state.book.workflow(&req.workflow_id).ok_or_else(|| no_workflow(&req.workflow_id))?;
+            if let Some(t) = w.tasks.iter().filter_map(|t| state.book.task(t)).find(|t| t.status != TaskStatus::Pending)
+            {
+                return Err(Refusal::new(
+                    ErrorCode::InvalidTransition,
+                    format!(
+                        "the plan of workflow {} cannot be replaced: task `{}` is {}",
+                        w.id,
+                        t.name,
+                        t.status.as_str()
+                    ),
+                )
+                .field("workflow_id")
+                .into());
+            }
+            (w.clone(), w.tasks.clone())
+        };
+        let ids: Vec<String> = req.tasks.iter().map(|_| id::generate(Kind::Task)).collect();
+        let entries: Vec<Value> = req
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                json!({
+                    "id": ids[i], "name": t.name.trim(),
+                    "depends_on": deps[i].iter().map(|d| &ids[*d]).collect::<Vec<_>>(),
+                    "parallel_group": t.parallel_group,
+                })
+            })
+            .collect();
+        let mut payload = Map::new();
+        if let Some(s) = &req.summary {
+            payload.insert("summary".into(), json!(s));
+        }
+        payload.insert("tasks".into(), Value::Array(entries));
+        let plan =
+            workflow::event(&w, &w.root_task_id, &from, MessageType::TaskProgress, workflow::PLAN_PAYLOAD, payload);
+        let plan_id = plan.id.clone();
+        let mut messages = vec![plan];
+        for old in &replaced {
+            let mut payload = Map::new();
+            payload.insert("message".into(), json!("replaced by a new plan"));
+            let mut cancel = workflow::event(&w, old, ORCHESTRATOR, MessageType::TaskCancel, "", payload);
+            cancel.meta.insert(workflow::PLAN_META.into(), json!(plan_id));
+            messages.push(cancel);
+        }
+        for &i in &order {
+            let t = &req.tasks[i];
+            let mut payload = Map::new();
+            payload.insert("name".into(), json!(t.name.trim()));
+            payload.insert("description".into(), json!(t.description));
+            payload.insert("depends_on".into(), json!(deps[i].iter().map(|d| &ids[*d]).collect::<Vec<_>>()));
+            if let Some(g) = &t.parallel_group {
+                payload.insert("parallel_group".into(), json!(g));
+            }
+            payload.insert("order".into(), json!(i));
+            let mut request =
+                workflow::event(&w, &ids[i], &from, MessageType::TaskRequest, workflow::TASK_PAYLOAD, payload);
+            request.meta.insert(workflow::PLAN_META.into(), json!(plan_id));
+            messages.push(request);
+        }
+        for outcome in self.inner.log.append(messages).await? {
+            outcome?;
+        }
+        let state = self.state();
+        let tasks = ids
+            .iter()
+            .map(|id| state.book.task(id).map(workflow::task_summary).ok_or_else(|| lost_write("a planned task")))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(api::PlanSet { workflow_id: w.id.clone(), tasks, replaced })
+    }
+
+    /// `task_claim`: `{success: true, lease}`, or `{success: false, already_claimed_by}` when another
+    /// agent holds the task (data, not an error).
+    pub async fn task_claim(&self, req: api::Claim) -> Result<api::ClaimAnswer> {
+        let agent = sender(Some(&req.agent_id), false)?;
+        let message = {
+            let state = self.state();
+            let (w, item) = planned(&state.book, &req.task_id)?;
+            match &item.holder {
+                Some(h) if *h == agent => return Ok(self.granted(&agent)),
+                Some(h) => return Ok(refused_claim(h)),
+                None => {}
+            }
+            if state.agents.get(&agent).is_none_or(|a| a.status == crate::router::Status::Removed) {
+                return Err(super::not_found(&agent));
+            }
+            workflow::event(w, &item.id, &agent, MessageType::TaskAccept, "", Map::new())
+        };
+        match self.inner.log.append_one(message).await {
+            Ok(_) => Ok(self.granted(&agent)),
+            Err(Error::Refused(r)) if r.code == ErrorCode::AlreadyClaimed => {
+                let holder = r.problems.iter().find(|p| p.path == "already_claimed_by").map(|p| p.message.clone());
+                Ok(refused_claim(&holder.unwrap_or_default()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `task_release`: the holder gives the task back (pending, for another agent).
+    pub async fn task_release(&self, req: api::Release) -> Result<api::TaskSummary> {
+        let mut payload = Map::new();
+        payload.insert("status".into(), json!("pending"));
+        payload.insert("reason".into(), json!(workflow::RELEASED));
+        if let Some(r) = &req.reason {
+            payload.insert("note".into(), json!(r));
+        }
+        let message = self.task_write(&req.task_id, req.agent_id.as_deref(), |w, item, from| {
+            if item.holder.is_none() {
+                return Err(release_unheld(item));
+            }
+            Ok(workflow::event(w, &item.id, from, MessageType::TaskProgress, workflow::STATUS_PAYLOAD, payload))
+        })?;
+        self.inner.log.append_one(message).await?;
+        self.summary_of(&req.task_id)
+    }
+
+    /// `task_update_status`: in_progress, blocked, pending (a release), completed (with `outcome`) or
+    /// failed (with `error`); anything the move table does not allow is `INVALID_TRANSITION`.
+    pub async fn task_update_status(&self, req: api::UpdateStatus) -> Result<api::TaskSummary> {
+        let refuse = |field: &str, why: &str| -> Error {
+            Refusal::new(ErrorCode::ValidationFailed, why.to_owned()).field(field.to_owned()).into()
+        };
+        let (kind, payload_type, payload) = match req.status {
+            TaskStatus::Claimed => return Err(refuse("status", "a task is claimed with task_claim")),
+            TaskStatus::Completed => {
+                let outcome = req.outcome.as_deref().map(str::trim).filter(|o| !o.is_empty());
+                let outcome = outcome.ok_or_else(|| refuse("outcome", "outcome: required for completed"))?;
+                let mut p = Map::new();
+                p.insert("outcome".into(), json!(outcome));
+                if let Some(d) = &req.outcome_detail {
+                    p.insert("outcome_detail".into(), d.clone());
+                }
+                (MessageType::TaskResult, "", p)
+            }
+            TaskStatus::Failed => {
+                let error = req.error.as_deref().map(str::trim).filter(|o| !o.is_empty());
+                let error = error.ok_or_else(|| refuse("error", "error: required for failed"))?;
+                let mut p = Map::new();
+                p.insert("code".into(), json!("TASK_FAILED"));
+                p.insert("message".into(), json!(error));
+                p.insert("retryable".into(), json!(false));
+                p.insert("error".into(), json!(error));
+                (MessageType::TaskError, "", p)
+            }
+            status => {
+                let mut p = Map::new();
+                p.insert("status".into(), json!(status.as_str()));
+                let reason = match (status, &req.reason) {
+                    (_, Some(r)) => Some(r.clone()),
+                    (TaskStatus::Pending, None) => Some(workflow::RELEASED.to_owned()),
+                    _ => None,
+                };
+                if let Some(r) = reason {
+                    p.insert("reason".into(), json!(r));
+                }
+                (MessageType::TaskProgress, workflow::STATUS_PAYLOAD, p)
+            }
+        };
+        let to = req.status;
+        let message = self.task_write(&req.id, req.agent_id.as_deref(), |w, item, from| {
+            if item.holder.is_none() {
+                // Nobody holds it: the move table explains (a pending task can only be claimed).
+                workflow::check_move(&item.id, item.status, to)?;
+            }
+            Ok(workflow::event(w, &item.id, from, kind, payload_type, payload))
+        })?;
+        self.inner.log.append_one(message).await?;
+        self.summary_of(&req.id)
+    }
+
+    /// `task_set_plan`: how the holder means to do the task.
+    pub async fn task_set_plan(&self, req: api::SetTaskPlan) -> Result<api::TaskDetail> {
+        if req.plan.is_null() {
+            return Err(Refusal::new(ErrorCode::ValidationFailed, "plan: required").field("plan").into());
+        }
+        let mut payload = Map::new();
+        payload.insert("plan".into(), req.plan);
+        let message = self.task_write(&req.task_id, req.agent_id.as_deref(), |w, item, from| {
+            Ok(workflow::event(w, &item.id, from, MessageType::TaskProgress, workflow::TASK_PLAN_PAYLOAD, payload))
+        })?;
+        self.inner.log.append_one(message).await?;
+        self.task_detail(&req.task_id)
+    }
+
+    /// `checkpoint_add`.
+    pub async fn checkpoint_add(&self, req: api::AddCheckpoint) -> Result<api::Checkpoint> {
+        if req.summary.trim().is_empty() {
+            return Err(Refusal::new(ErrorCode::ValidationFailed, "summary: required").field("summary").into());
+        }
+        let mut payload = Map::new();
+        payload.insert("type".into(), serde_json::to_value(req.kind).unwrap_or(Value::Null));
+        payload.insert("summary".into(), json!(req.summary.trim()));
+        if let Some(d) = req.detail.filter(|d| !d.is_null()) {
+            payload.insert("detail".into(), d);
+        }
+        if !req.files_changed.is_empty() {
+            payload.insert("files_changed".into(), json!(req.files_changed));
+        }
+        let message = self.task_write(&req.task_id, req.agent_id.as_deref(), |w, item, from| {
+            Ok(workflow::event(w, &item.id, from, MessageType::TaskProgress, workflow::CHECKPOINT_PAYLOAD, payload))
+        })?;
+        let id = message.id.clone();
+        self.inner.log.append_one(message).await?;
+        let state = self.state();
+        state
+            .book
+            .checkpoints(&req.task_id)
+            .iter()
+            .rev()
+            .find(|c| c.id == id)
+            .cloned()
+            .ok_or_else(|| lost_write("the checkpoint"))
+    }
+
+    /// A task's checkpoints, oldest first.
+    pub fn checkpoints(&self, task_id: &str) -> Result<Vec<api::Checkpoint>> {
+        let state = self.state();
+        planned(&state.book, task_id)?;
+        Ok(state.book.checkpoints(task_id).to_vec())
+    }
+
+    /// A planned task with its plan, outcome and checkpoints.
+    pub fn task_detail(&self, task_id: &str) -> Result<api::TaskDetail> {
+        let state = self.state();
+        let (_, item) = planned(&state.book, task_id)?;
+        Ok(state.book.task_detail(item))
+    }
+
+    /// `task_load_context`: the task, its plan and checkpoints, its dependencies' and the workflow's
+    /// outcomes, within `max_tokens` (see [`crate::workflow::context`] for the priority order).
+    pub async fn task_load_context(&self, req: api::LoadContext) -> Result<api::ContextAnswer> {
+        let material = {
+            let state = self.state();
+            let (_, item) = planned(&state.book, &req.task_id)?;
+            state.book.material(item).ok_or_else(|| lost_write("the task's workflow"))?
+        };
+        // Counting tokens is CPU work: off the async threads, and never under the engine's lock.
+        let include = req.include;
+        let max = req.max_tokens;
+        tokio::task::spawn_blocking(move || context::build(material, &include, max))
+            .await
+            .map_err(|e| Error::Task(e.to_string()))?
+            .map_err(Error::from)
+    }
+
+    /// `workspace_create`: a git worktree on a new branch (unless `create_worktree` is false), linked
+    /// to tasks of the workflow. A git failure stores nothing.
+    pub async fn workspace_create(&self, req: api::CreateWorkspace) -> Result<api::Workspace> {
+        let from = sender(req.agent_id.as_deref(), true)?;
+        let branch = req.branch.trim().to_owned();
+        if branch.is_empty() {
+            return Err(Refusal::new(ErrorCode::ValidationFailed, "branch: required").field("branch").into());
+        }
+        let w = {
+            let state = self.state();
+            let w = state.book.workflow(&req.workflow_id).ok_or_else(|| no_workflow(&req.workflow_id))?;
+            if let Some(t) = req.task_ids.iter().find(|t| !w.tasks.contains(t)) {
+                return Err(Refusal::new(
+                    ErrorCode::ValidationFailed,
+                    format!("{t} is not a task of workflow {}", w.id),
+                )
+                .field("task_ids")
+                .into());
+            }
+            w.clone()
+        };
+        let top = git::toplevel(&PathBuf::from(&req.repo_path)).await?;
+        let base = match req.base_branch.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
+            Some(b) => b.to_owned(),
+            None => git::head(&top).await?,
+        };
+        let mut path = None;
+        if req.create_worktree {
+            git::check_branch(&top, &branch, &base).await?;
+            let at = req.path.as_ref().map_or_else(|| git::default_path(&top, &branch), PathBuf::from);
+            git::add(&top, &branch, &at, &base).await?;
+            path = Some(at);
+        }
+        let now = clutch_proto::validate::format_ts(SystemTime::now());
+        let ws = api::Workspace {
+            id: id::generate(Kind::Workspace),
+            workflow_id: w.id.clone(),
+            branch: branch.clone(),
+            base_branch: base,
+            repo_path: top.to_string_lossy().into_owned(),
+            path: path.as_ref().map(|p| p.to_string_lossy().into_owned()),
+            task_ids: req.task_ids.clone(),
+            status: api::WorkspaceStatus::Active,
+            merge_commit: None,
+            worktree: path.is_some(),
+            created_at: now.clone(),
+            updated_at: now,
+        };
+        if let Err(e) = self.record_workspace(&w, &from, &ws).await {
+            if let Some(p) = &path {
+                git::undo(&top, &branch, p).await;
+            }
+            return Err(e);
+        }
+        Ok(ws)
+    }
+
+    /// `workspace_update`: status (merged, abandoned), `merge_commit`, and removal of the worktree
+    /// (refused while it has uncommitted changes; then nothing is stored).
+    pub async fn workspace_update(&self, req: api::UpdateWorkspace) -> Result<api::Workspace> {
+        let from = sender(req.agent_id.as_deref(), true)?;
+        let (w, mut ws) = {
+            let state = self.state();
+            let ws = state.book.workspace(&req.id).cloned().ok_or_else(|| {
+                Error::from(
+                    Refusal::new(ErrorCode::NotFound, format!("no workspace `{}`", req.id))
+                        .field("id")
+                        .hint("GET /v1/workflows/{id} lists a workflow's workspaces"),
+                )
+            })?;
+            let w =
+                state.book.workflow(&ws.workflow_id).cloned().ok_or_else(|| lost_write("the workspace's workflow"))?;
+            (w, ws)
+        };
+        if let Some(c) = &req.merge_commit
+            && (c.is_empty() || c.len() > 64 || !c.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(Refusal::new(ErrorCode::ValidationFailed, "merge_commit: a commit hash (hex)")
+                .field("merge_commit")
+                .into());
+        }
+        if req.cleanup_worktree
+            && ws.worktree
+            && let Some(path) = &ws.path
+        {
+            git::remove(&PathBuf::from(&ws.repo_path), &PathBuf::from(path)).await?;
+            ws.worktree = false;
+        }
+        if let Some(s) = req.status {
+            ws.status = s;
+        }
+        if let Some(c) = req.merge_commit {
+            ws.merge_commit = Some(c);
+        }
+        ws.updated_at = clutch_proto::validate::format_ts(SystemTime::now());
+        self.record_workspace(&w, &from, &ws).await?;
+        Ok(ws)
+    }
+
+    async fn record_workspace(&self, w: &Workflow, from: &str, ws: &api::Workspace) -> Result<()> {
+        let Ok(Value::Object(payload)) = serde_json::to_value(ws) else {
+            return Err(lost_write("the workspace"));
+        };
+        let message =
+            workflow::event(w, &w.root_task_id, from, MessageType::TaskProgress, workflow::WORKSPACE_PAYLOAD, payload);
+        self.inner.log.append_one(message).await.map(|_| ())
+    }
+
+    /// Builds a write to a planned task as `agent` (or, when none is named, its holder).
+    fn task_write(
+        &self,
+        task_id: &str,
+        agent: Option<&str>,
+        build: impl FnOnce(&Workflow, &Item, &str) -> std::result::Result<Message, Refusal>,
+    ) -> Result<Message> {
+        let named = agent.map(|a| sender(Some(a), false)).transpose()?;
+        let state = self.state();
+        let (w, item) = planned(&state.book, task_id)?;
+        if item.status.is_final() {
+            return Err(Refusal::new(
+                ErrorCode::InvalidTransition,
+                format!("task {} has ended ({}); nothing more can be written to it", item.id, item.status.as_str()),
+            )
+            .field("task_id")
+            .into());
+        }
+        let from = match named.or_else(|| item.holder.clone()) {
+            Some(f) => f,
+            None => {
+                // Nobody to act as: let the builder explain (e.g. the move table), else LEASE_LOST.
+                build(w, item, ORCHESTRATOR)?;
+                return Err(Refusal::new(ErrorCode::LeaseLost, format!("task {} is not claimed by anyone", item.id))
+                    .field("agent_id")
+                    .hint("claim the task (task_claim) before writing to it")
+                    .into());
+            }
+        };
+        Ok(build(w, item, &from)?)
+    }
+
+    fn summary_of(&self, task_id: &str) -> Result<api::TaskSummary> {
+        let state = self.state();
+        let (_, item) = planned(&state.book, task_id)?;
+        Ok(workflow::task_summary(item))
+    }
+
+    /// The answer to a granted claim: the lease lasts until the agent has been silent for
+    /// `offline_after`.
+    fn granted(&self, agent: &str) -> api::ClaimAnswer {
+        let last_seen = self.state().agents.get(agent).map_or(0, |a| a.last_seen_ms);
+        let expires =
+            last_seen.max(self.inner.options.clock.now_ms()) + self.inner.options.offline_after.as_millis() as i64;
+        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(expires.max(0) as u64);
+        api::ClaimAnswer {
+            success: true,
+            lease: Some(api::Lease {
+                agent_id: agent.to_owned(),
+                expires_at: clutch_proto::validate::format_ts(at),
+                renew: RENEW.to_owned(),
+            }),
+            already_claimed_by: None,
+        }
+    }
+
+    /// A workflow task as `GET /v1/tasks/{id}` shows it (root or planned), if it is one.
+    pub(super) fn workflow_task_view(book: &Book, task_id: &str) -> Option<Value> {
+        if let Some(w) = book.workflow_of_root(task_id) {
+            let detail = book.detail(w);
+            let mut v = json!({
+                "task_id": task_id, "run_id": w.id, "thread_id": w.thread_id, "parent_task_id": null,
+                "kind": "workflow", "state": detail.summary.status, "requester": w.created_by,
+            });
+            v["workflow"] = serde_json::to_value(detail).unwrap_or(Value::Null);
+            return Some(v);
+        }
+        let item = book.task(task_id)?;
+        let detail = book.task_detail(item);
+        let mut v = json!({
+            "task_id": item.id, "run_id": item.workflow_id, "parent_task_id": detail.parent_task_id,
+            "kind": "workflow_task", "state": if item.cancelled { "cancelled" } else { item.status.as_str() },
+            "agent": item.holder.clone().or_else(|| item.last_agent.clone()),
+        });
+        v["workflow_task"] = serde_json::to_value(detail).unwrap_or(Value::Null);
+        Some(v)
+    }
+}
+
+/// Who a workflow write comes from: a named sender (never the daemon's own), or, when `anonymous`
+/// writes are allowed and none is named, the daemon.
+fn sender(agent: Option<&str>, anonymous: bool) -> Result<String> {
+    match agent {
+        Some(a) => {
+            id::check_party(Party::Sender, a)
+                .map_err(|e| Refusal::new(ErrorCode::ValidationFailed, format!("agent_id: {e}")).field("agent_id"))?;
+            if a == ORCHESTRATOR {
+                return Err(Refusal::new(ErrorCode::Forbidden, format!("{ORCHESTRATOR} is the daemon's own sender"))
+                    .field("agent_id")
+                    .into());
+            }
+            Ok(a.to_owned())
+        }
+        None if anonymous => Ok(ORCHESTRATOR.to_owned()),
+        None => Err(Refusal::new(ErrorCode::ValidationFailed, "agent_id: required").field("agent_id").into()),
+    }
+}
+
+/// A planned task and its workflow; `TASK_NOT_FOUND` otherwise.
+fn planned<'a>(book: &'a Book, task_id: &str) -> Result<(&'a Workflow, &'a Item)> {
+    if book.workflow_of_root(task_id).is_some() {
+        return Err(Refusal::new(
+            ErrorCode::InvalidTransition,
+            format!("task {task_id} is a workflow's root: claim and update its planned tasks instead"),
+        )
+        .field("task_id")
+        .into());
+    }
+    let not_found = || {
+        Error::from(
+            Refusal::new(ErrorCode::TaskNotFound, format!("no workflow task `{task_id}`"))
+                .field("task_id")
+                .hint("workflow_next_tasks and workflow_get list a workflow's tasks"),
+        )
+    };
+    let item = book.task(task_id).filter(|t| !t.cancelled).ok_or_else(not_found)?;
+    let w = book.workflow(&item.workflow_id).ok_or_else(not_found)?;
+    Ok((w, item))
+}
+
+fn no_workflow(id: &str) -> Error {
+    Refusal::new(ErrorCode::RunNotFound, format!("no workflow `{id}`"))
+        .field("workflow_id")
+        .hint("workflow_list shows the workflows")
+        .into()
+}
+
+fn refused_claim(holder: &str) -> api::ClaimAnswer {
+    api::ClaimAnswer { success: false, lease: None, already_claimed_by: Some(holder.to_owned()) }
+}
+
+fn release_unheld(item: &Item) -> Refusal {
+    match item.status {
+        TaskStatus::Pending => Refusal::new(
+            ErrorCode::InvalidTransition,
+            format!("task {} is pending: there is nothing to release", item.id),
+        )
+        .field("task_id"),
+        s => Refusal::new(ErrorCode::InvalidTransition, format!("task {} is {}", item.id, s.as_str())).field("task_id"),
+    }
+}
+
+/// A write was acknowledged but its effect is not in the state: it was refused as a duplicate of
+/// something else, or the state moved on at once.
+fn lost_write(what: &str) -> Error {
+    Error::Refused(Refusal::new(ErrorCode::Internal, format!("{what} was stored but is not in the engine's state")))
+}
