@@ -180,7 +180,7 @@ impl Engine {
             let state = self.state();
             let (w, item) = planned(&state.book, &req.task_id)?;
             match &item.holder {
-                Some(h) if *h == agent => return Ok(self.granted(&agent)),
+                Some(h) if *h == agent => return Ok(self.granted(&state, &agent)),
                 Some(h) => return Ok(refused_claim(h)),
                 None => {}
             }
@@ -190,7 +190,7 @@ impl Engine {
             workflow::event(w, &item.id, &agent, MessageType::TaskAccept, "", Map::new())
         };
         match self.inner.log.append_one(message).await {
-            Ok(_) => Ok(self.granted(&agent)),
+            Ok(_) => Ok(self.granted(&self.state(), &agent)),
             Err(Error::Refused(r)) if r.code == ErrorCode::AlreadyClaimed => {
                 let holder = r.problems.iter().find(|p| p.path == "already_claimed_by").map(|p| p.message.clone());
                 Ok(refused_claim(&holder.unwrap_or_default()))
@@ -472,6 +472,18 @@ impl Engine {
             .field("task_id")
             .into());
         }
+        if let Some(n) = &named
+            && item.holder.is_none()
+            && item.former.contains(n)
+        {
+            return Err(Refusal::new(
+                ErrorCode::LeaseLost,
+                format!("{n} no longer holds task {} (its claim was released or expired)", item.id),
+            )
+            .field("agent_id")
+            .hint("claim the task again (task_claim) before writing to it")
+            .into());
+        }
         let from = match named.or_else(|| item.holder.clone()) {
             Some(f) => f,
             None => {
@@ -494,8 +506,8 @@ impl Engine {
 
     /// The answer to a granted claim: the lease lasts until the agent has been silent for
     /// `offline_after`.
-    fn granted(&self, agent: &str) -> api::ClaimAnswer {
-        let last_seen = self.state().agents.get(agent).map_or(0, |a| a.last_seen_ms);
+    fn granted(&self, state: &super::State, agent: &str) -> api::ClaimAnswer {
+        let last_seen = state.agents.get(agent).map_or(0, |a| a.last_seen_ms);
         let expires =
             last_seen.max(self.inner.options.clock.now_ms()) + self.inner.options.offline_after.as_millis() as i64;
         let at = SystemTime::UNIX_EPOCH + Duration::from_millis(expires.max(0) as u64);

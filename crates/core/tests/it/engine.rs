@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 const GUARD: Duration = Duration::from_secs(20);
 
-struct Hub {
+pub(crate) struct Hub {
     core: Option<Running>,
     dir: tempfile::TempDir,
 }
@@ -25,7 +25,7 @@ async fn open(dir: &Path, options: Options) -> Running {
     start(Arc::new(store), clutch_core::Options::default(), options).await.unwrap()
 }
 
-async fn hub(options: Options) -> Hub {
+pub(crate) async fn hub(options: Options) -> Hub {
     let dir = tempfile::tempdir().unwrap();
     let core = open(dir.path(), options).await;
     Hub { core: Some(core), dir }
@@ -41,11 +41,11 @@ fn fast() -> Options {
 }
 
 impl Hub {
-    fn core(&self) -> &Running {
+    pub(crate) fn core(&self) -> &Running {
         self.core.as_ref().unwrap()
     }
 
-    async fn register(&self, name: &str, card: Value) {
+    pub(crate) async fn register(&self, name: &str, card: Value) {
         let mut card = card;
         card["agent_id"] = json!(format!("agent:{name}"));
         let card = validate::agent_card(&card).unwrap();
@@ -58,7 +58,7 @@ impl Hub {
     }
 
     /// Waits for the first event of `task` after `after` for which `pred` holds; returns it.
-    async fn wait(&self, task: &str, after: u64, pred: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn wait(&self, task: &str, after: u64, pred: impl Fn(&Value) -> bool) -> Value {
         let filter = Filter { task_id: Some(task.to_owned()), ..Filter::default() };
         let mut sub = self.core().log.subscribe(filter, Some(after)).await.unwrap();
         let mut seen = Vec::new();
@@ -76,12 +76,12 @@ impl Hub {
         found.unwrap_or_else(|_| panic!("no matching event for {task}; saw:\n{}", seen.join("\n")))
     }
 
-    async fn restart(&mut self, options: Options) {
+    pub(crate) async fn restart(&mut self, options: Options) {
         self.core.take().unwrap().stop().await.unwrap();
         self.core = Some(open(self.dir.path(), options).await);
     }
 
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         self.core.take().unwrap().stop().await.unwrap();
     }
 }

@@ -1,12 +1,13 @@
 //! Core's integration tests, on the real SQLite store: group commit, ordering of live events,
-//! catch-up subscriptions, slow subscribers, shutdown; and, in modules, the payload schema registry and
-//! the policy configuration.
+//! catch-up subscriptions, slow subscribers, shutdown; and, in modules, the payload schema registry,
+//! the policy configuration, the engine and its workflows.
 
 mod config;
 mod schemas;
 
 mod engine;
 mod router;
+mod workflow;
 
 use std::sync::Arc;
 use std::time::SystemTime;
