@@ -35,6 +35,19 @@ impl Caller {
         }
     }
 
+    /// The agent a write acts as: the one named (which the caller must be allowed to act as) or, for
+    /// an agent token, its own; `None` when an admin (or an open daemon) names none.
+    pub fn acting_agent(&self, named: Option<&str>) -> Result<Option<String>, Refusal> {
+        self.may_write()?;
+        match named {
+            Some(agent) => {
+                self.may_act_as(agent, "agent_id")?;
+                Ok(Some(agent.to_owned()))
+            }
+            None => Ok(self.0.as_ref().filter(|g| g.role == Role::Agent).and_then(|g| g.agent_id.clone())),
+        }
+    }
+
     /// May the caller send `message`?
     pub fn may_send(&self, message: &Message) -> Result<(), Refusal> {
         self.may_act_as(&message.from.agent_id, "from.agent_id")

@@ -1,5 +1,6 @@
-//! The HTTP face of the daemon: the JSON API, the live stream over WebSocket and SSE, artifacts,
-//! schemas, health and metrics, and the web UI, on one axum `Router`.
+//! The HTTP face of the daemon: the JSON API (messages, agents, tasks, workflows), the live stream
+//! over WebSocket and SSE, artifacts, schemas, health and metrics, and the web UI, on one axum
+//! `Router`.
 
 mod agents;
 mod artifacts;
@@ -11,6 +12,7 @@ pub mod push;
 mod schemas;
 mod stream;
 mod ui;
+mod workflows;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +21,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{get, patch, post, put};
 use clutch_core::access::{Caller, Tokens};
 use clutch_core::{Engine, Handle};
 use clutch_proto::ErrorCode;
@@ -82,6 +84,19 @@ pub fn router(log: Handle, engine: Engine, options: Options) -> Router {
         .route("/v1/agents/{id}/heartbeat", post(agents::heartbeat))
         .route("/v1/tasks/{id}", get(agents::task))
         .route("/v1/runs/{run_id}/tasks", get(agents::run_tasks))
+        .route("/v1/workflows", get(workflows::list).post(workflows::create))
+        .route("/v1/workflows/{id}", get(workflows::show))
+        .route("/v1/workflows/{id}/plan", put(workflows::set_plan))
+        .route("/v1/workflows/{id}/progress", get(workflows::progress))
+        .route("/v1/workflows/{id}/next", get(workflows::next))
+        .route("/v1/workflows/{id}/workspaces", post(workflows::create_workspace))
+        .route("/v1/workspaces/{id}", patch(workflows::update_workspace))
+        .route("/v1/tasks/{id}/claim", post(workflows::claim))
+        .route("/v1/tasks/{id}/release", post(workflows::release))
+        .route("/v1/tasks/{id}/plan", post(workflows::set_task_plan))
+        .route("/v1/tasks/{id}/status", post(workflows::update_status))
+        .route("/v1/tasks/{id}/checkpoints", get(workflows::checkpoints).post(workflows::add_checkpoint))
+        .route("/v1/tasks/{id}/context", post(workflows::context))
         .route("/healthz", get(health))
         .route("/metrics", get(metrics))
         .merge(ui::routes())
@@ -167,7 +182,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::new(ErrorCode::NotFound, format!("no route for {}", uri.path()))
-        .hint("the API lives under /v1 (messages, events, runs, stream, agents, tasks, artifacts, schemas)")
+        .hint("the API lives under /v1 (messages, events, runs, stream, agents, tasks, workflows, workspaces, artifacts, schemas)")
 }
 
 async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {

@@ -1,10 +1,11 @@
 //! The gateway's integration tests: the real router served on 127.0.0.1:0 over a real SQLite store,
-//! driven by real clients (reqwest, tokio-tungstenite).
+//! driven by real clients (reqwest, tokio-tungstenite); the workflow API in `workflows`.
 
 mod api;
 mod push;
 mod stream;
 mod ui;
+mod workflows;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -39,7 +40,16 @@ pub async fn start_full(
     engine: clutch_core::engine::Options,
     options: clutch_gateway::Options,
 ) -> Daemon {
-    let dir = tempfile::tempdir().unwrap();
+    start_in(tempfile::tempdir().unwrap(), core, engine, options).await
+}
+
+/// Starts the daemon over the store in `dir` (a restart when it holds one already).
+async fn start_in(
+    dir: tempfile::TempDir,
+    core: clutch_core::Options,
+    engine: clutch_core::engine::Options,
+    options: clutch_gateway::Options,
+) -> Daemon {
     let store = clutch_store_sqlite::Store::open(dir.path()).unwrap();
     let running = clutch_core::start(Arc::new(store), core, engine).await.unwrap();
     let log = running.log.clone();
@@ -76,6 +86,16 @@ impl Daemon {
         let _ = self.stop_http.take().unwrap().send(());
         self.server.take().unwrap().await.unwrap();
         self.core.take().unwrap().stop().await.unwrap();
+    }
+
+    /// Shuts down, then starts again on the same store (with default options and `engine`).
+    pub async fn restart(mut self, engine: clutch_core::engine::Options) -> Daemon {
+        self.log.close_streams();
+        let _ = self.stop_http.take().unwrap().send(());
+        self.server.take().unwrap().await.unwrap();
+        self.core.take().unwrap().stop().await.unwrap();
+        let dir = std::mem::replace(&mut self._dir, tempfile::tempdir().unwrap());
+        start_in(dir, clutch_core::Options::default(), engine, clutch_gateway::Options::default()).await
     }
 
     pub async fn post(&self, body: &Value) -> (u16, Value) {
