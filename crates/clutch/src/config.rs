@@ -59,6 +59,9 @@ pub struct EngineTimers {
     pub queue_timeout_ms: u64,
     /// Runtime limit for agents whose card sets none (0 = none).
     pub default_max_runtime_ms: u64,
+    /// Save a snapshot of the engine's state every this many events (0 = only on a clean stop): a start
+    /// loads it and replays only the events after it.
+    pub snapshot_every: u64,
 }
 
 impl Default for EngineTimers {
@@ -76,6 +79,7 @@ impl Default for EngineTimers {
             retry_backoff_max_ms: ms(o.retry_backoff_max),
             queue_timeout_ms: ms(o.queue_timeout),
             default_max_runtime_ms: o.default_max_runtime.map_or(0, ms),
+            snapshot_every: o.snapshot_every,
         }
     }
 }
@@ -176,6 +180,7 @@ const KEYS: &[&str] = &[
     "engine.retry_backoff_max_ms",
     "engine.queue_timeout_ms",
     "engine.default_max_runtime_ms",
+    "engine.snapshot_every",
 ];
 
 /// A loaded configuration and the file it came from, if any.
@@ -280,6 +285,7 @@ impl Config {
             "engine.retry_backoff_max_ms" => self.engine.retry_backoff_max_ms = number()?,
             "engine.queue_timeout_ms" => self.engine.queue_timeout_ms = number()?,
             "engine.default_max_runtime_ms" => self.engine.default_max_runtime_ms = number()?,
+            "engine.snapshot_every" => self.engine.snapshot_every = number()?,
             other => bail!("unknown config key `{other}`"),
         }
         Ok(())
@@ -353,6 +359,7 @@ impl Config {
             retry_backoff_max: ms(e.retry_backoff_max_ms.max(e.retry_backoff_ms)),
             queue_timeout: ms(e.queue_timeout_ms),
             default_max_runtime: (e.default_max_runtime_ms > 0).then(|| ms(e.default_max_runtime_ms)),
+            snapshot_every: e.snapshot_every,
             ..clutch_core::engine::Options::default()
         }
     }

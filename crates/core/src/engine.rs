@@ -6,12 +6,13 @@
 //! waiting for is lost with a restart.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use clutch_proto::message::{Recipient, Sender};
 use clutch_proto::{AgentCard, ErrorCode, Message, MessageType, id};
-use clutch_store::{Entry, Filter, Outcome};
+use clutch_store::{Entry, Filter, Outcome, Snapshot};
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
@@ -68,6 +69,9 @@ pub struct Options {
     /// The operator's policy (org.yaml, workflows.yaml): tool allowlists, budgets, signing keys,
     /// workflow steps and payload schemas.
     pub policy: Arc<Config>,
+    /// Save a snapshot of the state after this many events (0: only on a clean stop), so a start
+    /// replays at most about this many events.
+    pub snapshot_every: u64,
     /// Where "now" comes from: the system clock, or a manual one in tests.
     pub clock: Clock,
 }
@@ -86,6 +90,7 @@ impl Default for Options {
             queue_timeout: Duration::from_secs(300),
             default_max_runtime: None,
             policy: Arc::new(Config::default()),
+            snapshot_every: 100_000,
             clock: Clock::system(),
         }
     }
@@ -117,12 +122,45 @@ struct Inner {
     options: Options,
     log: Handle,
     wake: Notify,
+    /// Identifies the options snapshots are valid for (see [`fingerprint`]).
+    fingerprint: String,
+    /// The `seq` of the last snapshot saved or loaded.
+    saved_seq: AtomicU64,
+    /// The `seq` of the snapshot loaded on start (0: none).
+    snapshot_seq: u64,
 }
 
-#[derive(Default)]
+/// Name of the engine's snapshot in the store.
+const SNAPSHOT: &str = "engine";
+/// Bump whenever what [`State`] holds or how events are applied to it changes: snapshots of another
+/// format are ignored and the state is rebuilt from the whole log.
+const SNAPSHOT_FORMAT: u32 = 2;
+
+/// A snapshot as stored (JSON).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Saved<S> {
+    format: u32,
+    fingerprint: String,
+    state: S,
+}
+
+/// What a snapshot's state depends on besides the log: the snapshot format and the options (timers
+/// and policy shape deadlines, budgets and workflow steps as events are applied).
+fn fingerprint(options: &Options) -> String {
+    let relevant = Options { snapshot_every: 0, ..options.clone() };
+    clutch_store::sha256_hex(format!("{SNAPSHOT_FORMAT}\n{relevant:?}").as_bytes())
+}
+
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 struct State {
-    /// Payload schemas: the built-ins, workflows.yaml's, and those registered since.
+    /// The `seq` of the last event applied.
+    seq: u64,
+    /// Payload schemas: the built-ins, workflows.yaml's, and those registered since (rebuilt from
+    /// policy and `registered_schemas` when a snapshot is loaded).
+    #[serde(skip)]
     schemas: Registry,
+    /// Payloads of the schema registrations applied, in order.
+    registered_schemas: Vec<Value>,
     agents: BTreeMap<String, Agent>,
     tasks: HashMap<String, Task>,
     /// Each task's events, in order.
@@ -142,7 +180,7 @@ struct State {
     book: Book,
 }
 
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 struct Run {
     tasks: Vec<String>,
     /// When its first task event happened (its wall time counts from here).
@@ -153,13 +191,25 @@ struct Run {
 }
 
 impl Engine {
-    /// Rebuilds the engine's state from the whole log, then returns the engine, ready to be put on the
-    /// writer's path ([`Engine::gate`]) and run ([`Engine::run`]).
+    /// Rebuilds the engine's state: from its last snapshot, when one was saved under the same options,
+    /// plus the events after it; else from the whole log. Then returns the engine, ready to be put on
+    /// the writer's path ([`Engine::gate`]) and run ([`Engine::run`]).
     pub async fn recover(log: Handle, options: Options) -> Result<Engine> {
         let started_ms = options.clock.now_ms();
-        let mut state = State { schemas: options.policy.schemas().clone(), ..State::default() };
-        let mut after = 0;
         let started = std::time::Instant::now();
+        let fingerprint = fingerprint(&options);
+        let head = log.head().await?;
+        let mut state = match log.snapshot(SNAPSHOT).await {
+            Ok(Some(saved)) => State::load(&saved, &fingerprint, head, &options),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "the engine snapshot cannot be read; rebuilding from the whole log");
+                None
+            }
+        }
+        .unwrap_or_else(|| State { schemas: options.policy.schemas().clone(), ..State::default() });
+        let from_snapshot = state.seq;
+        let mut after = state.seq;
         loop {
             let page = log.read(&Filter::default(), after, 10_000).await?;
             let Some(last) = page.last() else { break };
@@ -182,17 +232,67 @@ impl Engine {
                 state.apply(&options, event.seq, &message);
             }
         }
+        state.seq = after;
         for agent in state.agents.values_mut() {
             agent.last_seen_ms = agent.last_seen_ms.max(started_ms);
         }
         tracing::info!(
-            events = after,
+            snapshot_seq = from_snapshot,
+            events_replayed = after - from_snapshot,
             agents = state.agents.len(),
             tasks = state.tasks.len(),
             ms = started.elapsed().as_millis() as u64,
-            "engine state rebuilt from the log"
+            "engine state rebuilt"
         );
-        Ok(Engine { inner: Arc::new(Inner { state: Mutex::new(state), options, log, wake: Notify::new() }) })
+        let inner = Inner {
+            state: Mutex::new(state),
+            options,
+            log,
+            wake: Notify::new(),
+            fingerprint,
+            saved_seq: AtomicU64::new(from_snapshot),
+            snapshot_seq: from_snapshot,
+        };
+        Ok(Engine { inner: Arc::new(inner) })
+    }
+
+    /// The `seq` of the snapshot the state was loaded from on start (0: rebuilt from the whole log).
+    pub fn loaded_snapshot_seq(&self) -> u64 {
+        self.inner.snapshot_seq
+    }
+
+    /// Saves the state as a snapshot in the store, so the next start replays only the events after it.
+    /// The state is serialized under its lock (the writer waits meanwhile); the store write is not.
+    pub async fn save_snapshot(&self) -> Result<u64> {
+        let (seq, body) = {
+            let state = self.state();
+            let saved = Saved { format: SNAPSHOT_FORMAT, fingerprint: self.inner.fingerprint.clone(), state: &*state };
+            let body = serde_json::to_vec(&saved).map_err(|e| Error::Task(format!("engine snapshot: {e}")))?;
+            (state.seq, body)
+        };
+        let started = std::time::Instant::now();
+        let bytes = body.len();
+        self.inner.log.set_snapshot(SNAPSHOT, &Snapshot { seq, body: body.into() }).await?;
+        self.inner.saved_seq.store(seq, Ordering::Release);
+        tracing::info!(seq, bytes, ms = started.elapsed().as_millis() as u64, "engine snapshot saved");
+        Ok(seq)
+    }
+
+    /// Saves a snapshot when `snapshot_every` events were applied since the last one.
+    async fn maybe_save_snapshot(&self) {
+        let every = self.inner.options.snapshot_every;
+        if every == 0 {
+            return;
+        }
+        let seq = self.state().seq;
+        if seq.saturating_sub(self.inner.saved_seq.load(Ordering::Acquire)) < every {
+            return;
+        }
+        if let Err(e) = self.save_snapshot().await {
+            tracing::warn!(error = %e, "engine snapshot not saved; the next start replays more of the log");
+            // Not again before another `every` events.
+            self.inner.saved_seq.store(seq, Ordering::Release);
+        }
     }
 
     /// The check the log writer runs on every message (see [`crate::Service::set_gate`]).
@@ -217,6 +317,7 @@ impl Engine {
             if busy {
                 continue;
             }
+            self.maybe_save_snapshot().await;
             let wait = Duration::from_millis((next - self.inner.options.clock.now_ms()).clamp(1, 1000) as u64);
             tokio::select! {
                 () = &mut shutdown => break,
@@ -592,6 +693,42 @@ struct Head<'a> {
 }
 
 impl State {
+    /// The state a snapshot holds, if it was saved in this format, under the same options, and is not
+    /// ahead of the log (a store restored from an older backup).
+    fn load(saved: &Snapshot, fingerprint: &str, head: u64, options: &Options) -> Option<State> {
+        let reject = |why: &str| {
+            tracing::info!(snapshot_seq = saved.seq, why, "engine snapshot not used; rebuilding from the whole log");
+            None
+        };
+        if saved.seq > head {
+            return reject("it is ahead of the log");
+        }
+        let decoded: Saved<State> = match serde_json::from_slice(&saved.body) {
+            Ok(d) => d,
+            Err(e) => return reject(&format!("it does not decode: {e}")),
+        };
+        if decoded.format != SNAPSHOT_FORMAT || decoded.fingerprint != fingerprint {
+            return reject("it was saved by another version or under other options");
+        }
+        let mut state = decoded.state;
+        if state.seq != saved.seq {
+            return reject("its seq disagrees with its state");
+        }
+        state.schemas = options.policy.schemas().clone();
+        for payload in &state.registered_schemas {
+            let text = |k: &str| payload.get(k).and_then(Value::as_str);
+            if let (Some(pt), Some(schema)) = (text("payload_type"), payload.get("schema"))
+                && let Err(problems) = state.schemas.register(pt, text("schema_ref"), schema.clone())
+            {
+                tracing::warn!(payload_type = pt, ?problems, "a stored schema no longer registers");
+            }
+        }
+        for agent in state.agents.values_mut() {
+            agent.profile = router::Profile::new(&agent.card);
+        }
+        Some(state)
+    }
+
     /// Whether an event with this head changes the state (see [`State::apply`]).
     fn concerns(&self, head: &Head<'_>) -> bool {
         match head.kind {
@@ -763,6 +900,7 @@ impl State {
 
     /// Applies a committed event.
     fn apply(&mut self, options: &Options, seq: u64, message: &Message) {
+        self.seq = self.seq.max(seq);
         // The event's own time (so a rebuild finds the same deadlines), never later than now.
         let now = options.clock.now_ms();
         let at = ts_ms(&message.ts).map_or(now, |t| t.min(now));
@@ -773,10 +911,13 @@ impl State {
             MessageType::AgentRegister | MessageType::AgentUpdate => self.apply_agent(options, seq, message, at),
             MessageType::ChatSystem if message.payload_type.as_deref() == Some(SCHEMA_PAYLOAD) => {
                 let text = |k: &str| message.payload.get(k).and_then(Value::as_str);
-                if let (Some(pt), Some(schema)) = (text("payload_type"), message.payload.get("schema"))
-                    && let Err(problems) = self.schemas.register(pt, text("schema_ref"), schema.clone())
-                {
-                    tracing::warn!(seq, payload_type = pt, ?problems, "a stored schema no longer registers");
+                if let (Some(pt), Some(schema)) = (text("payload_type"), message.payload.get("schema")) {
+                    match self.schemas.register(pt, text("schema_ref"), schema.clone()) {
+                        Ok(_) => self.registered_schemas.push(Value::Object(message.payload.clone())),
+                        Err(problems) => {
+                            tracing::warn!(seq, payload_type = pt, ?problems, "a stored schema no longer registers");
+                        }
+                    }
                 }
             }
             MessageType::ChatSystem if message.payload_type.as_deref() == Some(BUDGET_PAYLOAD) => {

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use clutch_proto::Message;
-use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome};
+use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome, Snapshot};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::metrics::Metrics;
@@ -312,6 +312,16 @@ impl Handle {
     /// Saves a consumer's position durably.
     pub async fn set_cursor(&self, name: &str, seq: u64) -> Result<()> {
         Ok(self.backend.set_cursor(name, seq).await?)
+    }
+
+    /// The snapshot saved under `name`, if any.
+    pub async fn snapshot(&self, name: &str) -> Result<Option<Snapshot>> {
+        Ok(self.backend.snapshot(name).await?)
+    }
+
+    /// Saves a snapshot durably, replacing the one of the same name.
+    pub async fn set_snapshot(&self, name: &str, snapshot: &Snapshot) -> Result<()> {
+        Ok(self.backend.set_snapshot(name, snapshot).await?)
     }
 
     pub async fn put_artifact(&self, bytes: Bytes) -> Result<Artifact> {

@@ -12,7 +12,7 @@ use crate::router::{Profile, Status};
 const OUTCOMES: usize = 20;
 
 /// Resources an agent or run has used, as reported in `usage` of `task.progress` / `task.result`.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Usage {
     pub tokens: u64,
     pub cost_usd: f64,
@@ -61,9 +61,11 @@ impl Budget {
 }
 
 /// One registered agent.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Agent {
     pub card: AgentCard,
+    /// Derived from the card; not saved in snapshots (rebuilt on load).
+    #[serde(skip)]
     pub profile: Profile,
     pub status: Status,
     /// Milliseconds since the epoch of the last sign of life (a heartbeat, a message, registration).

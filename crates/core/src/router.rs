@@ -30,7 +30,7 @@ fn hash(s: &str) -> u64 {
 }
 
 /// What the router knows of an agent's card, prepared once when the card is registered.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Profile {
     pub agent_id: String,
     /// Capability ids with their parsed version.
@@ -218,7 +218,7 @@ pub struct Ask {
 }
 
 /// Availability of an agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Status {
     Online,
     Stale,

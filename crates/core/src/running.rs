@@ -43,6 +43,10 @@ impl Running {
     pub async fn stop(self) -> Result<()> {
         let _ = self.stop_engine.send(());
         self.engine_task.await.map_err(|e| Error::Task(e.to_string()))?;
+        // What the writer commits after this is replayed on the next start.
+        if let Err(e) = self.engine.save_snapshot().await {
+            tracing::warn!(error = %e, "engine snapshot not saved on stop; the next start replays more of the log");
+        }
         let _ = self.stop_log.send(());
         self.log_task.await.map_err(|e| Error::Task(e.to_string()))?;
         Ok(())

@@ -12,7 +12,7 @@ use crate::Refusal;
 pub const ORCHESTRATOR: &str = "agent:orchestrator";
 
 /// Where a task is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Phase {
     /// Waiting for the router.
     Requested,
@@ -63,7 +63,7 @@ impl Phase {
 }
 
 /// One event in a task's history.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Step {
     pub seq: u64,
     pub id: String,
@@ -75,7 +75,7 @@ pub struct Step {
 
 /// A task as the daemon knows it. It begins with a `task.request`; messages about a task id that
 /// never had one pass through untracked.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Task {
     pub id: String,
     pub run_id: String,
@@ -91,6 +91,7 @@ pub struct Task {
     /// How many times it has been routed (the retry policy counts these).
     pub routings: u32,
     /// The first request, copied for each delivery.
+    #[serde(with = "shared_message")]
     pub request: Arc<Message>,
     /// Whether the router picks the agent (no concrete recipient in the first request).
     pub routed_by_orchestrator: bool,
@@ -206,4 +207,20 @@ fn invalid(task: &Task, kind: MessageType, why: String) -> Refusal {
     Refusal::new(ErrorCode::InvalidTransition, format!("{} refused: {why}", kind.as_str()))
         .field("task_id")
         .hint(format!("GET /v1/tasks/{} shows its state and history", task.id))
+}
+
+/// Serde for a shared message (serde's own `Arc` support is a feature the workspace does not turn on).
+mod shared_message {
+    use std::sync::Arc;
+
+    use clutch_proto::Message;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(message: &Arc<Message>, s: S) -> Result<S::Ok, S::Error> {
+        message.as_ref().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Message>, D::Error> {
+        Message::deserialize(d).map(Arc::new)
+    }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome};
+use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome, Snapshot};
 use deadpool_postgres::{
     Hook, HookError, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, Transaction,
 };
@@ -185,6 +185,21 @@ impl Backend for Store {
         Ok(())
     }
 
+    async fn snapshot(&self, name: &str) -> clutch_store::Result<Option<Snapshot>> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql::SNAPSHOT).await.map_err(db)?;
+        let Some(row) = client.query_opt(&stmt, &[&name]).await.map_err(db)? else { return Ok(None) };
+        Ok(Some(Snapshot { seq: seq_of(&row, 0)?, body: Bytes::from(row.try_get::<_, Vec<u8>>(1).map_err(db)?) }))
+    }
+
+    async fn set_snapshot(&self, name: &str, snapshot: &Snapshot) -> clutch_store::Result<()> {
+        let client = self.client().await?;
+        let seq = i64::try_from(snapshot.seq).unwrap_or(i64::MAX);
+        let stmt = client.prepare_cached(sql::SET_SNAPSHOT).await.map_err(db)?;
+        client.execute(&stmt, &[&name, &seq, &&snapshot.body[..]]).await.map_err(db)?;
+        Ok(())
+    }
+
     async fn put_artifact(&self, bytes: Bytes) -> clutch_store::Result<Artifact> {
         let client = self.client().await?;
         let sha256 = clutch_store::sha256_hex(&bytes);
@@ -297,6 +312,9 @@ mod sql {
     pub(crate) const CURSOR: &str = "SELECT seq FROM cursors WHERE name = $1";
     pub(crate) const SET_CURSOR: &str =
         "INSERT INTO cursors (name, seq) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET seq = excluded.seq";
+    pub(crate) const SNAPSHOT: &str = "SELECT seq, body FROM snapshots WHERE name = $1";
+    pub(crate) const SET_SNAPSHOT: &str = "INSERT INTO snapshots (name, seq, body) VALUES ($1, $2, $3) \
+         ON CONFLICT (name) DO UPDATE SET seq = excluded.seq, body = excluded.body";
     pub(crate) const PUT_ARTIFACT: &str =
         "INSERT INTO artifacts (sha256, size, bytes) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING";
     pub(crate) const GET_ARTIFACT: &str = "SELECT bytes FROM artifacts WHERE sha256 = $1";

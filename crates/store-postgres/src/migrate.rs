@@ -11,6 +11,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("../migrations/0002_artifacts.sql")),
     (3, include_str!("../migrations/0003_recipients.sql")),
     (4, include_str!("../migrations/0004_cursors.sql")),
+    (5, include_str!("../migrations/0005_snapshots.sql")),
 ];
 
 pub(crate) enum Error {

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome};
+use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome, Snapshot};
 use rusqlite::Connection;
 use rusqlite::OptionalExtension;
 
@@ -135,8 +135,12 @@ fn configure(c: &Connection) -> rusqlite::Result<()> {
 /// same table so that their figures compare like with like.
 pub const EVENTS_SCHEMA: &str = include_str!("../migrations/0001_events.sql");
 
-const MIGRATIONS: &[&str] =
-    &[EVENTS_SCHEMA, include_str!("../migrations/0002_recipients.sql"), include_str!("../migrations/0003_cursors.sql")];
+const MIGRATIONS: &[&str] = &[
+    EVENTS_SCHEMA,
+    include_str!("../migrations/0002_recipients.sql"),
+    include_str!("../migrations/0003_cursors.sql"),
+    include_str!("../migrations/0004_snapshots.sql"),
+];
 
 fn migrate(c: &Connection, path: &Path) -> Result<(), Error> {
     let err = |source| Error::Migrate { path: path.into(), source };
@@ -257,6 +261,39 @@ impl Backend for Store {
                 "INSERT INTO cursors (name, seq) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET seq = excluded.seq",
             )
             .and_then(|mut s| s.execute(rusqlite::params![name, seq.min(i64::MAX as u64) as i64]))
+            .map(|_| ())
+            .map_err(backend_err)
+        })
+        .await
+        .map_err(backend_err)?
+    }
+
+    async fn snapshot(&self, name: &str) -> clutch_store::Result<Option<Snapshot>> {
+        let name = name.to_string();
+        self.inner
+            .with_reader(move |c| {
+                c.prepare_cached("SELECT seq, body FROM snapshots WHERE name = ?1")?
+                    .query_row([&name], |r| {
+                        Ok(Snapshot { seq: r.get::<_, i64>(0)? as u64, body: Bytes::from(r.get::<_, Vec<u8>>(1)?) })
+                    })
+                    .optional()
+            })
+            .await
+    }
+
+    async fn set_snapshot(&self, name: &str, snapshot: &Snapshot) -> clutch_store::Result<()> {
+        self.inner.check_open()?;
+        let (inner, name, snapshot) = (self.inner.clone(), name.to_string(), snapshot.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut guard = inner.writer.lock().expect("writer lock");
+            let conn = guard.as_mut().ok_or(clutch_store::Error::Closed)?;
+            conn.prepare_cached(
+                "INSERT INTO snapshots (name, seq, body) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (name) DO UPDATE SET seq = excluded.seq, body = excluded.body",
+            )
+            .and_then(|mut s| {
+                s.execute(rusqlite::params![name, snapshot.seq.min(i64::MAX as u64) as i64, &snapshot.body[..]])
+            })
             .map(|_| ())
             .map_err(backend_err)
         })

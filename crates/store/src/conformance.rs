@@ -11,7 +11,7 @@ use clutch_proto::validate::{self, Defaults};
 use clutch_proto::{Message, MessageType};
 use serde_json::json;
 
-use crate::{Backend, Error, Filter};
+use crate::{Backend, Error, Filter, Snapshot};
 
 /// Opens a backend on storage private to one test; `open` called again reopens the same storage.
 #[async_trait::async_trait]
@@ -31,7 +31,7 @@ macro_rules! conformance_tests {
             idempotency_key_dedups_within_run, duplicates_within_one_batch, concurrent_appends_of_one_id,
             conflict_does_not_spoil_the_batch, artifacts_round_trip, large_run_pages_in_order,
             reopen_keeps_everything, closed_store_refuses, inbox_reads_by_recipient,
-            cursors_are_saved_and_replaced);
+            cursors_are_saved_and_replaced, snapshots_are_saved_and_replaced);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
@@ -419,4 +419,19 @@ pub async fn cursors_are_saved_and_replaced(h: &impl Harness) {
     s.close().await;
     let s = h.open().await;
     assert_eq!(s.cursor("push:agent:a").await.unwrap(), Some(9), "a cursor survives a reopen");
+}
+
+pub async fn snapshots_are_saved_and_replaced(h: &impl Harness) {
+    let s = h.open().await;
+    assert_eq!(s.snapshot("engine").await.unwrap(), None);
+    let first = Snapshot { seq: 5, body: Bytes::from_static(b"{\"a\":1}") };
+    let big = Snapshot { seq: 12, body: Bytes::from(vec![7u8; 3 << 20]) };
+    s.set_snapshot("engine", &first).await.unwrap();
+    s.set_snapshot("other", &first).await.unwrap();
+    assert_eq!(s.snapshot("engine").await.unwrap(), Some(first.clone()));
+    s.set_snapshot("engine", &big).await.unwrap();
+    s.close().await;
+    let s = h.open().await;
+    assert_eq!(s.snapshot("engine").await.unwrap(), Some(big), "the newest snapshot survives a reopen");
+    assert_eq!(s.snapshot("other").await.unwrap(), Some(first));
 }

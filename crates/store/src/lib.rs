@@ -134,6 +134,14 @@ impl Error {
     }
 }
 
+/// State derived from the log up to `seq`, saved so that a restart replays only what came after.
+/// The bytes are the saver's own format; the store only keeps them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub seq: u64,
+    pub body: Bytes,
+}
+
 /// An event log and artifact store. Implementations are internally synchronised; the daemon calls
 /// `append_batch` from one writer only, but reads come from anywhere at any time.
 #[async_trait]
@@ -167,13 +175,19 @@ pub trait Backend: Send + Sync + 'static {
     /// The artifact with this SHA-256 (64 lower-case hex digits).
     async fn get_artifact(&self, sha256: &str) -> Result<Option<Bytes>>;
 
-    /// Flushes and releases resources; later calls answer [`Error::Closed`].
     /// A consumer's saved position in the log (push delivery), or `None` if it never saved one.
     async fn cursor(&self, name: &str) -> Result<Option<u64>>;
 
     /// Saves a consumer's position durably; a later save replaces it.
     async fn set_cursor(&self, name: &str, seq: u64) -> Result<()>;
 
+    /// The snapshot saved under `name` (state derived from the log up to and including `seq`), or `None`.
+    async fn snapshot(&self, name: &str) -> Result<Option<Snapshot>>;
+
+    /// Saves a snapshot durably, replacing the one saved under the same name.
+    async fn set_snapshot(&self, name: &str, snapshot: &Snapshot) -> Result<()>;
+
+    /// Flushes and releases resources; later calls answer [`Error::Closed`].
     async fn close(&self);
 }
 

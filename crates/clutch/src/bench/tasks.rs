@@ -40,6 +40,10 @@ pub struct TasksArgs {
     /// their inboxes as SSE streams (otherwise: straight into the core, in process).
     #[arg(long)]
     pub http: bool,
+    /// Most messages per request: the requester sends the requests it has room for together, and an
+    /// agent answers the deliveries that arrived together in one request (1: one task per request).
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
 }
 
 pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
@@ -77,7 +81,8 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
     let window = Arc::new(Semaphore::new(args.window));
     let mut workers = Vec::new();
     for i in 0..args.agents {
-        workers.push(tokio::spawn(agent(transport.clone(), core.log.clone(), format!("agent:w{i}"), head)));
+        let me = format!("agent:w{i}");
+        workers.push(tokio::spawn(agent(transport.clone(), core.log.clone(), me, head, args.batch.max(1))));
     }
     // Completion watcher: every task.result ends one request.
     let watcher = {
@@ -97,29 +102,41 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
         })
     };
     eprintln!(
-        "bench tasks: {} agents × {} slots, window {}, {} s (after 1 s warm-up), {}…",
+        "bench tasks: {} agents × {} slots, window {}, up to {} per request, {} s (after 1 s warm-up), {}…",
         args.agents,
         args.concurrency,
         args.window,
+        args.batch.max(1),
         args.duration,
         if args.http { "through the HTTP API (SSE inboxes)" } else { "in process" }
     );
     let requester = {
-        let (transport, started, window) = (transport.clone(), started.clone(), window.clone());
+        let (transport, started, window, batch) =
+            (transport.clone(), started.clone(), window.clone(), args.batch.max(1));
         tokio::spawn(async move {
             let run = id::generate(Kind::Run);
             loop {
+                // One slot is awaited; more that are free now join the same request.
                 let Ok(permit) = window.acquire().await else { return };
                 permit.forget();
-                let task = id::generate(Kind::Task);
-                let request = json!({
-                    "thread_id": id::generate(Kind::Thread), "run_id": run, "task_id": task,
-                    "from": {"agent_id": "user:bench"}, "to": [{"agent_id": "agent:orchestrator"}],
-                    "type": "task.request", "requires": ["skill:work@^1"], "payload": {"goal": "work"},
-                });
-                started.lock().unwrap_or_else(|e| e.into_inner()).insert(task, Instant::now());
+                let mut n = 1;
+                while n < batch && window.try_acquire().map(|p| p.forget()).is_ok() {
+                    n += 1;
+                }
+                let requests: Vec<Value> = (0..n)
+                    .map(|_| {
+                        let task = id::generate(Kind::Task);
+                        let request = json!({
+                            "thread_id": id::generate(Kind::Thread), "run_id": run, "task_id": task,
+                            "from": {"agent_id": "user:bench"}, "to": [{"agent_id": "agent:orchestrator"}],
+                            "type": "task.request", "requires": ["skill:work@^1"], "payload": {"goal": "work"},
+                        });
+                        started.lock().unwrap_or_else(|e| e.into_inner()).insert(task, Instant::now());
+                        request
+                    })
+                    .collect();
                 let transport = transport.clone();
-                tokio::spawn(async move { transport.send(vec![request]).await });
+                tokio::spawn(async move { transport.send(requests).await });
             }
         })
     };
@@ -201,8 +218,9 @@ impl Transport {
 }
 
 /// One agent: reads its inbox (a subscription in process, an SSE stream over HTTP) and answers each
-/// delivered task with an accept and a result, in one request.
-async fn agent(transport: Transport, log: clutch_core::Handle, me: String, head: u64) {
+/// delivered task with an accept and a result, in one request with those of up to `batch` deliveries
+/// that arrived together.
+async fn agent(transport: Transport, log: clutch_core::Handle, me: String, head: u64, batch: usize) {
     let (tx, mut deliveries) = tokio::sync::mpsc::unbounded_channel::<Value>();
     let reader = match &transport {
         Transport::Core(_) => {
@@ -234,12 +252,15 @@ async fn agent(transport: Transport, log: clutch_core::Handle, me: String, head:
             })
         }
     };
-    while let Some(m) = deliveries.recv().await {
-        if m["from"]["agent_id"] != clutch_core::tasks::ORCHESTRATOR {
-            continue;
+    while let Some(first) = deliveries.recv().await {
+        let mut arrived = vec![first];
+        while arrived.len() < batch
+            && let Ok(m) = deliveries.try_recv()
+        {
+            arrived.push(m);
         }
-        let (transport, me) = (transport.clone(), me.clone());
-        tokio::spawn(async move {
+        let mut replies = Vec::with_capacity(arrived.len() * 2);
+        for m in arrived.iter().filter(|m| m["from"]["agent_id"] == clutch_core::tasks::ORCHESTRATOR) {
             let reply = |kind: &str, payload: Value| {
                 json!({
                     "thread_id": m["thread_id"], "run_id": m["run_id"], "task_id": m["task_id"],
@@ -247,8 +268,14 @@ async fn agent(transport: Transport, log: clutch_core::Handle, me: String, head:
                     "type": kind, "payload": payload,
                 })
             };
-            transport.send(vec![reply("task.accept", json!({})), reply("task.result", json!({"ok": true}))]).await;
-        });
+            replies.push(reply("task.accept", json!({})));
+            replies.push(reply("task.result", json!({"ok": true})));
+        }
+        if replies.is_empty() {
+            continue;
+        }
+        let transport = transport.clone();
+        tokio::spawn(async move { transport.send(replies).await });
     }
     reader.abort();
 }

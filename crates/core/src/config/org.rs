@@ -36,7 +36,7 @@ pub struct Role {
 }
 
 /// Spending limits; `None` is no limit on that measure.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Budget {
     /// LLM tokens.
     pub tokens: Option<u64>,

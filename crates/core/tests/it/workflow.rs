@@ -408,9 +408,16 @@ async fn after_a_restart_the_recovery_flow_finds_the_work_and_every_checkpoint()
         e.checkpoint_add(checkpoint(&ids[1], "agent:a", &format!("step {i}"))).await.unwrap();
     }
     let before = e.workflow_get(&w).unwrap();
+    let checkpoints = e.checkpoints(&ids[1]).unwrap();
+    // From the snapshot a clean stop saves, then (other options: the snapshot is ignored) from the log.
     h.restart(Options::default()).await;
+    assert!(h.core().engine.loaded_snapshot_seq() > 0);
+    assert_eq!(h.core().engine.workflow_get(&w).unwrap(), before, "the snapshot holds the workflows");
+    h.restart(Options { heartbeat_interval: Duration::from_secs(11), ..Options::default() }).await;
+    assert_eq!(h.core().engine.loaded_snapshot_seq(), 0);
     let e = h.core().engine.clone();
     assert_eq!(e.workflow_get(&w).unwrap(), before, "the state is rebuilt exactly from the log");
+    assert_eq!(e.checkpoints(&ids[1]).unwrap(), checkpoints);
 
     // The agent's context was reset: workflow_list → workflow_progress → task_load_context.
     let found = e.workflow_list(&ListWorkflows { status: vec![WorkflowStatus::InProgress], limit: None });

@@ -1,0 +1,6 @@
+-- State derived from the log up to `seq` (the engine's), so that a restart replays only what came after.
+CREATE TABLE snapshots (
+    name TEXT PRIMARY KEY,
+    seq BIGINT NOT NULL,
+    body BYTEA NOT NULL
+);
