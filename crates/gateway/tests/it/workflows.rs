@@ -58,6 +58,20 @@ impl Daemon {
     }
 }
 
+/// The first event on `sub` for which `pred` holds (bounded by a guard timeout).
+async fn until(sub: &mut clutch_core::Subscription, pred: impl Fn(&Value) -> bool) -> Value {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let v: Value = serde_json::from_str(&sub.next().await.unwrap().to_wire()).unwrap();
+            if pred(&v) {
+                return v;
+            }
+        }
+    })
+    .await
+    .expect("the awaited event within the guard time")
+}
+
 fn error(body: &Value) -> (&str, &str) {
     (body["error"]["code"].as_str().unwrap_or("-"), body["error"]["field"].as_str().unwrap_or("-"))
 }
@@ -238,24 +252,18 @@ async fn a_dead_agents_task_goes_to_another_which_recovers_it_from_checkpoints()
     let cp = json!({"agent_id": "agent:a", "type": "progress", "summary": "half the rows copied"});
     d.call("POST", &format!("/v1/tasks/{t}/checkpoints"), Some(cp)).await;
 
-    // a is killed (it stops beating); b keeps beating.
-    let mut events = d.log.subscribe(Filter { task_id: Some(t.clone()), ..Filter::default() }, None).await.unwrap();
-    for _ in 0..2 {
+    // a is killed (it stops beating); b keeps beating. a goes stale, then offline, and loses the task.
+    let task_events = Filter { task_id: Some(t.clone()), ..Filter::default() };
+    let mut events = d.log.subscribe(task_events, None).await.unwrap();
+    let agent_events = Filter { task_id: Some(clutch_core::engine::SYSTEM_TASK.into()), ..Filter::default() };
+    let mut agents = d.log.subscribe(agent_events, None).await.unwrap();
+    for status in ["stale", "offline"] {
         clock.advance(Duration::from_millis(1500));
-        let (status, _) = d.call("POST", "/v1/agents/agent:b/heartbeat", Some(json!({}))).await;
-        assert_eq!(status, 200);
+        let (code, _) = d.call("POST", "/v1/agents/agent:b/heartbeat", Some(json!({}))).await;
+        assert_eq!(code, 200);
+        until(&mut agents, |v| v["payload"]["agent_id"] == "agent:a" && v["payload"]["status"] == status).await;
     }
-    tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            let e = events.next().await.unwrap();
-            let v: Value = serde_json::from_str(&e.to_wire()).unwrap();
-            if v["payload"]["type"] == "recovery" {
-                break;
-            }
-        }
-    })
-    .await
-    .expect("the lease expires and a recovery checkpoint is written");
+    until(&mut events, |v| v["payload"]["type"] == "recovery").await;
 
     let (status, body) = d
         .call("POST", &format!("/v1/tasks/{t}/status"), Some(json!({"agent_id": "agent:a", "status": "in_progress"})))
