@@ -147,7 +147,7 @@ struct Saved<S> {
 /// What a snapshot's state depends on besides the log: the snapshot format and the options (timers
 /// and policy shape deadlines, budgets and workflow steps as events are applied).
 fn fingerprint(options: &Options) -> String {
-    let relevant = Options { snapshot_every: 0, ..options.clone() };
+    let relevant = Options { snapshot_every: 0, clock: Clock::system(), ..options.clone() };
     clutch_store::sha256_hex(format!("{SNAPSHOT_FORMAT}\n{relevant:?}").as_bytes())
 }
 
