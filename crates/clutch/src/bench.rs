@@ -13,6 +13,7 @@ use clutch_proto::validate::{self, Defaults};
 use clutch_store::Backend;
 use serde_json::{Value, json};
 
+mod mcp;
 mod tasks;
 
 #[derive(Debug, Subcommand)]
@@ -37,6 +38,12 @@ pub enum BenchCommand {
   clutch bench tasks --agents 16 --duration 10
   clutch bench tasks --agents 16 --concurrency 64 --window 1024")]
     Tasks(tasks::TasksArgs),
+    /// MCP `tools/call` round trips over stdio (`clutch mcp`) and Streamable HTTP, and throughput of
+    /// concurrent HTTP clients, each beside a plain anchor (an axum JSON endpoint; `cat` on a pipe).
+    #[command(after_help = "EXAMPLES:
+  clutch bench mcp
+  clutch bench mcp --clients 64 --duration 10 --calls 20000")]
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(Debug, Args)]
@@ -94,10 +101,12 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Replay(args) => replay(args).await,
         BenchCommand::Startup(args) => startup(args).await,
         BenchCommand::Tasks(args) => tasks::run(args).await,
+        BenchCommand::Mcp(args) => mcp::run(args).await,
     }
 }
 
-/// A daemon inside this process: the real store, log service and router on 127.0.0.1:0.
+/// A daemon inside this process: the real store, log service and router (with the MCP endpoints) on
+/// 127.0.0.1:0.
 struct Daemon {
     url: String,
     log: clutch_core::Handle,
@@ -115,7 +124,8 @@ impl Daemon {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
-        let router = clutch_gateway::router(log.clone(), engine, clutch_gateway::Options::default());
+        let mcp = clutch_mcp::router(engine.clone(), &clutch_mcp::Options::default()).map_err(anyhow::Error::msg)?;
+        let router = clutch_gateway::router_with(log.clone(), engine, clutch_gateway::Options::default(), mcp);
         let closing = log.clone();
         let server = tokio::spawn(async move {
             let shutdown = async move {

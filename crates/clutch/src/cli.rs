@@ -21,6 +21,7 @@ pub const DEFAULT_URL: &str = "http://127.0.0.1:7700";
   clutch tail --run run_01J...            follow a run's events as they happen
   clutch runs replay run_01J... --json    a run's events as NDJSON
   clutch agents list                      the registered agents, their load and usage
+  clutch mcp                              the daemon's MCP tools on stdio (for Claude Code)
   clutch runs tasks run_01J...            a run's tasks as a tree
   clutch config dump                      the effective daemon config
   clutch config check ./policy            check org.yaml and workflows.yaml
@@ -67,6 +68,10 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::tasks::TasksCommand,
     },
+    /// Serve the daemon's MCP tools on stdin/stdout, for MCP clients that start a command (Claude
+    /// Code, ...). Forwards each call to the running daemon's /mcp endpoint; logs go to stderr.
+    #[command(after_help = MCP_EXAMPLES)]
+    Mcp(McpArgs),
     /// Measure the daemon on this machine, each figure beside a plain-SQL anchor on the same disk.
     Bench {
         #[command(subcommand)]
@@ -176,6 +181,17 @@ pub struct ClientArgs {
     /// An API token, when the daemon has tokens configured (sent as `Authorization: Bearer`).
     #[arg(long, env = "CLUTCH_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     pub token: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Which tools to offer: `worker` (an agent's own lifecycle: register, heartbeat, tasks,
+    /// checkpoints, unregister) or `coordinator` (every tool). The daemon serves them at /mcp/worker
+    /// and /mcp.
+    #[arg(long, default_value = "coordinator", value_name = "PROFILE", value_parser = ["worker", "coordinator"])]
+    pub profile: String,
 }
 
 #[derive(Debug, Args)]
@@ -359,6 +375,15 @@ const RUNS_EXAMPLES: &str = "EXAMPLES:
   clutch runs replay run_01J... --json > run.ndjson
   clutch runs replay run_01J... --after 120
   clutch runs tasks run_01J...                   the run's task tree";
+
+const MCP_EXAMPLES: &str = "EXAMPLES:
+  claude mcp add clutch -- clutch mcp                   add Clutch to Claude Code (stdio)
+  claude mcp add clutch-worker -- clutch mcp --profile worker
+  claude mcp add --transport http clutch http://127.0.0.1:7700/mcp
+  clutch mcp --url http://127.0.0.1:7800 --token \"$TOKEN\"
+
+  Needs a running daemon (`clutch serve`); when none answers at --url it says so on stderr and
+  exits 1. stdout carries MCP messages only. docs/mcp.md has the CLAUDE.md section to go with it.";
 
 const CONFIG_EXAMPLES: &str = "EXAMPLES:
   clutch config dump

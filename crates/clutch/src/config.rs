@@ -34,6 +34,16 @@ pub struct Config {
     pub log_service: LogService,
     pub stream: Stream,
     pub engine: EngineTimers,
+    pub mcp: Mcp,
+}
+
+/// The MCP endpoints (`/mcp`, `/mcp/worker`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Mcp {
+    /// Browser origins allowed to call them besides loopback ones, like `https://app.example.com`
+    /// (`CLUTCH_MCP_ALLOWED_ORIGINS`: comma-separated). Requests without `Origin` always pass.
+    pub allowed_origins: Vec<String>,
 }
 
 /// Delivery timers and retry policy of the engine (`clutch_core::engine::Options`), in milliseconds.
@@ -121,6 +131,7 @@ impl Default for Config {
             log_service: LogService::default(),
             stream: Stream::default(),
             engine: EngineTimers::default(),
+            mcp: Mcp::default(),
         }
     }
 }
@@ -181,6 +192,7 @@ const KEYS: &[&str] = &[
     "engine.queue_timeout_ms",
     "engine.default_max_runtime_ms",
     "engine.snapshot_every",
+    "mcp.allowed_origins",
 ];
 
 /// A loaded configuration and the file it came from, if any.
@@ -286,6 +298,10 @@ impl Config {
             "engine.queue_timeout_ms" => self.engine.queue_timeout_ms = number()?,
             "engine.default_max_runtime_ms" => self.engine.default_max_runtime_ms = number()?,
             "engine.snapshot_every" => self.engine.snapshot_every = number()?,
+            "mcp.allowed_origins" => {
+                self.mcp.allowed_origins =
+                    value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+            }
             other => bail!("unknown config key `{other}`"),
         }
         Ok(())
@@ -312,6 +328,9 @@ impl Config {
         tracing_subscriber::EnvFilter::try_new(&self.log)
             .map_err(|e| anyhow::anyhow!("`log` = {:?} is not a valid log filter: {e}", self.log))?;
         self.database()?;
+        for origin in &self.mcp.allowed_origins {
+            clutch_mcp::check_origin(origin).map_err(|why| anyhow::anyhow!("`mcp.allowed_origins`: {why}"))?;
+        }
         Ok(())
     }
 
@@ -369,6 +388,15 @@ impl Config {
             body_limit_bytes: saturating(self.limits.body_bytes),
             stream_keepalive: Duration::from_secs(self.stream.keepalive_secs),
             tokens: None,
+        }
+    }
+
+    pub fn mcp_options(&self) -> clutch_mcp::Options {
+        clutch_mcp::Options {
+            allowed_origins: self.mcp.allowed_origins.clone(),
+            // Beyond loopback, tokens are required (see serve::check_exposure) and clients use real host names.
+            any_host: !self.listen.ip().is_loopback(),
+            body_limit_bytes: saturating(self.limits.body_bytes),
         }
     }
 
@@ -455,6 +483,7 @@ mod tests {
                 "data_dir" => "d",
                 "db" => "postgres://x",
                 "log" => "debug",
+                "mcp.allowed_origins" => "https://a.example, http://b.example:8080",
                 _ => "7",
             };
             let var = env_var(key);
@@ -479,6 +508,11 @@ mod tests {
         assert!(e.contains("stream.keepalive_secs"), "{e}");
         let e = format!("{:#}", load_with(None, &[("CLUTCH_DB", "mysql://x")], ConfigArgs::default()).unwrap_err());
         assert!(e.contains("mysql"), "{e}");
+        let e = format!(
+            "{:#}",
+            load_with(Some("[mcp]\nallowed_origins = [\"example.com\"]\n"), &[], ConfigArgs::default()).unwrap_err()
+        );
+        assert!(e.contains("mcp.allowed_origins") && e.contains("example.com"), "{e}");
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod client;
 mod config;
 mod input;
 mod keys;
+mod mcp;
 mod policy;
 mod render;
 mod replay;
@@ -91,6 +92,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Agents { command } => agents::run(command).await,
                     Command::Tasks { command } => tasks::run(command).await,
                     Command::Bench { command } => bench::run(command).await,
+                    Command::Mcp(args) => mcp::run(args).await,
                     Command::Serve(_) | Command::Config { .. } | Command::Keys { .. } => {
                         unreachable!("handled above")
                     }

@@ -136,7 +136,8 @@ async fn serve(
         anyhow::anyhow!("cannot listen on {}: {e}{hint}", config.listen)
     })?;
     let addr = listener.local_addr().context("cannot read the bound address")?;
-    let router = clutch_gateway::router(handle.clone(), engine, gateway);
+    let mcp = clutch_mcp::router(engine.clone(), &config.mcp_options()).map_err(|e| anyhow::anyhow!("mcp: {e}"))?;
+    let router = clutch_gateway::router_with(handle.clone(), engine, gateway, mcp);
 
     let (signalled, on_signal) = oneshot::channel::<Signals>();
     let graceful = async move {

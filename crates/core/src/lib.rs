@@ -53,6 +53,32 @@ impl Error {
             Error::Task(_) => ErrorCode::Internal,
         }
     }
+
+    /// The error body every face answers with. Store and task failures are logged here and answered
+    /// without their details.
+    pub fn body(&self) -> Refusal {
+        match self {
+            Error::Store(clutch_store::Error::IdConflict { id, seq }) => {
+                Refusal::new(ErrorCode::IdConflict, self.to_string()).field("id").hint(format!(
+                    "message {id} is stored at seq {seq}; a retry must repeat the original exactly, new content needs a new id"
+                ))
+            }
+            Error::ArtifactTooLarge { .. } => Refusal::new(ErrorCode::PayloadTooLarge, self.to_string()),
+            Error::ShuttingDown => Refusal::new(ErrorCode::Unavailable, "the daemon is shutting down; retry shortly"),
+            Error::Refused(r) => r.clone(),
+            Error::Task(detail) => {
+                tracing::error!(error = %detail, "core task failure");
+                Refusal::new(ErrorCode::Internal, "an internal task failed (details in the daemon log)")
+            }
+            Error::Store(inner) => {
+                tracing::error!(error = %inner, "store failure");
+                Refusal::new(
+                    inner.kind(),
+                    "the event store failed; the request was not applied (details in the daemon log)",
+                )
+            }
+        }
+    }
 }
 
 /// Why the engine refuses a message or a request: the protocol's one error body (a stable code, what

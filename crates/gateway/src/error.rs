@@ -35,27 +35,9 @@ impl From<ErrorBody> for ApiError {
     }
 }
 
-/// The body for a core error; store failures are logged here and answered without their details.
+/// The body for a core error (see [`clutch_core::Error::body`]).
 pub(crate) fn error_body(e: &clutch_core::Error) -> ErrorBody {
-    use clutch_core::Error as E;
-    match e {
-        E::Store(clutch_store::Error::IdConflict { id, seq }) => {
-            ErrorBody::new(ErrorCode::IdConflict, e.to_string()).field("id").hint(format!(
-                "message {id} is stored at seq {seq}; a retry must repeat the original exactly, new content needs a new id"
-            ))
-        }
-        E::ArtifactTooLarge { .. } => ErrorBody::new(ErrorCode::PayloadTooLarge, e.to_string()),
-        E::ShuttingDown => ErrorBody::new(ErrorCode::Unavailable, "the daemon is shutting down; retry shortly"),
-        E::Refused(r) => r.clone(),
-        E::Task(detail) => {
-            tracing::error!(error = %detail, "core task failure");
-            ErrorBody::new(ErrorCode::Internal, "an internal task failed (details in the daemon log)")
-        }
-        E::Store(inner) => {
-            tracing::error!(error = %inner, "store failure");
-            ErrorBody::new(inner.kind(), "the event store failed; the request was not applied (details in the daemon log)")
-        }
-    }
+    e.body()
 }
 
 impl IntoResponse for ApiError {

@@ -66,10 +66,16 @@ pub(crate) struct AppState {
 
 /// The daemon's HTTP API. Serve it with `axum::serve(listener, router(..))`.
 pub fn router(log: Handle, engine: Engine, options: Options) -> Router {
+    router_with(log, engine, options, Router::new())
+}
+
+/// The same with the routes of other faces (the MCP endpoints) merged in, under the same bearer-token
+/// layer, body limit and request metrics. Their paths must not clash with the API's.
+pub fn router_with(log: Handle, engine: Engine, options: Options, faces: Router) -> Router {
     let artifact_limit = usize::try_from(log.artifact_max_bytes()).unwrap_or(usize::MAX).saturating_add(1);
     let body_limit = options.body_limit_bytes;
     let state = AppState { log, engine, options };
-    Router::new()
+    let api: Router = Router::new()
         .route("/v1/messages", post(messages::post))
         .route("/v1/messages/{id}", get(messages::get))
         .route("/v1/events", get(events::list))
@@ -100,12 +106,13 @@ pub fn router(log: Handle, engine: Engine, options: Options) -> Router {
         .route("/healthz", get(health))
         .route("/metrics", get(metrics))
         .merge(ui::routes())
+        .with_state(state.clone());
+    api.merge(faces)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn_with_state(state.clone(), authenticate))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
-        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(state, observe))
 }
 
 /// One span and one counted request per HTTP request.
@@ -120,7 +127,8 @@ async fn observe(
 }
 
 /// Puts the request's [`Caller`] in its extensions, or answers 401 when tokens are configured and the
-/// request carries none that is known. `/healthz` stays open for probes.
+/// request carries none that is known. Guards `/v1`, `/metrics` and the MCP endpoints (`/mcp...`);
+/// `/healthz` stays open for probes.
 async fn authenticate(
     State(state): State<AppState>,
     mut request: axum::extract::Request,
@@ -131,7 +139,8 @@ async fn authenticate(
         return next.run(request).await;
     };
     let path = request.uri().path();
-    if !(path.starts_with("/v1/") || path == "/metrics") {
+    let protected = path.starts_with("/v1/") || path == "/metrics" || path == "/mcp" || path.starts_with("/mcp/");
+    if !protected {
         request.extensions_mut().insert(Caller(None));
         return next.run(request).await;
     }

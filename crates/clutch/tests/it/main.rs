@@ -5,6 +5,7 @@ mod agents;
 mod cli;
 mod config;
 mod crash;
+mod mcp;
 mod policy;
 mod replay;
 mod send;

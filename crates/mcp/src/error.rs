@@ -1,0 +1,88 @@
+//! Failures as MCP tool results: `isError: true` with `{code, message, recoverable, suggestion}`
+//! (plus `field` when one argument is at fault), mapped once from the protocol's `ErrorBody`; and
+//! this crate's own `Error`, for the stdio bridge.
+
+use clutch_core::Refusal;
+use clutch_proto::ErrorCode;
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+
+/// Why the stdio bridge could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Nothing answers at the daemon's URL.
+    #[error(
+        "no Clutch daemon answers at {url}: start one with `clutch serve` (or pass --url / set CLUTCH_URL to \
+         where one runs)"
+    )]
+    NoDaemon { url: String },
+    /// The daemon answered, but not as an MCP server would.
+    #[error("the Clutch daemon at {url} refused the MCP connection: {detail}")]
+    Upstream { url: String, detail: String },
+    /// The URL or token cannot be used.
+    #[error("{0}")]
+    Config(String),
+    /// Reading or writing stdio failed.
+    #[error("stdio: {0}")]
+    Stdio(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A core failure as the protocol's error body.
+pub(crate) fn from_core(e: clutch_core::Error) -> Refusal {
+    e.body()
+}
+
+/// Whether the caller can still get what it asked for by itself: by retrying later (the retryable
+/// codes) or by changing its request (the other 4xx codes: bad arguments, unknown ids, a state that
+/// does not allow the change yet). Not when someone else must act: `UNAUTHORIZED`, `FORBIDDEN` and
+/// `BUDGET_EXCEEDED` need an operator, and a 5xx that is not retryable will not go away.
+pub fn recoverable(code: ErrorCode) -> bool {
+    code.retryable()
+        || ((400..500).contains(&code.http_status())
+            && !matches!(code, ErrorCode::Unauthorized | ErrorCode::Forbidden | ErrorCode::BudgetExceeded))
+}
+
+/// What to do next when the failure carries no hint of its own.
+fn suggestion(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::InvalidJson | ErrorCode::ValidationFailed | ErrorCode::UnknownType => {
+            "fix the arguments named in the message and call again; the tool's inputSchema lists what it takes"
+        }
+        ErrorCode::AgentNotFound => "call agent_register first; agent ids look like `agent:<name>`",
+        ErrorCode::TaskNotFound => "check the task id; workflow_next_tasks lists the tasks you can take",
+        ErrorCode::InvalidTransition => "read the current state (task_get) and make a change it allows",
+        ErrorCode::LeaseLost => "the task is no longer yours: claim it again or pick another",
+        ErrorCode::Unauthorized => "configure the API token (CLUTCH_TOKEN or --token) the daemon expects",
+        ErrorCode::Forbidden => "act only as your own agent id, or ask an operator for a token with that right",
+        ErrorCode::BudgetExceeded => "stop and report: an operator has to raise the budget",
+        ErrorCode::RateLimited | ErrorCode::Unavailable | ErrorCode::SlowConsumer => "wait a moment and call again",
+        ErrorCode::Internal => "call again; if it keeps failing, report it (the daemon's log has the details)",
+        ErrorCode::IdConflict | ErrorCode::Duplicate => "use a new id, or repeat the original request exactly",
+        _ if code.retryable() => "wait a moment and call again",
+        _ => "check the ids and arguments against the tool's description",
+    }
+}
+
+/// The structured error body of a failed tool call.
+pub fn body(refusal: &Refusal) -> Value {
+    let mut body = json!({
+        "code": refusal.code.as_str(),
+        "message": refusal.message,
+        "recoverable": recoverable(refusal.code),
+        "suggestion": refusal.hint.as_deref().unwrap_or_else(|| suggestion(refusal.code)),
+    });
+    if let Some(field) = &refusal.field {
+        body["field"] = json!(field);
+    }
+    if refusal.problems.len() > 1 {
+        body["problems"] = json!(refusal.problems);
+    }
+    body
+}
+
+/// A failed tool call: `isError: true`, the body as structured content and as its JSON text.
+pub(crate) fn tool_result(refusal: &Refusal) -> CallToolResult {
+    CallToolResult::structured_error(body(refusal))
+}

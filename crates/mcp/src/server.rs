@@ -1,0 +1,141 @@
+//! The MCP server of one profile: `initialize`/`server/discover` info, `tools/list` from the
+//! registry and `tools/call` into the engine. rmcp does the protocol (both eras); this does the tools.
+
+use std::sync::Arc;
+
+use clutch_core::Engine;
+use clutch_core::access::Caller;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+use crate::Profile;
+use crate::tools::{Context, Registry};
+
+/// What the server tells a client about itself in `initialize` and `server/discover`.
+const INSTRUCTIONS: &str = "Clutch coordinates a team of agents. Start with agent_register (name, runtime) \
+and keep its id; call agent_heartbeat within next_heartbeat_ms while you work; call agent_unregister when \
+you stop. Failed calls answer isError with {code, message, recoverable, suggestion}: when recoverable is \
+true, follow the suggestion and call again.";
+
+/// What a Clutch MCP server declares: tools; and, so that clients probing them get an honest empty
+/// answer rather than a surprise, prompts and resources (none yet) and logging (`logging/setLevel` is
+/// accepted; no log messages are sent).
+pub(crate) fn capabilities() -> ServerCapabilities {
+    #[allow(deprecated)] // logging is deprecated at 2026-07-28, still part of 2025-11-25
+    ServerCapabilities::builder().enable_logging().enable_prompts().enable_resources().enable_tools().build()
+}
+
+/// The answer to `resources/read`: Clutch lists no resources, so every URI is unknown (SEP-2164).
+pub(crate) fn no_resource(uri: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("no resource `{uri}`: resources/list names what this server offers (nothing yet)"),
+        Some(serde_json::json!({ "uri": uri })),
+    )
+}
+
+/// The answer to `prompts/get`: Clutch lists no prompts, so every name is unknown.
+pub(crate) fn no_prompt(name: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("no prompt `{name}`: prompts/list names what this server offers (nothing yet)"),
+        Some(serde_json::json!({ "name": name })),
+    )
+}
+
+/// One profile's MCP server over the engine. Cheap to clone (the transport makes one per request).
+#[derive(Clone)]
+pub struct Server {
+    engine: Engine,
+    registry: Arc<Registry>,
+    profile: Profile,
+}
+
+impl Server {
+    pub fn new(engine: Engine, profile: Profile) -> Server {
+        Server::with_registry(engine, Arc::new(Registry::new()), profile)
+    }
+
+    pub(crate) fn with_registry(engine: Engine, registry: Arc<Registry>, profile: Profile) -> Server {
+        Server { engine, registry, profile }
+    }
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::new(capabilities());
+        info.server_info = Implementation::new("clutch", env!("CARGO_PKG_VERSION"));
+        info.instructions = Some(INSTRUCTIONS.into());
+        info
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        Err(crate::server::no_resource(&request.uri))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<rmcp::model::GetPromptResponse, ErrorData> {
+        Err(crate::server::no_prompt(&request.name))
+    }
+
+    /// Accepted, so that 2025-11-25 clients may set it; Clutch sends no log messages over MCP.
+    #[allow(deprecated)] // logging is deprecated at 2026-07-28
+    async fn set_level(
+        &self,
+        _request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), ErrorData> {
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.registry.list(self.profile).to_vec()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        self.registry.find(self.profile, name).map(|t| t.definition.clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(tool) = self.registry.find(self.profile, &request.name) else {
+            let endpoint = self.profile.path();
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`: tools/list names the tools {endpoint} offers", request.name),
+                None,
+            ));
+        };
+        // The daemon's bearer-token layer put the caller in the HTTP request's extensions.
+        let caller = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>())
+            .cloned()
+            .unwrap_or_default();
+        let ctx = Context { engine: self.engine.clone(), caller };
+        let result = match tool.call(ctx, request.arguments.unwrap_or_default()).await {
+            Ok(answer) => CallToolResult::structured(answer),
+            Err(refusal) => {
+                tracing::debug!(tool = %request.name, code = refusal.code.as_str(), "tool call refused");
+                crate::error::tool_result(&refusal)
+            }
+        };
+        Ok(result.into())
+    }
+}

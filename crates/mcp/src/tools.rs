@@ -1,0 +1,206 @@
+//! The tool registry: each tool is a name, a description a model can act on, input and output types
+//! whose JSON Schemas are generated from the Rust types, truthful annotations, and one async handler
+//! that calls one engine method. Arguments are parsed strictly (unknown ones are refused); the list
+//! each profile offers is sorted by name, so it is the same on every call and every daemon.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use clutch_core::Engine;
+use clutch_core::Refusal;
+use clutch_core::access::Caller;
+use clutch_proto::ErrorCode;
+use rmcp::handler::server::tool::{schema_for_input, schema_for_output};
+use rmcp::model::{JsonObject, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Which tools an endpoint offers. Small profiles keep an agent's context small.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Profile {
+    /// The tools of an agent's own lifecycle: register, heartbeat, claim and do tasks, unregister.
+    /// Served at `/mcp/worker`.
+    Worker,
+    /// Every tool, including those that plan and inspect the work of others. Served at `/mcp`.
+    Coordinator,
+}
+
+impl Profile {
+    pub const ALL: [Profile; 2] = [Profile::Worker, Profile::Coordinator];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Worker => "worker",
+            Profile::Coordinator => "coordinator",
+        }
+    }
+
+    /// The daemon path that serves this profile.
+    pub fn path(self) -> &'static str {
+        match self {
+            Profile::Worker => "/mcp/worker",
+            Profile::Coordinator => "/mcp",
+        }
+    }
+}
+
+impl FromStr for Profile {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Profile, String> {
+        match s {
+            "worker" => Ok(Profile::Worker),
+            "coordinator" => Ok(Profile::Coordinator),
+            other => Err(format!("unknown profile `{other}`: use `worker` or `coordinator`")),
+        }
+    }
+}
+
+impl std::fmt::Display for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which profiles offer a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// Every profile: the tools of an agent's own lifecycle.
+    Lifecycle,
+    /// The coordinator profile only.
+    Coordination,
+}
+
+/// The annotations, stated for every tool (MCP's defaults assume the worst: destructive, not idempotent).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hints {
+    pub(crate) read_only: bool,
+    pub(crate) destructive: bool,
+    pub(crate) idempotent: bool,
+}
+
+/// What a handler gets besides its arguments.
+#[derive(Clone)]
+pub(crate) struct Context {
+    pub(crate) engine: Engine,
+    /// Who calls, from the daemon's bearer-token layer; checked by every tool that changes anything.
+    pub(crate) caller: Caller,
+}
+
+type Answer = Pin<Box<dyn Future<Output = Result<Value, Refusal>> + Send>>;
+type Handler = Box<dyn Fn(Context, JsonObject) -> Answer + Send + Sync>;
+
+/// One tool: its definition as `tools/list` shows it, and its handler.
+pub(crate) struct Tool {
+    pub(crate) definition: rmcp::model::Tool,
+    lane: Lane,
+    handler: Handler,
+}
+
+impl Tool {
+    /// Parses `arguments` into the tool's input type and runs it: the structured answer, or why not.
+    pub(crate) fn call(&self, ctx: Context, arguments: JsonObject) -> Answer {
+        (self.handler)(ctx, arguments)
+    }
+}
+
+/// Builds a tool from its input type `I`, output type `O` and handler.
+pub(crate) fn tool<I, O, F, Fut>(
+    name: &'static str,
+    title: &'static str,
+    description: &'static str,
+    lane: Lane,
+    hints: Hints,
+    run: F,
+) -> Tool
+where
+    I: DeserializeOwned + JsonSchema + 'static,
+    O: Serialize + JsonSchema + 'static,
+    F: Fn(Context, I) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, Refusal>> + Send + 'static,
+{
+    let input_schema =
+        schema_for_input::<I>().unwrap_or_else(|e| panic!("the input of tool `{name}` is not an object: {e}"));
+    let annotations = ToolAnnotations::with_title(title)
+        .read_only(hints.read_only)
+        .destructive(hints.destructive)
+        .idempotent(hints.idempotent)
+        .open_world(false);
+    let definition = rmcp::model::Tool::new(name, description, input_schema)
+        .with_title(title)
+        .with_raw_output_schema(schema_for_output::<O>())
+        .with_annotations(annotations);
+    let handler: Handler = Box::new(move |ctx, arguments| match parse::<I>(arguments) {
+        Ok(input) => {
+            let answer = run(ctx, input);
+            Box::pin(async move {
+                let output = answer.await?;
+                serde_json::to_value(output).map_err(|e| {
+                    tracing::error!(tool = name, error = %e, "a tool answer could not be serialized");
+                    Refusal::new(ErrorCode::Internal, "the answer could not be encoded (details in the daemon log)")
+                })
+            })
+        }
+        Err(refusal) => Box::pin(std::future::ready(Err(refusal))),
+    });
+    Tool { definition, lane, handler }
+}
+
+/// Arguments as the input type, or a `VALIDATION_FAILED` naming the argument at fault (an unknown
+/// one included: arguments a tool does not take are refused, not ignored).
+fn parse<I: DeserializeOwned>(arguments: JsonObject) -> Result<I, Refusal> {
+    serde_path_to_error::deserialize(Value::Object(arguments)).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        let field = if path == "." {
+            // serde reports an unknown or missing field at the level that holds it: name it.
+            inner.split('`').nth(1).map(str::to_owned)
+        } else {
+            Some(path.clone())
+        };
+        let message = if path == "." { inner } else { format!("{path}: {inner}") };
+        let mut refusal = Refusal::new(ErrorCode::ValidationFailed, format!("invalid arguments: {message}"))
+            .hint("the tool's inputSchema (tools/list) lists the arguments it takes");
+        refusal.field = field;
+        refusal
+    })
+}
+
+/// Every tool, sorted by name, and the definitions each profile lists.
+pub(crate) struct Registry {
+    tools: Vec<Tool>,
+    worker: Arc<[rmcp::model::Tool]>,
+    coordinator: Arc<[rmcp::model::Tool]>,
+}
+
+impl Registry {
+    pub(crate) fn new() -> Registry {
+        let mut tools = crate::agents::tools();
+        tools.sort_by(|a, b| a.definition.name.cmp(&b.definition.name));
+        let list = |lanes: &[Lane]| -> Arc<[rmcp::model::Tool]> {
+            tools.iter().filter(|t| lanes.contains(&t.lane)).map(|t| t.definition.clone()).collect()
+        };
+        let worker = list(&[Lane::Lifecycle]);
+        let coordinator = list(&[Lane::Lifecycle, Lane::Coordination]);
+        Registry { tools, worker, coordinator }
+    }
+
+    /// The definitions `profile` lists, sorted by name.
+    pub(crate) fn list(&self, profile: Profile) -> Arc<[rmcp::model::Tool]> {
+        match profile {
+            Profile::Worker => self.worker.clone(),
+            Profile::Coordinator => self.coordinator.clone(),
+        }
+    }
+
+    /// The tool `name`, if `profile` offers it.
+    pub(crate) fn find(&self, profile: Profile, name: &str) -> Option<&Tool> {
+        let i = self.tools.binary_search_by(|t| t.definition.name.as_ref().cmp(name)).ok()?;
+        let tool = &self.tools[i];
+        (profile == Profile::Coordinator || tool.lane == Lane::Lifecycle).then_some(tool)
+    }
+}

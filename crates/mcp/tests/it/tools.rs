@@ -1,0 +1,76 @@
+//! `tools/list`: what each profile offers, in a stable order, with schemas and annotations a model
+//! and a client can rely on.
+
+use serde_json::{Value, json};
+
+use crate::{ERAS, connect, start};
+
+const COORDINATOR: &[&str] = &["agent_heartbeat", "agent_list", "agent_register", "agent_unregister"];
+const WORKER: &[&str] = &["agent_heartbeat", "agent_register", "agent_unregister"];
+
+async fn listed(url: &str, era: crate::Era) -> Value {
+    let client = connect(url, era).await;
+    let tools = client.list_all_tools().await.unwrap();
+    client.cancel().await.unwrap();
+    serde_json::to_value(tools).unwrap()
+}
+
+fn names(tools: &Value) -> Vec<&str> {
+    tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect()
+}
+
+#[tokio::test]
+async fn each_profile_lists_its_tools_sorted_and_the_same_every_time() {
+    let daemon = start().await;
+    let other = start().await;
+    for era in ERAS {
+        for (path, expected) in [("/mcp", COORDINATOR), ("/mcp/worker", WORKER)] {
+            let first = listed(&format!("{}{path}", daemon.url), era).await;
+            assert_eq!(names(&first), expected, "{path} in {era:?}");
+            let again = listed(&format!("{}{path}", daemon.url), era).await;
+            let elsewhere = listed(&format!("{}{path}", other.url), era).await;
+            assert_eq!(first, again, "{path}: the list changed between two calls");
+            assert_eq!(first, elsewhere, "{path}: two daemons list differently");
+        }
+    }
+    daemon.stop().await;
+    other.stop().await;
+}
+
+#[tokio::test]
+async fn every_tool_has_strict_described_schemas_and_truthful_annotations() {
+    let daemon = start().await;
+    let tools = listed(&format!("{}/mcp", daemon.url), crate::Era::Modern).await;
+    for tool in tools.as_array().unwrap() {
+        let name = tool["name"].as_str().unwrap();
+        assert!(tool["description"].as_str().is_some_and(|d| d.len() > 40), "{name}: a description a model can act on");
+        assert!(tool["title"].is_string(), "{name}: a title");
+        let input = &tool["inputSchema"];
+        assert_eq!(input["type"], "object", "{name}");
+        assert_eq!(
+            input["additionalProperties"], false,
+            "{name}: unknown arguments are refused, and the schema says so"
+        );
+        for (property, schema) in input["properties"].as_object().into_iter().flatten() {
+            assert!(schema["description"].is_string(), "{name}.{property} has no description");
+        }
+        let output = &tool["outputSchema"];
+        assert_eq!(output["type"], "object", "{name}: an outputSchema");
+        for hint in ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] {
+            assert!(tool["annotations"][hint].is_boolean(), "{name}: {hint} is stated");
+        }
+    }
+    let hints = |name: &str| {
+        let tool = tools.as_array().unwrap().iter().find(|t| t["name"] == name).unwrap();
+        let a = &tool["annotations"];
+        (a["readOnlyHint"].clone(), a["destructiveHint"].clone(), a["idempotentHint"].clone())
+    };
+    // (read-only, destructive, idempotent)
+    assert_eq!(hints("agent_list"), (json!(true), json!(false), json!(true)));
+    assert_eq!(hints("agent_register"), (json!(false), json!(false), json!(true)));
+    assert_eq!(hints("agent_heartbeat"), (json!(false), json!(false), json!(true)));
+    assert_eq!(hints("agent_unregister"), (json!(false), json!(true), json!(false)));
+    let register = tools.as_array().unwrap().iter().find(|t| t["name"] == "agent_register").unwrap();
+    assert_eq!(register["inputSchema"]["required"], json!(["name", "runtime"]));
+    daemon.stop().await;
+}
