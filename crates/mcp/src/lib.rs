@@ -9,6 +9,7 @@ mod origin;
 pub mod proxy;
 mod server;
 mod tools;
+mod workflows;
 
 use std::sync::Arc;
 

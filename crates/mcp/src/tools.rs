@@ -125,6 +125,7 @@ where
 {
     let input_schema =
         schema_for_input::<I>().unwrap_or_else(|e| panic!("the input of tool `{name}` is not an object: {e}"));
+    let input_schema = objects_only(&input_schema);
     let annotations = ToolAnnotations::with_title(title)
         .read_only(hints.read_only)
         .destructive(hints.destructive)
@@ -132,7 +133,7 @@ where
         .open_world(false);
     let definition = rmcp::model::Tool::new(name, description, input_schema)
         .with_title(title)
-        .with_raw_output_schema(schema_for_output::<O>())
+        .with_raw_output_schema(objects_only(&schema_for_output::<O>()))
         .with_annotations(annotations);
     let handler: Handler = Box::new(move |ctx, arguments| match parse::<I>(arguments) {
         Ok(input) => {
@@ -148,6 +149,33 @@ where
         Err(refusal) => Box::pin(std::future::ready(Err(refusal))),
     });
     Tool { definition, lane, handler }
+}
+
+/// The schema with every `true` property schema (schemars' "any JSON value") written as `{}`: the
+/// MCP 2025-11-25 wire schema wants each property's schema to be an object.
+fn objects_only(schema: &JsonObject) -> Arc<JsonObject> {
+    fn walk(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::Object(properties)) = map.get_mut("properties") {
+                    for property in properties.values_mut() {
+                        if *property == Value::Bool(true) {
+                            *property = Value::Object(JsonObject::new());
+                        }
+                    }
+                }
+                map.values_mut().for_each(walk);
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let mut value = Value::Object(schema.clone());
+    walk(&mut value);
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => unreachable!("an object stays an object"),
+    }
 }
 
 /// Arguments as the input type, or a `VALIDATION_FAILED` naming the argument at fault (an unknown
@@ -180,6 +208,7 @@ pub(crate) struct Registry {
 impl Registry {
     pub(crate) fn new() -> Registry {
         let mut tools = crate::agents::tools();
+        tools.extend(crate::workflows::tools());
         tools.sort_by(|a, b| a.definition.name.cmp(&b.definition.name));
         let list = |lanes: &[Lane]| -> Arc<[rmcp::model::Tool]> {
             tools.iter().filter(|t| lanes.contains(&t.lane)).map(|t| t.definition.clone()).collect()

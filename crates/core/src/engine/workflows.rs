@@ -182,6 +182,9 @@ impl Engine {
             match &item.holder {
                 Some(h) if *h == agent => return Ok(self.granted(&state, &agent)),
                 Some(h) => return Ok(refused_claim(h)),
+                None if item.status.is_final() && item.last_agent.is_some() => {
+                    return Ok(refused_claim(item.last_agent.as_deref().unwrap_or_default()));
+                }
                 None => {}
             }
             if state.agents.get(&agent).is_none_or(|a| a.status == crate::router::Status::Removed) {

@@ -111,6 +111,7 @@ pub struct CreateWorkflow {
     /// Where the work comes from (an issue URL, a spec path...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// What the work is, in a few sentences.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The creating agent (`agent:<name>`); without it the daemon records itself as the creator.
@@ -135,10 +136,14 @@ pub struct ListWorkflows {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetPlan {
+    /// The workflow id (`run_...`).
     pub workflow_id: String,
+    /// One line saying what this is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// The tasks, in any order; dependencies name earlier or later tasks by name or index.
     pub tasks: Vec<PlanTask>,
+    /// The agent acting (`agent:<name>`, from `agent_register`); with an agent token, your own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
 }
@@ -148,6 +153,7 @@ pub struct SetPlan {
 pub struct PlanTask {
     /// Unique within the plan, 1 to 128 characters.
     pub name: String,
+    /// What the work is, in a few sentences.
     #[serde(default)]
     pub description: String,
     /// Tasks that must be completed first: their names, or their indices in `tasks`.
@@ -170,7 +176,9 @@ pub enum TaskRef {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NextTasks {
+    /// The workflow id (`run_...`).
     pub workflow_id: String,
+    /// At most this many (default 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
 }
@@ -179,7 +187,9 @@ pub struct NextTasks {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Claim {
+    /// The task id (`task_...`).
     pub task_id: String,
+    /// The agent acting (`agent:<name>`, from `agent_register`); with an agent token, your own.
     pub agent_id: String,
 }
 
@@ -187,10 +197,12 @@ pub struct Claim {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Release {
+    /// The task id (`task_...`).
     pub task_id: String,
     /// The holder; without it, whoever holds the task (admin callers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
+    /// Why, in a sentence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -199,9 +211,11 @@ pub struct Release {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetTaskPlan {
+    /// The task id (`task_...`).
     pub task_id: String,
     /// Text, or any structured plan (steps, files...).
     pub plan: Value,
+    /// The agent acting (`agent:<name>`, from `agent_register`); with an agent token, your own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
 }
@@ -213,11 +227,15 @@ pub struct UpdateStatus {
     /// The task id.
     #[serde(alias = "task_id")]
     pub id: String,
+    /// The status to move to.
     pub status: TaskStatus,
+    /// What was achieved (required for `completed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
+    /// Structured detail of the outcome (files created, packages added...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome_detail: Option<Value>,
+    /// What went wrong (required for `failed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Why (for `blocked`, `in_progress`, `pending`).
@@ -232,12 +250,17 @@ pub struct UpdateStatus {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddCheckpoint {
+    /// The task id (`task_...`).
     pub task_id: String,
+    /// The checkpoint type: plan, progress, decision, error, recovery or complete.
     #[serde(rename = "type")]
     pub kind: CheckpointType,
+    /// One line saying what this is.
     pub summary: String,
+    /// Structured detail (a reason, alternatives, numbers...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<Value>,
+    /// Paths of the files this step changed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files_changed: Vec<String>,
     /// The holder; without it, whoever holds the task (admin callers).
@@ -249,7 +272,9 @@ pub struct AddCheckpoint {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoadContext {
+    /// The task id (`task_...`).
     pub task_id: String,
+    /// What to gather; each part has its own default.
     #[serde(default)]
     pub include: Include,
     /// The budget, counted with the cl100k_base tokenizer over the answer's `context` (default
@@ -290,6 +315,7 @@ impl Default for Include {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWorkspace {
+    /// The workflow id (`run_...`).
     pub workflow_id: String,
     /// The new branch.
     pub branch: String,
@@ -304,8 +330,10 @@ pub struct CreateWorkspace {
     /// Where the worktree goes (default `<repo>/../<repo name>.worktrees/<branch, / as ->`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The tasks worked on in this workspace.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub task_ids: Vec<String>,
+    /// The agent acting (`agent:<name>`, from `agent_register`); with an agent token, your own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
 }
@@ -320,13 +348,16 @@ fn yes() -> bool {
 pub struct UpdateWorkspace {
     /// The workspace id (`ws_...`).
     pub id: String,
+    /// The status to move to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<WorkspaceStatus>,
+    /// The commit that merged the branch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge_commit: Option<String>,
     /// Remove the worktree (refused while it has uncommitted changes).
     #[serde(default)]
     pub cleanup_worktree: bool,
+    /// The agent acting (`agent:<name>`, from `agent_register`); with an agent token, your own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
 }

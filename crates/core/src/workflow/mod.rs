@@ -1018,10 +1018,13 @@ fn end(item: &mut Item, status: TaskStatus, from: &str) {
 
 fn claim(view: &View<'_>, mut item: Item, live: Live<'_>, m: &Message, seq: u64) -> Result<Change, Refusal> {
     let from = m.from.agent_id.as_str();
-    if item.status.is_final() {
+    // A task another agent took and finished meanwhile lost the race like one it still holds: the
+    // claimer learns who, as data, and moves on to the next task.
+    let taken_by = if item.status.is_final() { item.last_agent.as_ref() } else { item.holder.as_ref() };
+    if item.status.is_final() && taken_by.is_none() {
         return Err(invalid(format!("task {} has ended ({}); it cannot be claimed", item.id, item.status.as_str())));
     }
-    if let Some(holder) = &item.holder {
+    if let Some(holder) = taken_by {
         let mut r = Refusal::new(ErrorCode::AlreadyClaimed, format!("task {} is already claimed by {holder}", item.id))
             .field("task_id");
         r.problems = vec![clutch_proto::Problem { path: "already_claimed_by".into(), message: holder.clone() }];

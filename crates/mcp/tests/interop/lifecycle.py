@@ -2,22 +2,52 @@
 nobody here wrote, against a running Clutch daemon: over HTTP (`/mcp`) or stdio (`clutch mcp`), in
 the `initialize` era (`--mode legacy`) or 2026-07-28's self-contained requests (`--mode 2026-07-28`).
 
-Steps now: register -> heartbeat -> unregister, plus the error shape, unknown-argument refusal and
-the tool list. The workflow steps (claim, load context, checkpoint, update status) join when the
-workflow tools exist. Prints one line per check and exits non-zero when any fails.
+The seven steps: register -> claim -> load context -> checkpoint -> heartbeat -> update status ->
+unregister, on a workflow planned through MCP (coordinator profile) or the HTTP API (worker profile),
+plus the error shape, unknown-argument refusal and the tool list. Prints one line per check and exits
+non-zero when any fails.
 """
 
 import argparse
 import asyncio
 import json
 import sys
+import urllib.request
 import uuid
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-# Every tool the docs name must be listed; these are the ones that exist so far.
-LIFECYCLE_TOOLS = {"agent_register", "agent_heartbeat", "agent_unregister"}
+# The tools every profile lists.
+LIFECYCLE_TOOLS = {
+    "agent_register", "agent_heartbeat", "agent_unregister", "workflow_list", "workflow_get",
+    "workflow_progress", "workflow_next_tasks", "task_claim", "task_release", "task_get", "task_set_plan",
+    "task_update_status", "task_load_context", "checkpoint_add", "checkpoint_list", "workspace_create",
+    "workspace_update",
+}
+
+
+def http_json(method, url, body):
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method=method, headers={"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request) as response:
+        return json.loads(response.read())
+
+
+async def plan_workflow(client, checks, profile, base_url):
+    """A workflow with two tasks, the second depending on the first; answers (workflow id, task ids)."""
+    tasks = [{"name": "setup", "description": "passport config"}, {"name": "google", "depends_on": ["setup"]}]
+    if profile == "coordinator":
+        result = await client.call_tool("workflow_create", {"name": "OAuth", "source": "seed"})
+        workflow_id = structured(result)["id"]
+        result = await client.call_tool("workflow_set_plan", {"workflow_id": workflow_id, "tasks": tasks})
+        plan = structured(result)
+        checks.check("workflow_set_plan answers the task ids", not result.is_error and len(plan["tasks"]) == 2, str(plan))
+    else:
+        workflow_id = http_json("POST", f"{base_url}/v1/workflows", {"name": "OAuth"})["id"]
+        plan = http_json("PUT", f"{base_url}/v1/workflows/{workflow_id}/plan", {"tasks": tasks})
+    return workflow_id, [t["id"] for t in plan["tasks"]]
 
 
 class Checks:
@@ -40,7 +70,7 @@ def structured(result):
     return result.structured_content
 
 
-async def lifecycle(client, checks, profile):
+async def lifecycle(client, checks, profile, base_url):
     listed = await client.list_tools()
     names = [t.name for t in listed.tools]
     checks.check("tools/list is sorted", names == sorted(names), str(names))
@@ -73,6 +103,29 @@ async def lifecycle(client, checks, profile):
     agent_id = body.get("id")
     checks.check("agent_register answers {id, name, status}", body == {"id": f"agent:{name}", "name": name, "status": "online"}, str(body))
 
+    # Step 2: find work and claim it.
+    workflow_id, (setup, google) = await plan_workflow(client, checks, profile, base_url)
+    body = structured(await client.call_tool("workflow_next_tasks", {"workflow_id": workflow_id}))
+    checks.check("workflow_next_tasks offers the first task only", [t["id"] for t in body["tasks"]] == [setup], str(body))
+    result = await client.call_tool("task_claim", {"task_id": setup, "agent_id": agent_id})
+    body = structured(result)
+    checks.check("task_claim succeeds with a lease", not result.is_error and body.get("success") is True and body["lease"]["agent_id"] == agent_id, str(body))
+
+    # Step 3: load context.
+    result = await client.call_tool(
+        "task_load_context",
+        {"task_id": setup, "include": {"workflow_plan": True, "prior_task_outcomes": True, "dependency_outcomes": True, "recent_checkpoints": 5}, "max_tokens": 8000},
+    )
+    body = structured(result)
+    checks.check("task_load_context answers the task", not result.is_error and "passport config" in json.dumps(body), str(body))
+
+    # Step 4: checkpoints.
+    result = await client.call_tool(
+        "checkpoint_add",
+        {"task_id": setup, "type": "progress", "summary": "Installed OAuth dependencies", "files_changed": ["package.json"], "agent_id": agent_id},
+    )
+    checks.check("checkpoint_add succeeds", not result.is_error, str(structured(result)))
+
     # Step 5: heartbeat.
     result = await client.call_tool("agent_heartbeat", {"agent_id": agent_id, "status": "busy"})
     body = structured(result)
@@ -81,6 +134,23 @@ async def lifecycle(client, checks, profile):
         not result.is_error and body.get("success") is True and isinstance(body.get("next_heartbeat_ms"), int) and body["next_heartbeat_ms"] > 0,
         str(body),
     )
+
+    # Step 6: update status (in progress, then completed with its outcome).
+    result = await client.call_tool("task_update_status", {"id": setup, "status": "in_progress", "agent_id": agent_id})
+    checks.check("task_update_status in_progress", not result.is_error, str(structured(result)))
+    result = await client.call_tool("task_update_status", {"id": setup, "status": "completed", "agent_id": agent_id})
+    body = structured(result)
+    checks.check("completed without outcome is refused", result.is_error and body.get("code") == "VALIDATION_FAILED", str(body))
+    result = await client.call_tool(
+        "task_update_status",
+        {"id": setup, "status": "completed", "outcome": "OAuth infrastructure set up", "outcome_detail": {"files_created": ["src/auth.ts"]}, "agent_id": agent_id},
+    )
+    checks.check("task_update_status completed", not result.is_error, str(structured(result)))
+    body = structured(await client.call_tool("workflow_progress", {"workflow_id": workflow_id}))
+    checks.check("workflow_progress counts it", body.get("percent") == 50.0 and [t["id"] for t in body["available"]] == [google], str(body))
+    result = await client.call_tool("task_update_status", {"id": setup, "status": "in_progress", "agent_id": agent_id})
+    body = structured(result)
+    checks.check("a move from completed is INVALID_TRANSITION", result.is_error and body.get("code") == "INVALID_TRANSITION", str(body))
 
     # Unknown arguments are refused, not ignored.
     result = await client.call_tool("agent_heartbeat", {"agent_id": agent_id, "mood": "happy"})
@@ -129,7 +199,7 @@ async def main():
     checks = Checks(f"{args.transport} {args.mode} {args.profile}")
     async with Client(server, mode=args.mode) as client:
         checks.check("negotiated the era asked for", (client.protocol_version == "2026-07-28") == (args.mode == "2026-07-28"), client.protocol_version)
-        await lifecycle(client, checks, args.profile)
+        await lifecycle(client, checks, args.profile, args.url.rstrip("/"))
     sys.exit(1 if checks.failed else 0)
 
 

@@ -9,6 +9,7 @@ mod errors;
 mod lifecycle;
 mod origin;
 mod tools;
+mod workflows;
 
 use std::sync::Arc;
 

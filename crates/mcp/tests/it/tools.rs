@@ -5,8 +5,27 @@ use serde_json::{Value, json};
 
 use crate::{ERAS, connect, start};
 
-const COORDINATOR: &[&str] = &["agent_heartbeat", "agent_list", "agent_register", "agent_unregister"];
-const WORKER: &[&str] = &["agent_heartbeat", "agent_register", "agent_unregister"];
+/// The worker's lifecycle tools, and the coordinator's extra ones.
+const WORKER: &[&str] = &[
+    "agent_heartbeat",
+    "agent_register",
+    "agent_unregister",
+    "checkpoint_add",
+    "checkpoint_list",
+    "task_claim",
+    "task_get",
+    "task_load_context",
+    "task_release",
+    "task_set_plan",
+    "task_update_status",
+    "workflow_get",
+    "workflow_list",
+    "workflow_next_tasks",
+    "workflow_progress",
+    "workspace_create",
+    "workspace_update",
+];
+const COORDINATOR_ONLY: &[&str] = &["agent_list", "workflow_create", "workflow_set_plan"];
 
 async fn listed(url: &str, era: crate::Era) -> Value {
     let client = connect(url, era).await;
@@ -23,8 +42,10 @@ fn names(tools: &Value) -> Vec<&str> {
 async fn each_profile_lists_its_tools_sorted_and_the_same_every_time() {
     let daemon = start().await;
     let other = start().await;
+    let mut coordinator = [WORKER, COORDINATOR_ONLY].concat();
+    coordinator.sort_unstable();
     for era in ERAS {
-        for (path, expected) in [("/mcp", COORDINATOR), ("/mcp/worker", WORKER)] {
+        for (path, expected) in [("/mcp", &coordinator[..]), ("/mcp/worker", WORKER)] {
             let first = listed(&format!("{}{path}", daemon.url), era).await;
             assert_eq!(names(&first), expected, "{path} in {era:?}");
             let again = listed(&format!("{}{path}", daemon.url), era).await;
@@ -70,6 +91,14 @@ async fn every_tool_has_strict_described_schemas_and_truthful_annotations() {
     assert_eq!(hints("agent_register"), (json!(false), json!(false), json!(true)));
     assert_eq!(hints("agent_heartbeat"), (json!(false), json!(false), json!(true)));
     assert_eq!(hints("agent_unregister"), (json!(false), json!(true), json!(false)));
+    for read in ["workflow_get", "workflow_list", "workflow_progress", "workflow_next_tasks", "task_get"] {
+        assert_eq!(hints(read), (json!(true), json!(false), json!(true)), "{read}");
+    }
+    for read in ["task_load_context", "checkpoint_list"] {
+        assert_eq!(hints(read), (json!(true), json!(false), json!(true)), "{read}");
+    }
+    assert_eq!(hints("task_claim"), (json!(false), json!(false), json!(false)));
+    assert_eq!(hints("workspace_update"), (json!(false), json!(true), json!(false)));
     let register = tools.as_array().unwrap().iter().find(|t| t["name"] == "agent_register").unwrap();
     assert_eq!(register["inputSchema"]["required"], json!(["name", "runtime"]));
     daemon.stop().await;
