@@ -72,6 +72,9 @@ pub struct EngineTimers {
     /// Save a snapshot of the engine's state every this many events (0 = only on a clean stop): a start
     /// loads it and replays only the events after it.
     pub snapshot_every: u64,
+    /// ...but not sooner than this after the start or the last snapshot (saving stalls appends in
+    /// proportion to the engine's state).
+    pub snapshot_interval_ms: u64,
 }
 
 impl Default for EngineTimers {
@@ -90,6 +93,7 @@ impl Default for EngineTimers {
             queue_timeout_ms: ms(o.queue_timeout),
             default_max_runtime_ms: o.default_max_runtime.map_or(0, ms),
             snapshot_every: o.snapshot_every,
+            snapshot_interval_ms: ms(o.snapshot_interval),
         }
     }
 }
@@ -192,6 +196,7 @@ const KEYS: &[&str] = &[
     "engine.queue_timeout_ms",
     "engine.default_max_runtime_ms",
     "engine.snapshot_every",
+    "engine.snapshot_interval_ms",
     "mcp.allowed_origins",
 ];
 
@@ -298,6 +303,7 @@ impl Config {
             "engine.queue_timeout_ms" => self.engine.queue_timeout_ms = number()?,
             "engine.default_max_runtime_ms" => self.engine.default_max_runtime_ms = number()?,
             "engine.snapshot_every" => self.engine.snapshot_every = number()?,
+            "engine.snapshot_interval_ms" => self.engine.snapshot_interval_ms = number()?,
             "mcp.allowed_origins" => {
                 self.mcp.allowed_origins =
                     value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
@@ -379,6 +385,7 @@ impl Config {
             queue_timeout: ms(e.queue_timeout_ms),
             default_max_runtime: (e.default_max_runtime_ms > 0).then(|| ms(e.default_max_runtime_ms)),
             snapshot_every: e.snapshot_every,
+            snapshot_interval: ms(e.snapshot_interval_ms),
             ..clutch_core::engine::Options::default()
         }
     }

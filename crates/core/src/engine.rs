@@ -69,9 +69,12 @@ pub struct Options {
     /// The operator's policy (org.yaml, workflows.yaml): tool allowlists, budgets, signing keys,
     /// workflow steps and payload schemas.
     pub policy: Arc<Config>,
-    /// Save a snapshot of the state after this many events (0: only on a clean stop), so a start
-    /// replays at most about this many events.
+    /// Save a snapshot of the state after this many events (0: only on a clean stop)...
     pub snapshot_every: u64,
+    /// ...and not sooner than this after the start or the last one: saving stalls the writer in
+    /// proportion to the state, so under a steady load it happens at most once per interval. A
+    /// start replays at most about `snapshot_every` events or an interval's worth.
+    pub snapshot_interval: Duration,
     /// Where "now" comes from: the system clock, or a manual one in tests.
     pub clock: Clock,
 }
@@ -91,6 +94,7 @@ impl Default for Options {
             default_max_runtime: None,
             policy: Arc::new(Config::default()),
             snapshot_every: 100_000,
+            snapshot_interval: Duration::from_secs(60),
             clock: Clock::system(),
         }
     }
@@ -126,6 +130,8 @@ struct Inner {
     fingerprint: String,
     /// The `seq` of the last snapshot saved or loaded.
     saved_seq: AtomicU64,
+    /// When the last snapshot was saved while running.
+    saved_at: Mutex<std::time::Instant>,
     /// The `seq` of the snapshot loaded on start (0: none).
     snapshot_seq: u64,
 }
@@ -147,7 +153,8 @@ struct Saved<S> {
 /// What a snapshot's state depends on besides the log: the snapshot format and the options (timers
 /// and policy shape deadlines, budgets and workflow steps as events are applied).
 fn fingerprint(options: &Options) -> String {
-    let relevant = Options { snapshot_every: 0, clock: Clock::system(), ..options.clone() };
+    let relevant =
+        Options { snapshot_every: 0, snapshot_interval: Duration::ZERO, clock: Clock::system(), ..options.clone() };
     clutch_store::sha256_hex(format!("{SNAPSHOT_FORMAT}\n{relevant:?}").as_bytes())
 }
 
@@ -251,6 +258,7 @@ impl Engine {
             wake: Notify::new(),
             fingerprint,
             saved_seq: AtomicU64::new(from_snapshot),
+            saved_at: Mutex::new(std::time::Instant::now()),
             snapshot_seq: from_snapshot,
         };
         Ok(Engine { inner: Arc::new(inner) })
@@ -264,17 +272,21 @@ impl Engine {
     /// Saves the state as a snapshot in the store, so the next start replays only the events after it.
     /// The state is serialized under its lock (the writer waits meanwhile); the store write is not.
     pub async fn save_snapshot(&self) -> Result<u64> {
+        let serializing = std::time::Instant::now();
         let (seq, body) = {
             let state = self.state();
             let saved = Saved { format: SNAPSHOT_FORMAT, fingerprint: self.inner.fingerprint.clone(), state: &*state };
             let body = serde_json::to_vec(&saved).map_err(|e| Error::Task(format!("engine snapshot: {e}")))?;
             (state.seq, body)
         };
+        let locked_ms = serializing.elapsed().as_millis() as u64;
         let started = std::time::Instant::now();
         let bytes = body.len();
         self.inner.log.set_snapshot(SNAPSHOT, &Snapshot { seq, body: body.into() }).await?;
         self.inner.saved_seq.store(seq, Ordering::Release);
-        tracing::info!(seq, bytes, ms = started.elapsed().as_millis() as u64, "engine snapshot saved");
+        *self.inner.saved_at.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+        let write_ms = started.elapsed().as_millis() as u64;
+        tracing::info!(seq, bytes, locked_ms, write_ms, "engine snapshot saved");
         Ok(seq)
     }
 
@@ -286,6 +298,12 @@ impl Engine {
         }
         let seq = self.state().seq;
         if seq.saturating_sub(self.inner.saved_seq.load(Ordering::Acquire)) < every {
+            return;
+        }
+        // Saving costs time in proportion to the state (the writer waits while it is serialized):
+        // under a steady load, at most one snapshot per interval.
+        let last = *self.inner.saved_at.lock().unwrap_or_else(|e| e.into_inner());
+        if last.elapsed() < self.inner.options.snapshot_interval {
             return;
         }
         if let Err(e) = self.save_snapshot().await {

@@ -708,7 +708,7 @@ async fn a_snapshot_restores_the_state_a_full_rebuild_would_and_the_tail_is_repl
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_are_saved_every_so_many_events_while_running() {
-    let h = hub(Options { snapshot_every: 3, ..fast() }).await;
+    let h = hub(Options { snapshot_every: 3, snapshot_interval: Duration::ZERO, ..fast() }).await;
     for name in ["a", "b", "c", "d"] {
         h.register(name, json!({"capabilities": [{"id": "skill:x"}]})).await;
     }
