@@ -27,11 +27,6 @@ use clap::Parser;
 
 use crate::cli::{Cli, Command, ConfigCommand, KeysCommand, RunsCommand};
 
-/// glibc's allocator spent a quarter of the daemon's time under load (profiled with `perf` during
-/// `clutch bench tasks --http`), much of it consolidating freed chunks; mimalloc does not.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
