@@ -617,7 +617,14 @@ async fn a_run_over_its_budget_fails_when_the_policy_says_so() {
     h.send(t1.msg("agent:solo", "task.result", json!({"usage": {"tokens": 150}}))).await.unwrap();
     let failed = h.wait(&t2.task, 0, |v| kind(v) == "task.error").await;
     assert_eq!(failed["payload"]["code"], "BUDGET_EXCEEDED");
-    assert_eq!(h.core().engine.task(&t2.task).unwrap()["state"], "failed");
+    // The wait may read the event from the store a moment before the engine has applied it.
+    tokio::time::timeout(GUARD, async {
+        while h.core().engine.task(&t2.task).unwrap()["state"] != "failed" {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the task is failed");
     let tree = h.core().engine.run_tasks(&t1.run).unwrap();
     assert_eq!(tree["budget_exhausted"], true);
     assert_eq!(tree["usage"]["tokens"], 150);
