@@ -167,7 +167,7 @@ struct State {
     #[serde(skip)]
     schemas: Registry,
     /// Payloads of the schema registrations applied, in order.
-    registered_schemas: Vec<Value>,
+    registered_schemas: Vec<Map<String, Value>>,
     agents: BTreeMap<String, Agent>,
     tasks: HashMap<String, Task>,
     /// Each task's events, in order.
@@ -733,18 +733,24 @@ impl State {
             return reject("its seq disagrees with its state");
         }
         state.schemas = options.policy.schemas().clone();
-        for payload in &state.registered_schemas {
-            let text = |k: &str| payload.get(k).and_then(Value::as_str);
-            if let (Some(pt), Some(schema)) = (text("payload_type"), payload.get("schema"))
-                && let Err(problems) = state.schemas.register(pt, text("schema_ref"), schema.clone())
-            {
-                tracing::warn!(payload_type = pt, ?problems, "a stored schema no longer registers");
-            }
+        for payload in std::mem::take(&mut state.registered_schemas) {
+            state.register_stored_schema(payload);
         }
         for agent in state.agents.values_mut() {
             agent.profile = router::Profile::new(&agent.card);
         }
         Some(state)
+    }
+
+    /// Registers the schema a stored `clutch.schema.v1` payload carries, and keeps the payload for
+    /// snapshots when it registers (on apply, and again when a snapshot is loaded).
+    fn register_stored_schema(&mut self, payload: Map<String, Value>) {
+        let text = |k: &str| payload.get(k).and_then(Value::as_str);
+        let (Some(pt), Some(schema)) = (text("payload_type"), payload.get("schema")) else { return };
+        match self.schemas.register(pt, text("schema_ref"), schema.clone()) {
+            Ok(_) => self.registered_schemas.push(payload),
+            Err(problems) => tracing::warn!(payload_type = pt, ?problems, "a stored schema no longer registers"),
+        }
     }
 
     /// Whether an event with this head changes the state (see [`State::apply`]).
@@ -928,15 +934,7 @@ impl State {
         match message.kind {
             MessageType::AgentRegister | MessageType::AgentUpdate => self.apply_agent(options, seq, message, at),
             MessageType::ChatSystem if message.payload_type.as_deref() == Some(SCHEMA_PAYLOAD) => {
-                let text = |k: &str| message.payload.get(k).and_then(Value::as_str);
-                if let (Some(pt), Some(schema)) = (text("payload_type"), message.payload.get("schema")) {
-                    match self.schemas.register(pt, text("schema_ref"), schema.clone()) {
-                        Ok(_) => self.registered_schemas.push(Value::Object(message.payload.clone())),
-                        Err(problems) => {
-                            tracing::warn!(seq, payload_type = pt, ?problems, "a stored schema no longer registers");
-                        }
-                    }
-                }
+                self.register_stored_schema(message.payload.clone());
             }
             MessageType::ChatSystem if message.payload_type.as_deref() == Some(BUDGET_PAYLOAD) => {
                 let scope = message.payload.get("scope").and_then(Value::as_str);
