@@ -1,8 +1,11 @@
 //! The event log service: the one writer that owns the append path. Callers send messages to it; it
-//! takes whatever has queued up into one batch, has the store commit it durably in one transaction
-//! (group commit), answers each caller, and only then publishes the new events, in `seq` order.
+//! takes whatever has queued up into one batch and has the store commit it in one transaction (group
+//! commit); a flusher beside it makes what was committed durable (one `sync` covers every batch
+//! committed before it) and only then publishes the new events, in `seq` order, and answers each
+//! caller. The writer commits the next batch while the disk flushes the last ones.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -59,15 +62,45 @@ pub struct Service {
     closing: Arc<watch::Sender<bool>>,
     metrics: Arc<Metrics>,
     batch_max: usize,
-    /// Requests the last batch held: the writer waits (at most [`LINGER`]) for about as many before
-    /// committing, so that concurrent callers answered together share the next commit too.
-    expected: usize,
     gate: Option<Arc<dyn Gate>>,
+    visible: Arc<AtomicU64>,
 }
 
-/// The longest a batch waits for the requests it expects. Callers answered by one commit come back
-/// at nearly the same moment; without this, the first to return would be committed alone.
+/// The longest a batch waits for the requests it expects while the disk is busy. Callers answered by
+/// one flush come back at nearly the same moment; without this, the first to return would be
+/// committed alone.
 const LINGER: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Batches committed and waiting for the flusher, at most; past that the writer waits too.
+const UNFLUSHED_MAX: usize = 64;
+
+/// A batch committed to the store, waiting for a flush to make it durable before its events are
+/// published and its callers answered.
+struct Written {
+    /// The highest `seq` it stored (0 when it stored nothing new).
+    head: u64,
+    events: Vec<Arc<Live>>,
+    answers: Vec<(Reply, Vec<Result<Outcome>>)>,
+}
+
+/// What the writer knows of the flusher, to choose when to commit.
+#[derive(Debug, Clone, Copy, Default)]
+struct Flushing {
+    /// A flush is under way.
+    busy: bool,
+    /// Requests the last flush answered: while the disk is busy, the writer waits (at most [`LINGER`])
+    /// for about as many before committing, so that callers answered together share a flush again.
+    cohort: usize,
+    /// The store failed to flush: durability is unknown, so nothing more is written or acknowledged.
+    failed: bool,
+}
+
+/// The answer to every append once a flush has failed.
+fn not_durable() -> Error {
+    Error::Store(clutch_store::Error::Backend(
+        "the event log could not be flushed to disk; it takes no appends until the daemon restarts".into(),
+    ))
+}
 
 /// A cheap, cloneable handle to the event log: appends go to the writer, reads straight to the store.
 #[derive(Clone)]
@@ -78,6 +111,9 @@ pub struct Handle {
     closing: Arc<watch::Sender<bool>>,
     metrics: Arc<Metrics>,
     artifact_max_bytes: u64,
+    /// The highest `seq` that is durable, applied by the gate and published: reads show nothing past
+    /// it (the store may already hold later, not yet flushed, events). `u64::MAX` until the writer runs.
+    visible: Arc<AtomicU64>,
 }
 
 impl Service {
@@ -86,6 +122,7 @@ impl Service {
         let (live, _) = broadcast::channel(options.subscriber_buffer.max(16));
         let closing = Arc::new(watch::Sender::new(false));
         let metrics = Arc::new(Metrics::new());
+        let visible = Arc::new(AtomicU64::new(u64::MAX));
         let handle = Handle {
             backend: backend.clone(),
             requests: tx,
@@ -93,6 +130,7 @@ impl Service {
             closing: closing.clone(),
             metrics: metrics.clone(),
             artifact_max_bytes: options.artifact_max_bytes,
+            visible: visible.clone(),
         };
         let service = Service {
             backend,
@@ -101,8 +139,8 @@ impl Service {
             closing,
             metrics,
             batch_max: options.batch_max.max(1),
-            expected: 1,
             gate: None,
+            visible,
         };
         (service, handle)
     }
@@ -113,8 +151,26 @@ impl Service {
     }
 
     /// Runs until `shutdown` resolves; then ends live subscriptions, refuses new appends, commits
-    /// those already queued, and closes the store.
+    /// those already queued, waits for their flush, and closes the store.
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+        match self.backend.head().await {
+            Ok(head) => self.visible.store(head, Ordering::Release),
+            Err(e) => tracing::error!(error = %e, "cannot read the log's head; reads show nothing until it is written"),
+        }
+        if self.visible.load(Ordering::Acquire) == u64::MAX {
+            self.visible.store(0, Ordering::Release);
+        }
+        let (flushing, watching) = watch::channel(Flushing::default());
+        let (to_flush, unflushed) = mpsc::channel(UNFLUSHED_MAX);
+        let flusher = Flusher {
+            backend: self.backend.clone(),
+            live: self.live.clone(),
+            metrics: self.metrics.clone(),
+            visible: self.visible.clone(),
+            state: flushing,
+        };
+        let flusher = tokio::spawn(flusher.run(unflushed));
+        let mut link = Link { to_flush, state: watching };
         tokio::pin!(shutdown);
         loop {
             let first = tokio::select! {
@@ -122,34 +178,57 @@ impl Service {
                 () = &mut shutdown => None,
             };
             let Some(first) = first else { break };
-            self.write(first).await;
+            self.write(first, &mut link).await;
         }
         self.closing.send_replace(true);
         self.requests.close();
         while let Some(request) = self.requests.recv().await {
-            self.write(request).await;
+            self.write(request, &mut link).await;
+        }
+        drop(link);
+        if let Err(e) = flusher.await {
+            tracing::error!(error = %e, "the log's flusher failed");
         }
         self.backend.close().await;
         tracing::info!("event log closed");
     }
 
-    /// Commits `first` and whatever else is queued (or, under concurrency, arrives within [`LINGER`]),
-    /// up to `batch_max` messages, as one transaction.
-    async fn write(&mut self, first: Request) {
+    /// Commits `first` and whatever else is queued as one transaction, up to `batch_max` messages, and
+    /// hands the result to the flusher. While a flush is under way, it first waits (at most
+    /// [`LINGER`]) for about as many requests as the last flush answered.
+    async fn write(&mut self, first: Request, link: &mut Link) {
         let mut count = first.entries.len();
         let mut requests = vec![first];
         let deadline = tokio::time::Instant::now() + LINGER;
+        let mut lingering = true;
         while count < self.batch_max {
-            let next = match self.requests.try_recv() {
-                Ok(r) => Some(r),
-                Err(_) if requests.len() >= self.expected => None,
-                Err(_) => tokio::time::timeout_at(deadline, self.requests.recv()).await.ok().flatten(),
-            };
-            let Some(r) = next else { break };
-            count += r.entries.len();
-            requests.push(r);
+            if let Ok(r) = self.requests.try_recv() {
+                count += r.entries.len();
+                requests.push(r);
+                continue;
+            }
+            let flushing = *link.state.borrow_and_update();
+            if !lingering || !flushing.busy || requests.len() >= flushing.cohort {
+                break;
+            }
+            tokio::select! {
+                r = self.requests.recv() => match r {
+                    Some(r) => {
+                        count += r.entries.len();
+                        requests.push(r);
+                    }
+                    None => break,
+                },
+                changed = link.state.changed() => if changed.is_err() { break },
+                () = tokio::time::sleep_until(deadline) => lingering = false,
+            }
         }
-        self.expected = requests.len();
+        if link.state.borrow().failed {
+            for request in requests {
+                let _ = request.reply.send(request.entries.iter().map(|_| Err(not_durable())).collect());
+            }
+            return;
+        }
         let lens: Vec<usize> = requests.iter().map(|r| r.entries.len()).collect();
         let batch: Vec<Entry> = requests.iter_mut().flat_map(|r| std::mem::take(&mut r.entries)).collect();
         // Refused entries leave the batch, their positions remembered; the rest is stored as it is.
@@ -169,15 +248,15 @@ impl Service {
             }
         }
         let started = Instant::now();
-        let result = if stored.is_empty() { Ok(Vec::new()) } else { self.backend.append_batch(&stored).await };
+        let result = if stored.is_empty() { Ok(Vec::new()) } else { self.backend.write_batch(&stored).await };
         self.metrics.commit.observe_duration(started.elapsed());
-        self.metrics.batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.metrics.batches.fetch_add(1, Ordering::Relaxed);
         self.metrics.batch_size.observe(stored.len() as f64);
         let stored_outcomes: Vec<Result<Outcome>> = match result {
             Ok(outcomes) => outcomes.into_iter().map(|o| o.map_err(Error::Store)).collect(),
             Err(e) => {
                 tracing::error!(error = %e, messages = stored.len(), "append batch failed; nothing stored");
-                self.metrics.batch_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.metrics.batch_failures.fetch_add(1, Ordering::Relaxed);
                 let text = e.to_string();
                 let closed = matches!(e, clutch_store::Error::Closed);
                 stored
@@ -198,37 +277,112 @@ impl Service {
             outcomes.insert(i, self.refused(&entry, refusal).await);
             batch.insert(i, entry);
         }
-        // Publish before answering: a caller that sees its ack and then subscribes from `after` will
-        // find the event either in the store or on the bus.
-        let mut new_events = Vec::new();
+        let mut events = Vec::new();
         for (Entry { message, json }, outcome) in batch.into_iter().zip(&outcomes) {
             match outcome {
                 Ok(o) if !o.duplicate => {
-                    self.metrics.appended.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    new_events.push(Arc::new(Live { event: Event { seq: o.seq, json }, message }));
+                    self.metrics.appended.fetch_add(1, Ordering::Relaxed);
+                    events.push(Arc::new(Live { event: Event { seq: o.seq, json }, message }));
                 }
                 Ok(_) => {
-                    self.metrics.duplicates.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.metrics.duplicates.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(Error::Store(clutch_store::Error::IdConflict { .. })) => {
-                    self.metrics.conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.metrics.conflicts.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(_) => {}
             }
         }
+        // The gate applies the batch now, before the next one is vetted; everyone else sees it only
+        // once it is durable.
         if let Some(gate) = &self.gate
-            && !new_events.is_empty()
+            && !events.is_empty()
         {
-            gate.committed(&new_events);
+            gate.committed(&events);
         }
-        for live in new_events {
-            // No receivers is fine: nobody is watching.
-            let _ = self.live.send(live);
-        }
+        let head = events.last().map_or(0, |e| e.event.seq);
         let mut outcomes = outcomes.into_iter();
-        for (request, n) in requests.into_iter().zip(lens) {
-            // A caller that gave up (its connection dropped) still had its messages stored.
-            let _ = request.reply.send(outcomes.by_ref().take(n).collect());
+        let answers =
+            requests.into_iter().zip(lens).map(|(r, n)| (r.reply, outcomes.by_ref().take(n).collect())).collect();
+        if let Err(mpsc::error::SendError(written)) = link.to_flush.send(Written { head, events, answers }).await {
+            // The flusher is gone (it only ends after the writer): answer rather than hang.
+            for (reply, outcomes) in written.answers {
+                let _ = reply.send(outcomes.into_iter().map(|_| Err(Error::ShuttingDown)).collect());
+            }
+        }
+    }
+}
+
+/// The writer's side of the flusher: where committed batches go, and the flusher's state.
+struct Link {
+    to_flush: mpsc::Sender<Written>,
+    state: watch::Receiver<Flushing>,
+}
+
+/// Makes committed batches durable, then publishes their events and answers their callers, in order.
+/// One `sync` covers every batch committed before it started.
+struct Flusher {
+    backend: Arc<dyn Backend>,
+    live: broadcast::Sender<Arc<Live>>,
+    metrics: Arc<Metrics>,
+    visible: Arc<AtomicU64>,
+    state: watch::Sender<Flushing>,
+}
+
+impl Flusher {
+    async fn run(self, mut unflushed: mpsc::Receiver<Written>) {
+        let mut failed = false;
+        while let Some(first) = unflushed.recv().await {
+            let mut batches = vec![first];
+            while let Ok(next) = unflushed.try_recv() {
+                batches.push(next);
+            }
+            self.state.send_modify(|s| s.busy = true);
+            let result = if failed {
+                Err(clutch_store::Error::Closed)
+            } else {
+                let started = Instant::now();
+                let result = self.backend.sync().await;
+                self.metrics.sync.observe_duration(started.elapsed());
+                result
+            };
+            let mut answered = 0;
+            match result {
+                Ok(()) => {
+                    for Written { head, events, answers } in batches {
+                        // Visible first: a caller who reads right after its answer finds its events.
+                        if head > 0 {
+                            self.visible.store(head, Ordering::Release);
+                        }
+                        for live in events {
+                            // No receivers is fine: nobody is watching.
+                            let _ = self.live.send(live);
+                        }
+                        answered += answers.len();
+                        for (reply, outcomes) in answers {
+                            // A caller that gave up (its connection dropped) still had its messages stored.
+                            let _ = reply.send(outcomes);
+                        }
+                    }
+                }
+                Err(e) => {
+                    if !failed {
+                        tracing::error!(error = %e, "the event log could not be flushed to disk; no more appends are taken or acknowledged until the daemon restarts");
+                        self.metrics.batch_failures.fetch_add(1, Ordering::Relaxed);
+                    }
+                    failed = true;
+                    for written in batches {
+                        for (reply, outcomes) in written.answers {
+                            let _ = reply.send(outcomes.into_iter().map(|_| Err(not_durable())).collect());
+                        }
+                    }
+                }
+            }
+            self.state.send_modify(|s| {
+                s.busy = false;
+                s.cohort = answered.max(1);
+                s.failed = failed;
+            });
         }
     }
 }
@@ -274,16 +428,28 @@ impl Handle {
         self.append(vec![message]).await?.pop().unwrap_or(Err(Error::ShuttingDown))
     }
 
+    /// The message stored under `id`, once it is visible (durable and published).
     pub async fn get(&self, id: &str) -> Result<Option<Event>> {
-        Ok(self.backend.get(id).await?)
+        let visible = self.visible();
+        Ok(self.backend.get(id).await?.filter(|e| e.seq <= visible))
     }
 
+    /// Up to `limit` visible events matching `filter` after `after`, in `seq` order.
     pub async fn read(&self, filter: &Filter, after: u64, limit: usize) -> Result<Vec<Event>> {
-        Ok(self.backend.read(filter, after, limit).await?)
+        let visible = self.visible();
+        let mut events = self.backend.read(filter, after, limit).await?;
+        visible_only(&mut events, visible);
+        Ok(events)
     }
 
+    /// The highest visible `seq`.
     pub async fn head(&self) -> Result<u64> {
-        Ok(self.backend.head().await?)
+        let visible = self.visible();
+        Ok(self.backend.head().await?.min(visible))
+    }
+
+    fn visible(&self) -> u64 {
+        self.visible.load(Ordering::Acquire)
     }
 
     /// Subscribes to events matching `filter`: first those stored after `after` (or, with `None`, none
@@ -292,10 +458,11 @@ impl Handle {
         let receiver = self.live.subscribe();
         let after = match after {
             Some(a) => a,
-            None => self.backend.head().await?,
+            None => self.head().await?,
         };
         Ok(Subscription::new(
             self.backend.clone(),
+            self.visible.clone(),
             receiver,
             self.closing.subscribe(),
             self.metrics.clone(),
@@ -354,4 +521,10 @@ impl Handle {
     pub fn is_closing(&self) -> bool {
         *self.closing.borrow()
     }
+}
+
+/// Drops the events past `visible` (a read's rows are in `seq` order).
+pub(crate) fn visible_only(events: &mut Vec<Event>, visible: u64) {
+    let keep = events.partition_point(|e| e.seq <= visible);
+    events.truncate(keep);
 }

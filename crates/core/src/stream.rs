@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use clutch_proto::Message;
 use clutch_store::{Backend, Event, Filter};
@@ -36,6 +36,8 @@ pub enum End {
 /// A live, filtered view of the event log. See [`crate::Handle::subscribe`].
 pub struct Subscription {
     backend: Arc<dyn Backend>,
+    /// The log's visible head: catch-up reads stop there; later events come live.
+    visible: Arc<AtomicU64>,
     receiver: broadcast::Receiver<Arc<Live>>,
     closing: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
@@ -51,6 +53,7 @@ pub struct Subscription {
 impl Subscription {
     pub(crate) fn new(
         backend: Arc<dyn Backend>,
+        visible: Arc<AtomicU64>,
         receiver: broadcast::Receiver<Arc<Live>>,
         closing: watch::Receiver<bool>,
         metrics: Arc<Metrics>,
@@ -60,6 +63,7 @@ impl Subscription {
         metrics.subscribers.fetch_add(1, Ordering::Relaxed);
         Subscription {
             backend,
+            visible,
             receiver,
             closing,
             metrics,
@@ -87,11 +91,13 @@ impl Subscription {
                 return Err(End::Shutdown { last_seq: self.last });
             }
             if self.catching_up {
-                let page = self
+                let visible = self.visible.load(Ordering::Acquire);
+                let mut page = self
                     .backend
                     .read(&self.filter, self.last, PAGE)
                     .await
                     .map_err(|e| End::Failed { last_seq: self.last, message: e.to_string() })?;
+                crate::log::visible_only(&mut page, visible);
                 if page.len() < PAGE {
                     self.catching_up = false;
                     self.live_ok = false;

@@ -31,7 +31,7 @@ macro_rules! conformance_tests {
             idempotency_key_dedups_within_run, duplicates_within_one_batch, concurrent_appends_of_one_id,
             conflict_does_not_spoil_the_batch, artifacts_round_trip, large_run_pages_in_order,
             reopen_keeps_everything, closed_store_refuses, inbox_reads_by_recipient,
-            cursors_are_saved_and_replaced, snapshots_are_saved_and_replaced);
+            cursors_are_saved_and_replaced, snapshots_are_saved_and_replaced, written_batches_chain_and_sync);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
@@ -361,6 +361,28 @@ pub async fn reopen_keeps_everything(h: &impl Harness) {
     assert!(append_one(&*s, &m).await.unwrap().duplicate, "dedup survives a restart");
     assert_eq!(append_one(&*s, &simple()).await.unwrap().seq, 3);
     assert_eq!(s.get_artifact(&crate::sha256_hex(&art)).await.unwrap().unwrap(), art);
+}
+
+/// `write_batch` commits without waiting for durability: the next batch builds on it (seqs continue,
+/// dedup sees it), readers see it, and after `sync` it survives a reopen like any append.
+pub async fn written_batches_chain_and_sync(h: &impl Harness) {
+    let first = simple();
+    let second = simple();
+    {
+        let s = h.open().await;
+        let a = s.write_batch(&[crate::Entry::new(first.clone())]).await.unwrap();
+        assert_eq!(a[0].as_ref().unwrap().seq, 1);
+        let b = s.write_batch(&[crate::Entry::new(first.clone()), crate::Entry::new(second.clone())]).await.unwrap();
+        let b: Vec<_> = b.into_iter().map(|o| o.unwrap()).collect();
+        assert!(b[0].duplicate && b[0].seq == 1, "an unsynced batch already deduplicates the next one");
+        assert_eq!((b[1].seq, b[1].duplicate), (2, false));
+        assert_eq!(s.head().await.unwrap(), 2);
+        s.sync().await.unwrap();
+        s.sync().await.unwrap();
+        s.close().await;
+    }
+    let s = h.open().await;
+    assert_eq!(s.get(&second.id).await.unwrap().unwrap().seq, 2);
 }
 
 pub async fn closed_store_refuses(h: &impl Harness) {

@@ -154,6 +154,21 @@ pub trait Backend: Send + Sync + 'static {
     /// still have landed, which is why retrying the same messages is always safe (they deduplicate).
     async fn append_batch(&self, batch: &[Entry]) -> Result<Vec<Result<Outcome>>>;
 
+    /// [`Backend::append_batch`] without waiting for durability: the batch is committed (readers see
+    /// it, later batches build on it) and becomes durable, together with every batch written before
+    /// it, when a later [`Backend::sync`] returns. A backend whose commits are durable already (the
+    /// default) answers both the same way. The writer uses this pair to commit the next batch while
+    /// the disk flushes the last ones, and acknowledges nothing before the flush.
+    async fn write_batch(&self, batch: &[Entry]) -> Result<Vec<Result<Outcome>>> {
+        self.append_batch(batch).await
+    }
+
+    /// Makes every batch written so far durable. An error means durability is unknown: the caller
+    /// must acknowledge nothing written since the last successful sync, and write nothing more.
+    async fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// [`Backend::append_batch`] for messages not yet serialized.
     async fn append_messages(&self, batch: &[Message]) -> Result<Vec<Result<Outcome>>> {
         let entries: Vec<Entry> = batch.iter().cloned().map(Entry::new).collect();

@@ -1,8 +1,9 @@
 //! Core's integration tests, on the real SQLite store: group commit, ordering of live events,
-//! catch-up subscriptions, slow subscribers, shutdown; and, in modules, the payload schema registry,
+//! catch-up subscriptions, slow subscribers, shutdown; and, in modules, the writer's flush, the payload schema registry,
 //! the policy configuration, the engine and its workflows.
 
 mod config;
+mod flush;
 mod schemas;
 
 mod engine;

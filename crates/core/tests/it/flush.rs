@@ -1,0 +1,187 @@
+//! The writer's flush, on the real SQLite store with its `sync` held back or failed on purpose:
+//! nothing is answered, published or readable before a flush has made it durable; the next batch is
+//! committed while a flush is under way; a failed flush stops the log without acknowledging anything.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use clutch_core::{Options, Service};
+use clutch_proto::id::{self, Kind};
+use clutch_proto::{ErrorCode, MessageType};
+use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome, Snapshot};
+use tokio::sync::{Semaphore, oneshot};
+
+use super::message;
+
+/// The real SQLite store, whose `sync` waits for a permit (or fails, when told to).
+struct Held {
+    inner: clutch_store_sqlite::Store,
+    permits: Semaphore,
+    syncs: AtomicUsize,
+    fail: AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Backend for Held {
+    async fn append_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
+        self.inner.append_batch(batch).await
+    }
+    async fn write_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
+        self.inner.write_batch(batch).await
+    }
+    async fn sync(&self) -> clutch_store::Result<()> {
+        self.syncs.fetch_add(1, Ordering::SeqCst);
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(clutch_store::Error::Backend("the disk is gone".into()));
+        }
+        self.permits.acquire().await.expect("permits stay open").forget();
+        self.inner.sync().await
+    }
+    async fn get(&self, id: &str) -> clutch_store::Result<Option<Event>> {
+        self.inner.get(id).await
+    }
+    async fn read(&self, filter: &Filter, after: u64, limit: usize) -> clutch_store::Result<Vec<Event>> {
+        self.inner.read(filter, after, limit).await
+    }
+    async fn head(&self) -> clutch_store::Result<u64> {
+        self.inner.head().await
+    }
+    async fn put_artifact(&self, bytes: Bytes) -> clutch_store::Result<Artifact> {
+        self.inner.put_artifact(bytes).await
+    }
+    async fn get_artifact(&self, sha256: &str) -> clutch_store::Result<Option<Bytes>> {
+        self.inner.get_artifact(sha256).await
+    }
+    async fn cursor(&self, name: &str) -> clutch_store::Result<Option<u64>> {
+        self.inner.cursor(name).await
+    }
+    async fn set_cursor(&self, name: &str, seq: u64) -> clutch_store::Result<()> {
+        self.inner.set_cursor(name, seq).await
+    }
+    async fn snapshot(&self, name: &str) -> clutch_store::Result<Option<Snapshot>> {
+        self.inner.snapshot(name).await
+    }
+    async fn set_snapshot(&self, name: &str, snapshot: &Snapshot) -> clutch_store::Result<()> {
+        self.inner.set_snapshot(name, snapshot).await
+    }
+    async fn close(&self) {
+        self.inner.close().await
+    }
+}
+
+struct Fixture {
+    held: Arc<Held>,
+    handle: clutch_core::Handle,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+    _dir: tempfile::TempDir,
+}
+
+fn start() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let inner = clutch_store_sqlite::Store::open(dir.path()).unwrap();
+    let held =
+        Arc::new(Held { inner, permits: Semaphore::new(0), syncs: AtomicUsize::new(0), fail: AtomicBool::new(false) });
+    let (service, handle) = Service::new(held.clone(), Options::default());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(service.run(async move {
+        let _ = stopped.await;
+    }));
+    Fixture { held, handle, stop, task, _dir: dir }
+}
+
+impl Fixture {
+    /// Waits until the store holds `head` events (committed, flushed or not) and `syncs` flushes began.
+    async fn until_stored(&self, head: u64, syncs: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while self.held.inner.head().await.unwrap() < head || self.held.syncs.load(Ordering::SeqCst) < syncs {
+            assert!(tokio::time::Instant::now() < deadline, "the writer never committed {head} events");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    async fn stop(self) {
+        self.held.permits.add_permits(1000);
+        self.handle.close_streams();
+        let _ = self.stop.send(());
+        self.task.await.unwrap();
+    }
+}
+
+/// Absence can only be shown over some time: this long.
+const QUIET: Duration = Duration::from_millis(100);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_answered_published_or_read_before_its_flush() {
+    let f = start();
+    let run = id::generate(Kind::Run);
+    let m = message(&run, MessageType::ChatMessage);
+    let mut live = f.handle.subscribe(Filter::default(), None).await.unwrap();
+    let mut catch_up = f.handle.subscribe(Filter::default(), Some(0)).await.unwrap();
+    let append = tokio::spawn({
+        let (h, m) = (f.handle.clone(), m.clone());
+        async move { h.append_one(m).await }
+    });
+    f.until_stored(1, 1).await;
+
+    assert!(f.handle.get(&m.id).await.unwrap().is_none(), "a read by id waits for the flush");
+    assert!(f.handle.read(&Filter::default(), 0, 10).await.unwrap().is_empty(), "a query waits for the flush");
+    assert_eq!(f.handle.head().await.unwrap(), 0);
+    assert!(tokio::time::timeout(QUIET, live.next()).await.is_err(), "nothing is published before the flush");
+    assert!(tokio::time::timeout(QUIET, catch_up.next()).await.is_err(), "catch-up stops at the visible head");
+    assert!(!append.is_finished(), "nothing is acknowledged before the flush");
+
+    f.held.permits.add_permits(1);
+    let outcome = append.await.unwrap().unwrap();
+    assert_eq!((outcome.seq, outcome.duplicate), (1, false));
+    assert_eq!(f.handle.get(&m.id).await.unwrap().unwrap().seq, 1, "the caller reads its own write");
+    assert_eq!(live.next().await.unwrap().seq, 1);
+    assert_eq!(catch_up.next().await.unwrap().seq, 1);
+    f.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_batch_is_committed_while_a_flush_is_under_way() {
+    let f = start();
+    let run = id::generate(Kind::Run);
+    let append = |m| {
+        let h = f.handle.clone();
+        tokio::spawn(async move { h.append_one(m).await })
+    };
+    let first = append(message(&run, MessageType::ChatMessage));
+    f.until_stored(1, 1).await;
+    let second = append(message(&run, MessageType::ChatMessage));
+    // The first batch's flush is still held, yet the second batch is committed behind it.
+    f.until_stored(2, 1).await;
+    assert!(!first.is_finished() && !second.is_finished());
+
+    f.held.permits.add_permits(2);
+    assert_eq!(first.await.unwrap().unwrap().seq, 1);
+    assert_eq!(second.await.unwrap().unwrap().seq, 2);
+    assert_eq!(f.handle.head().await.unwrap(), 2);
+    f.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_flush_acknowledges_nothing_and_stops_the_log() {
+    let f = start();
+    f.held.fail.store(true, Ordering::SeqCst);
+    let run = id::generate(Kind::Run);
+    let mut live = f.handle.subscribe(Filter::default(), None).await.unwrap();
+
+    let refused = f.handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::Unavailable);
+    assert_eq!(f.held.inner.head().await.unwrap(), 1, "the batch was committed, but its durability is unknown");
+    assert!(f.handle.read(&Filter::default(), 0, 10).await.unwrap().is_empty(), "and it is never shown");
+    assert!(tokio::time::timeout(QUIET, live.next()).await.is_err(), "nor published");
+
+    // Even once the disk seems well again, the log takes nothing more: its state may be ahead of it.
+    f.held.fail.store(false, Ordering::SeqCst);
+    f.held.permits.add_permits(10);
+    let again = f.handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap_err();
+    assert_eq!(again.code(), ErrorCode::Unavailable);
+    assert_eq!(f.held.inner.head().await.unwrap(), 1, "nothing more was written");
+    f.stop().await;
+}
