@@ -11,10 +11,10 @@ use std::time::Instant;
 use bytes::Bytes;
 use clutch_proto::Message;
 use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome, Snapshot};
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::metrics::Metrics;
-use crate::stream::{Live, Subscription};
+use crate::stream::{Bus, Live, Subscription};
 use crate::{Error, Refusal, Result};
 
 /// Tuning of the log service; the defaults suit a laptop and a server alike.
@@ -58,7 +58,7 @@ struct Request {
 pub struct Service {
     backend: Arc<dyn Backend>,
     requests: mpsc::Receiver<Request>,
-    live: broadcast::Sender<Arc<Live>>,
+    bus: Arc<Bus>,
     closing: Arc<watch::Sender<bool>>,
     metrics: Arc<Metrics>,
     batch_max: usize,
@@ -107,7 +107,7 @@ fn not_durable() -> Error {
 pub struct Handle {
     backend: Arc<dyn Backend>,
     requests: mpsc::Sender<Request>,
-    live: broadcast::Sender<Arc<Live>>,
+    bus: Arc<Bus>,
     closing: Arc<watch::Sender<bool>>,
     metrics: Arc<Metrics>,
     artifact_max_bytes: u64,
@@ -119,14 +119,14 @@ pub struct Handle {
 impl Service {
     pub fn new(backend: Arc<dyn Backend>, options: Options) -> (Service, Handle) {
         let (tx, rx) = mpsc::channel(options.queue.max(1));
-        let (live, _) = broadcast::channel(options.subscriber_buffer.max(16));
+        let bus = Arc::new(Bus::new(options.subscriber_buffer));
         let closing = Arc::new(watch::Sender::new(false));
         let metrics = Arc::new(Metrics::new());
         let visible = Arc::new(AtomicU64::new(u64::MAX));
         let handle = Handle {
             backend: backend.clone(),
             requests: tx,
-            live: live.clone(),
+            bus: bus.clone(),
             closing: closing.clone(),
             metrics: metrics.clone(),
             artifact_max_bytes: options.artifact_max_bytes,
@@ -135,7 +135,7 @@ impl Service {
         let service = Service {
             backend,
             requests: rx,
-            live,
+            bus,
             closing,
             metrics,
             batch_max: options.batch_max.max(1),
@@ -164,7 +164,7 @@ impl Service {
         let (to_flush, unflushed) = mpsc::channel(UNFLUSHED_MAX);
         let flusher = Flusher {
             backend: self.backend.clone(),
-            live: self.live.clone(),
+            bus: self.bus.clone(),
             metrics: self.metrics.clone(),
             visible: self.visible.clone(),
             state: flushing,
@@ -323,7 +323,7 @@ struct Link {
 /// One `sync` covers every batch committed before it started.
 struct Flusher {
     backend: Arc<dyn Backend>,
-    live: broadcast::Sender<Arc<Live>>,
+    bus: Arc<Bus>,
     metrics: Arc<Metrics>,
     visible: Arc<AtomicU64>,
     state: watch::Sender<Flushing>,
@@ -354,10 +354,7 @@ impl Flusher {
                         if head > 0 {
                             self.visible.store(head, Ordering::Release);
                         }
-                        for live in events {
-                            // No receivers is fine: nobody is watching.
-                            let _ = self.live.send(live);
-                        }
+                        self.bus.publish(events);
                         answered += answers.len();
                         for (reply, outcomes) in answers {
                             // A caller that gave up (its connection dropped) still had its messages stored.
@@ -455,7 +452,7 @@ impl Handle {
     /// Subscribes to events matching `filter`: first those stored after `after` (or, with `None`, none
     /// of the past), then live ones, with no gap and no repeat.
     pub async fn subscribe(&self, filter: Filter, after: Option<u64>) -> Result<Subscription> {
-        let receiver = self.live.subscribe();
+        let receiver = self.bus.subscribe(&filter);
         let after = match after {
             Some(a) => a,
             None => self.head().await?,

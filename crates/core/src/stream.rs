@@ -1,10 +1,12 @@
-//! Catch-up subscriptions to the live bus: a subscriber first reads what the store holds after its
-//! cursor, then switches to live events without a gap or a repeat, and is cut off (never buffered
-//! without bound) when it cannot keep up.
+//! The live bus and catch-up subscriptions to it: a subscriber first reads what the store holds
+//! after its cursor, then switches to live events without a gap or a repeat, and is cut off (never
+//! buffered without bound) when it cannot keep up. An agent's inbox (a subscription filtered on one
+//! recipient) listens on a channel of that recipient's own, so publishing an event costs one send
+//! per recipient, however many agents are connected, rather than one filter check per subscriber.
 
-use std::collections::VecDeque;
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use clutch_proto::Message;
 use clutch_store::{Backend, Event, Filter};
@@ -19,6 +21,53 @@ const PAGE: usize = 1000;
 pub struct Live {
     pub event: Event,
     pub message: Message,
+}
+
+/// Most live events an inbox buffers before its subscriber counts as too slow: an inbox sees only
+/// its agent's traffic, and its channel's slots are allocated up front, for each connected agent.
+const INBOX_BUFFER_MAX: usize = 1024;
+
+/// Where the writer publishes committed events: one channel for subscriptions in general, and one per
+/// recipient with an inbox subscriber, made when the first subscribes and dropped once none is left.
+pub(crate) struct Bus {
+    all: broadcast::Sender<Arc<Live>>,
+    inboxes: Mutex<HashMap<String, broadcast::Sender<Arc<Live>>>>,
+    inbox_buffer: usize,
+}
+
+impl Bus {
+    pub(crate) fn new(buffer: usize) -> Bus {
+        let buffer = buffer.max(16);
+        Bus {
+            all: broadcast::channel(buffer).0,
+            inboxes: Mutex::new(HashMap::new()),
+            inbox_buffer: buffer.min(INBOX_BUFFER_MAX),
+        }
+    }
+
+    /// A receiver of the events `filter` may select: its recipient's, or all.
+    pub(crate) fn subscribe(&self, filter: &Filter) -> broadcast::Receiver<Arc<Live>> {
+        let Some(agent) = &filter.to else { return self.all.subscribe() };
+        let mut inboxes = self.inboxes.lock().expect("bus lock");
+        inboxes.retain(|_, sender| sender.receiver_count() > 0);
+        inboxes.entry(agent.clone()).or_insert_with(|| broadcast::channel(self.inbox_buffer).0).subscribe()
+    }
+
+    /// Publishes `events`, in order, to the general channel and to each recipient's inbox.
+    pub(crate) fn publish(&self, events: Vec<Arc<Live>>) {
+        let inboxes = self.inboxes.lock().expect("bus lock");
+        for live in events {
+            for recipient in &live.message.to {
+                if let Some(inbox) = inboxes.get(&recipient.agent_id) {
+                    // No receivers is fine: the inbox's subscriber just left.
+                    let _ = inbox.send(live.clone());
+                }
+            }
+            if self.all.receiver_count() > 0 {
+                let _ = self.all.send(live);
+            }
+        }
+    }
 }
 
 /// Why a subscription ended. Each carries the `seq` of the last event delivered (or the starting

@@ -161,10 +161,15 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
     if let (Some(p50), Some(p99)) = (pct(0.5), pct(0.99)) {
         println!("latency request → result: p50 {:.1} ms, p99 {:.1} ms", ms(p50), ms(p99));
     }
+    let (commit, sync) = (&metrics.commit, &metrics.sync);
     println!(
-        "events appended: {appended} ({:.1} per task), {:.1} per commit",
+        "events appended: {appended} ({:.1} per task), {:.1} per commit; {} commits of {:.2} ms mean, {} flushes of {:.2} ms mean",
         appended as f64 / to.max(1) as f64,
-        appended as f64 / batches as f64
+        appended as f64 / batches as f64,
+        commit.count(),
+        commit.sum() / commit.count().max(1) as f64 * 1000.0,
+        sync.count(),
+        sync.sum() / sync.count().max(1) as f64 * 1000.0,
     );
     watcher.abort();
     for w in workers {

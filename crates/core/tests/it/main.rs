@@ -168,6 +168,46 @@ async fn slow_subscriber_is_cut_off_with_its_cursor() {
     d.shutdown().await;
 }
 
+fn addressed(run: &str, to: &[&str]) -> Message {
+    let mut m = message(run, MessageType::ChatMessage);
+    m.to = to.iter().map(|a| clutch_proto::message::Recipient { agent_id: (*a).to_owned() }).collect();
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inboxes_get_their_recipients_events_live_and_after_catch_up() {
+    let d = start(Options { subscriber_buffer: 16, ..Options::default() });
+    let run = id::generate(Kind::Run);
+    let inbox = |agent: &str| Filter { to: Some(agent.to_owned()), ..Filter::default() };
+    d.handle.append_one(addressed(&run, &["agent:a"])).await.unwrap(); // seq 1
+    let mut a = d.handle.subscribe(inbox("agent:a"), Some(0)).await.unwrap();
+    let mut b = d.handle.subscribe(inbox("agent:b"), None).await.unwrap();
+    let mut all = d.handle.subscribe(Filter::default(), None).await.unwrap();
+    for to in [&["agent:b"][..], &["agent:a", "agent:b"], &[], &["agent:c"], &["agent:a"]] {
+        d.handle.append_one(addressed(&run, to)).await.unwrap(); // seqs 2..=6
+    }
+    async fn seqs(n: usize, sub: &mut clutch_core::Subscription) -> Vec<u64> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            out.push(sub.next().await.unwrap().seq);
+        }
+        out
+    }
+    assert_eq!(seqs(3, &mut a).await, vec![1, 3, 6], "a's inbox: caught up, then live");
+    assert_eq!(seqs(2, &mut b).await, vec![2, 3]);
+    assert_eq!(seqs(5, &mut all).await, vec![2, 3, 4, 5, 6], "the general channel sees every event");
+
+    // An inbox, live, that reads nothing while more than its buffer arrives is cut off with its cursor.
+    d.handle.append_one(addressed(&run, &["agent:b"])).await.unwrap(); // seq 7
+    assert_eq!(b.next().await.unwrap().seq, 7);
+    let batch: Vec<Message> = (0..40).map(|_| addressed(&run, &["agent:b"])).collect();
+    d.handle.append(batch).await.unwrap();
+    assert_eq!(b.next().await.unwrap_err(), End::Lagged { last_seq: 7 });
+    let mut again = d.handle.subscribe(inbox("agent:b"), Some(7)).await.unwrap();
+    assert_eq!(again.next().await.unwrap().seq, 8, "resuming from the cursor skips nothing");
+    d.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_ends_subscriptions_and_refuses_appends() {
     let d = start(Options::default());
