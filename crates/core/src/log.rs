@@ -86,7 +86,7 @@ struct Written {
 /// What the writer knows of the flusher, to choose when to commit.
 #[derive(Debug, Clone, Copy, Default)]
 struct Flushing {
-    /// A flush is under way.
+    /// Every flush slot is taken.
     busy: bool,
     /// Requests the last flush answered: while the disk is busy, the writer waits (at most [`LINGER`])
     /// for about as many before committing, so that callers answered together share a flush again.
@@ -320,7 +320,10 @@ struct Link {
 }
 
 /// Makes committed batches durable, then publishes their events and answers their callers, in order.
-/// One `sync` covers every batch committed before it started.
+/// A `sync` makes durable every batch committed before it started, so a batch committed while a flush
+/// is under way does not wait for it: another flush starts at once (up to [`FLUSHES`] at a time), and
+/// whichever ends releases every batch it covers. Disks answer overlapping flushes much sooner than
+/// flushes queued one behind the other.
 struct Flusher {
     backend: Arc<dyn Backend>,
     bus: Arc<Bus>,
@@ -329,57 +332,98 @@ struct Flusher {
     state: watch::Sender<Flushing>,
 }
 
+/// Flushes under way at once, at most; with all of them busy, the writer gathers a bigger batch.
+const FLUSHES: usize = 2;
+
+/// What a flush reports: the number of the last batch it covers, how it went, and how long it took.
+type Flushed = (u64, clutch_store::Result<()>, std::time::Duration);
+
 impl Flusher {
     async fn run(self, mut unflushed: mpsc::Receiver<Written>) {
-        let mut failed = false;
-        while let Some(first) = unflushed.recv().await {
-            let mut batches = vec![first];
-            while let Ok(next) = unflushed.try_recv() {
-                batches.push(next);
+        // Batches are numbered from 1 in the order they arrive.
+        let mut pending = std::collections::VecDeque::new();
+        let (mut received, mut covered, mut released) = (0u64, 0u64, 0u64);
+        let mut flushes: tokio::task::JoinSet<Flushed> = tokio::task::JoinSet::new();
+        let (mut open, mut failed) = (true, false);
+        loop {
+            if !failed && received > covered && flushes.len() < FLUSHES {
+                covered = received;
+                let backend = self.backend.clone();
+                flushes.spawn(async move {
+                    let started = Instant::now();
+                    let result = backend.sync().await;
+                    (covered, result, started.elapsed())
+                });
+                self.state.send_modify(|s| s.busy = flushes.len() >= FLUSHES);
+                continue;
             }
-            self.state.send_modify(|s| s.busy = true);
-            let result = if failed {
-                Err(clutch_store::Error::Closed)
-            } else {
-                let started = Instant::now();
-                let result = self.backend.sync().await;
-                self.metrics.sync.observe_duration(started.elapsed());
-                result
-            };
-            let mut answered = 0;
-            match result {
-                Ok(()) => {
-                    for Written { head, events, answers } in batches {
-                        // Visible first: a caller who reads right after its answer finds its events.
-                        if head > 0 {
-                            self.visible.store(head, Ordering::Release);
+            if !open && flushes.is_empty() && (failed || covered == received) {
+                break;
+            }
+            tokio::select! {
+                written = unflushed.recv(), if open => match written {
+                    Some(written) if failed => Self::refuse(written),
+                    Some(written) => {
+                        received += 1;
+                        pending.push_back(written);
+                    }
+                    None => open = false,
+                },
+                Some(flushed) = flushes.join_next(), if !flushes.is_empty() => {
+                    let (mark, result, took) = flushed.unwrap_or_else(|e| {
+                        (0, Err(clutch_store::Error::Backend(format!("the flush task failed: {e}"))), Default::default())
+                    });
+                    self.metrics.sync.observe_duration(took);
+                    let mut answered = 0;
+                    match result {
+                        Ok(()) if !failed => {
+                            while released < mark {
+                                let Some(written) = pending.pop_front() else { break };
+                                released += 1;
+                                answered += self.release(written);
+                            }
                         }
-                        self.bus.publish(events);
-                        answered += answers.len();
-                        for (reply, outcomes) in answers {
-                            // A caller that gave up (its connection dropped) still had its messages stored.
-                            let _ = reply.send(outcomes);
+                        Ok(()) => {}
+                        Err(e) => {
+                            if !failed {
+                                tracing::error!(error = %e, "the event log could not be flushed to disk; no more appends are taken or acknowledged until the daemon restarts");
+                                self.metrics.batch_failures.fetch_add(1, Ordering::Relaxed);
+                            }
+                            failed = true;
+                            pending.drain(..).for_each(Self::refuse);
                         }
                     }
-                }
-                Err(e) => {
-                    if !failed {
-                        tracing::error!(error = %e, "the event log could not be flushed to disk; no more appends are taken or acknowledged until the daemon restarts");
-                        self.metrics.batch_failures.fetch_add(1, Ordering::Relaxed);
-                    }
-                    failed = true;
-                    for written in batches {
-                        for (reply, outcomes) in written.answers {
-                            let _ = reply.send(outcomes.into_iter().map(|_| Err(not_durable())).collect());
+                    self.state.send_modify(|s| {
+                        s.busy = flushes.len() >= FLUSHES;
+                        if answered > 0 {
+                            s.cohort = answered;
                         }
-                    }
+                        s.failed = failed;
+                    });
                 }
             }
-            self.state.send_modify(|s| {
-                s.busy = false;
-                s.cohort = answered.max(1);
-                s.failed = failed;
-            });
+        }
+    }
+
+    /// A durable batch: visible, published, answered. Returns how many callers it answered.
+    fn release(&self, Written { head, events, answers }: Written) -> usize {
+        // Visible first: a caller who reads right after its answer finds its events.
+        if head > 0 {
+            self.visible.store(head, Ordering::Release);
+        }
+        self.bus.publish(events);
+        let answered = answers.len();
+        for (reply, outcomes) in answers {
+            // A caller that gave up (its connection dropped) still had its messages stored.
+            let _ = reply.send(outcomes);
+        }
+        answered
+    }
+
+    /// A batch whose durability is unknown: every caller gets an error, nobody sees its events.
+    fn refuse(written: Written) {
+        for (reply, outcomes) in written.answers {
+            let _ = reply.send(outcomes.into_iter().map(|_| Err(not_durable())).collect());
         }
     }
 }

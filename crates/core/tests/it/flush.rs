@@ -15,12 +15,15 @@ use tokio::sync::{Semaphore, oneshot};
 
 use super::message;
 
-/// The real SQLite store, whose `sync` waits for a permit (or fails, when told to).
+/// The real SQLite store, whose `sync` waits for a permit (or fails, when told to); with
+/// `hold_first`, the first sync waits for `first` instead.
 struct Held {
     inner: clutch_store_sqlite::Store,
     permits: Semaphore,
     syncs: AtomicUsize,
     fail: AtomicBool,
+    hold_first: AtomicBool,
+    first: Semaphore,
 }
 
 #[async_trait::async_trait]
@@ -32,11 +35,12 @@ impl Backend for Held {
         self.inner.write_batch(batch).await
     }
     async fn sync(&self) -> clutch_store::Result<()> {
-        self.syncs.fetch_add(1, Ordering::SeqCst);
+        let nth = self.syncs.fetch_add(1, Ordering::SeqCst);
         if self.fail.load(Ordering::SeqCst) {
             return Err(clutch_store::Error::Backend("the disk is gone".into()));
         }
-        self.permits.acquire().await.expect("permits stay open").forget();
+        let gate = if nth == 0 && self.hold_first.load(Ordering::SeqCst) { &self.first } else { &self.permits };
+        gate.acquire().await.expect("permits stay open").forget();
         self.inner.sync().await
     }
     async fn get(&self, id: &str) -> clutch_store::Result<Option<Event>> {
@@ -82,8 +86,14 @@ struct Fixture {
 fn start() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let inner = clutch_store_sqlite::Store::open(dir.path()).unwrap();
-    let held =
-        Arc::new(Held { inner, permits: Semaphore::new(0), syncs: AtomicUsize::new(0), fail: AtomicBool::new(false) });
+    let held = Arc::new(Held {
+        inner,
+        permits: Semaphore::new(0),
+        syncs: AtomicUsize::new(0),
+        fail: AtomicBool::new(false),
+        hold_first: AtomicBool::new(false),
+        first: Semaphore::new(0),
+    });
     let (service, handle) = Service::new(held.clone(), Options::default());
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(service.run(async move {
@@ -104,6 +114,7 @@ impl Fixture {
 
     async fn stop(self) {
         self.held.permits.add_permits(1000);
+        self.held.first.add_permits(1);
         self.handle.close_streams();
         let _ = self.stop.send(());
         self.task.await.unwrap();
@@ -161,6 +172,31 @@ async fn the_next_batch_is_committed_while_a_flush_is_under_way() {
     assert_eq!(first.await.unwrap().unwrap().seq, 1);
     assert_eq!(second.await.unwrap().unwrap().seq, 2);
     assert_eq!(f.handle.head().await.unwrap(), 2);
+    f.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_flush_releases_the_batches_before_it_while_an_earlier_one_is_still_under_way() {
+    let f = start();
+    f.held.hold_first.store(true, Ordering::SeqCst);
+    let run = id::generate(Kind::Run);
+    let append = |m| {
+        let h = f.handle.clone();
+        tokio::spawn(async move { h.append_one(m).await })
+    };
+    let first = append(message(&run, MessageType::ChatMessage));
+    f.until_stored(1, 1).await;
+    let second = append(message(&run, MessageType::ChatMessage));
+    // The second batch gets a flush of its own at once, which covers the first batch too.
+    f.until_stored(2, 2).await;
+    f.held.permits.add_permits(1);
+    assert_eq!(first.await.unwrap().unwrap().seq, 1, "released by the second flush");
+    assert_eq!(second.await.unwrap().unwrap().seq, 2);
+    assert_eq!(f.handle.head().await.unwrap(), 2);
+    // The first flush ends late; nothing is answered twice and the log goes on.
+    f.held.first.add_permits(1);
+    f.held.permits.add_permits(10);
+    assert_eq!(f.handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap().seq, 3);
     f.stop().await;
 }
 
