@@ -93,6 +93,8 @@ struct Flushing {
     cohort: usize,
     /// The store failed to flush: durability is unknown, so nothing more is written or acknowledged.
     failed: bool,
+    /// Batches handed to the flusher that it has released (or refused), in order.
+    released: u64,
 }
 
 /// The answer to every append once a flush has failed.
@@ -170,7 +172,7 @@ impl Service {
             state: flushing,
         };
         let flusher = tokio::spawn(flusher.run(unflushed));
-        let mut link = Link { to_flush, state: watching };
+        let mut link = Link { to_flush, state: watching, handed: 0, failed: false };
         tokio::pin!(shutdown);
         loop {
             let first = tokio::select! {
@@ -195,7 +197,9 @@ impl Service {
 
     /// Commits `first` and whatever else is queued as one transaction, up to `batch_max` messages, and
     /// hands the result to the flusher. While a flush is under way, it first waits (at most
-    /// [`LINGER`]) for about as many requests as the last flush answered.
+    /// [`LINGER`]) for about as many requests as the last flush answered. When the log is idle (the
+    /// flusher has released everything and nobody else waits), it commits and flushes the batch in one
+    /// step and answers it itself: fewer hand-offs, so a lone caller waits little more than the disk.
     async fn write(&mut self, first: Request, link: &mut Link) {
         let mut count = first.entries.len();
         let mut requests = vec![first];
@@ -223,7 +227,7 @@ impl Service {
                 () = tokio::time::sleep_until(deadline) => lingering = false,
             }
         }
-        if link.state.borrow().failed {
+        if link.failed || link.state.borrow().failed {
             for request in requests {
                 let _ = request.reply.send(request.entries.iter().map(|_| Err(not_durable())).collect());
             }
@@ -247,13 +251,24 @@ impl Service {
                 stored = kept;
             }
         }
+        let inline = link.handed == link.state.borrow().released && self.requests.is_empty();
         let started = Instant::now();
-        let result = if stored.is_empty() { Ok(Vec::new()) } else { self.backend.write_batch(&stored).await };
+        let result = match (stored.is_empty(), inline) {
+            (true, _) => Ok(Vec::new()),
+            (false, true) => self.backend.append_batch(&stored).await,
+            (false, false) => self.backend.write_batch(&stored).await,
+        };
         self.metrics.commit.observe_duration(started.elapsed());
         self.metrics.batches.fetch_add(1, Ordering::Relaxed);
         self.metrics.batch_size.observe(stored.len() as f64);
         let stored_outcomes: Vec<Result<Outcome>> = match result {
             Ok(outcomes) => outcomes.into_iter().map(|o| o.map_err(Error::Store)).collect(),
+            Err(e @ clutch_store::Error::NotDurable(_)) => {
+                tracing::error!(error = %e, "the event log could not be flushed to disk; no more appends are taken or acknowledged until the daemon restarts");
+                self.metrics.batch_failures.fetch_add(1, Ordering::Relaxed);
+                link.failed = true;
+                stored.iter().map(|_| Err(not_durable())).collect()
+            }
             Err(e) => {
                 tracing::error!(error = %e, messages = stored.len(), "append batch failed; nothing stored");
                 self.metrics.batch_failures.fetch_add(1, Ordering::Relaxed);
@@ -304,7 +319,14 @@ impl Service {
         let mut outcomes = outcomes.into_iter();
         let answers =
             requests.into_iter().zip(lens).map(|(r, n)| (r.reply, outcomes.by_ref().take(n).collect())).collect();
-        if let Err(mpsc::error::SendError(written)) = link.to_flush.send(Written { head, events, answers }).await {
+        let written = Written { head, events, answers };
+        if inline {
+            // Durable already, or never to be (then its answers are errors and its events none).
+            release(&self.visible, &self.bus, written);
+            return;
+        }
+        link.handed += 1;
+        if let Err(mpsc::error::SendError(written)) = link.to_flush.send(written).await {
             // The flusher is gone (it only ends after the writer): answer rather than hang.
             for (reply, outcomes) in written.answers {
                 let _ = reply.send(outcomes.into_iter().map(|_| Err(Error::ShuttingDown)).collect());
@@ -317,6 +339,25 @@ impl Service {
 struct Link {
     to_flush: mpsc::Sender<Written>,
     state: watch::Receiver<Flushing>,
+    /// Batches handed to the flusher so far.
+    handed: u64,
+    /// A batch the writer committed and flushed itself could not be flushed.
+    failed: bool,
+}
+
+/// A durable batch: visible, published, answered. Returns how many callers it answered.
+fn release(visible: &AtomicU64, bus: &Bus, Written { head, events, answers }: Written) -> usize {
+    // Visible first: a caller who reads right after its answer finds its events.
+    if head > 0 {
+        visible.store(head, Ordering::Release);
+    }
+    bus.publish(events);
+    let answered = answers.len();
+    for (reply, outcomes) in answers {
+        // A caller that gave up (its connection dropped) still had its messages stored.
+        let _ = reply.send(outcomes);
+    }
+    answered
 }
 
 /// Makes committed batches durable, then publishes their events and answers their callers, in order.
@@ -380,7 +421,7 @@ impl Flusher {
                             while released < mark {
                                 let Some(written) = pending.pop_front() else { break };
                                 released += 1;
-                                answered += self.release(written);
+                                answered += release(&self.visible, &self.bus, written);
                             }
                         }
                         Ok(()) => {}
@@ -390,6 +431,7 @@ impl Flusher {
                                 self.metrics.batch_failures.fetch_add(1, Ordering::Relaxed);
                             }
                             failed = true;
+                            released += pending.len() as u64;
                             pending.drain(..).for_each(Self::refuse);
                         }
                     }
@@ -399,25 +441,11 @@ impl Flusher {
                             s.cohort = answered;
                         }
                         s.failed = failed;
+                        s.released = released;
                     });
                 }
             }
         }
-    }
-
-    /// A durable batch: visible, published, answered. Returns how many callers it answered.
-    fn release(&self, Written { head, events, answers }: Written) -> usize {
-        // Visible first: a caller who reads right after its answer finds its events.
-        if head > 0 {
-            self.visible.store(head, Ordering::Release);
-        }
-        self.bus.publish(events);
-        let answered = answers.len();
-        for (reply, outcomes) in answers {
-            // A caller that gave up (its connection dropped) still had its messages stored.
-            let _ = reply.send(outcomes);
-        }
-        answered
     }
 
     /// A batch whose durability is unknown: every caller gets an error, nobody sees its events.
@@ -487,6 +515,11 @@ impl Handle {
     pub async fn head(&self) -> Result<u64> {
         let visible = self.visible();
         Ok(self.backend.head().await?.min(visible))
+    }
+
+    /// Append requests waiting for the writer (sent, not yet taken into a batch).
+    pub fn queued(&self) -> usize {
+        self.requests.max_capacity() - self.requests.capacity()
     }
 
     fn visible(&self) -> u64 {

@@ -242,7 +242,7 @@ impl Inner {
                 f(conn).map_err(backend_err)?
             };
             if sync {
-                inner.sync_wal().map_err(backend_err)?;
+                inner.sync_wal().map_err(|e| clutch_store::Error::NotDurable(e.to_string()))?;
             }
             Ok(out)
         })
@@ -294,7 +294,11 @@ impl Backend for Store {
     async fn sync(&self) -> clutch_store::Result<()> {
         self.inner.check_open()?;
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || inner.sync_wal().map_err(backend_err)).await.map_err(backend_err)?
+        tokio::task::spawn_blocking(move || {
+            inner.sync_wal().map_err(|e| clutch_store::Error::NotDurable(e.to_string()))
+        })
+        .await
+        .map_err(backend_err)?
     }
 
     async fn get(&self, id: &str) -> clutch_store::Result<Option<Event>> {

@@ -122,13 +122,17 @@ pub enum Error {
     /// The store was closed.
     #[error("the store is closed")]
     Closed,
+    /// The batch was committed but could not be made durable: whether it survives a crash is unknown,
+    /// so nothing written since the last successful sync may be acknowledged.
+    #[error("the batch was committed but not made durable: {0}")]
+    NotDurable(String),
 }
 
 impl Error {
     pub fn kind(&self) -> ErrorCode {
         match self {
             Error::IdConflict { .. } => ErrorCode::IdConflict,
-            Error::Backend(_) | Error::Closed => ErrorCode::Unavailable,
+            Error::Backend(_) | Error::Closed | Error::NotDurable(_) => ErrorCode::Unavailable,
             Error::Corrupt(_) => ErrorCode::Internal,
         }
     }
@@ -146,8 +150,8 @@ pub struct Snapshot {
 /// `append_batch` from one writer only, but reads come from anywhere at any time.
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
-    /// Appends `batch` in one transaction and returns only once it is durable. Answers per message in
-    /// order: a new `seq`; or, for a message whose `id` (with the same run and body) or whose
+    /// Appends `batch` in one transaction and returns only once it is durable ([`Error::NotDurable`]
+    /// when it was committed but the flush failed). Answers per message in order: a new `seq`; or, for a message whose `id` (with the same run and body) or whose
     /// `(run_id, idempotency_key)` is already stored, including earlier in the same batch, the
     /// original's `seq` with `duplicate: true`; or [`Error::IdConflict`]. An `Err` for the whole call
     /// means the batch was not acknowledged: with a networked database a commit cut off in flight may

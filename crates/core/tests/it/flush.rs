@@ -1,6 +1,7 @@
 //! The writer's flush, on the real SQLite store with its `sync` held back or failed on purpose:
-//! nothing is answered, published or readable before a flush has made it durable; the next batch is
-//! committed while a flush is under way; a failed flush stops the log without acknowledging anything.
+//! nothing is answered, published or readable before a flush has made it durable; an idle log
+//! commits and flushes in one step, a busy one commits the next batch while a flush is under way;
+//! a failed flush stops the log without acknowledging anything.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -15,21 +16,23 @@ use tokio::sync::{Semaphore, oneshot};
 
 use super::message;
 
-/// The real SQLite store, whose `sync` waits for a permit (or fails, when told to); with
-/// `hold_first`, the first sync waits for `first` instead.
+/// The real SQLite store, whose `sync` (also the one inside `append_batch`) waits for a permit, or
+/// fails when told to; the sync numbered `held` (from 0) waits for `held_permit` instead.
 struct Held {
     inner: clutch_store_sqlite::Store,
     permits: Semaphore,
     syncs: AtomicUsize,
     fail: AtomicBool,
-    hold_first: AtomicBool,
-    first: Semaphore,
+    held: AtomicUsize,
+    held_permit: Semaphore,
 }
 
 #[async_trait::async_trait]
 impl Backend for Held {
     async fn append_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
-        self.inner.append_batch(batch).await
+        let outcomes = self.inner.write_batch(batch).await?;
+        self.sync().await.map_err(|e| clutch_store::Error::NotDurable(e.to_string()))?;
+        Ok(outcomes)
     }
     async fn write_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
         self.inner.write_batch(batch).await
@@ -39,7 +42,7 @@ impl Backend for Held {
         if self.fail.load(Ordering::SeqCst) {
             return Err(clutch_store::Error::Backend("the disk is gone".into()));
         }
-        let gate = if nth == 0 && self.hold_first.load(Ordering::SeqCst) { &self.first } else { &self.permits };
+        let gate = if nth == self.held.load(Ordering::SeqCst) { &self.held_permit } else { &self.permits };
         gate.acquire().await.expect("permits stay open").forget();
         self.inner.sync().await
     }
@@ -84,6 +87,10 @@ struct Fixture {
 }
 
 fn start() -> Fixture {
+    start_with(Options::default())
+}
+
+fn start_with(options: Options) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let inner = clutch_store_sqlite::Store::open(dir.path()).unwrap();
     let held = Arc::new(Held {
@@ -91,10 +98,10 @@ fn start() -> Fixture {
         permits: Semaphore::new(0),
         syncs: AtomicUsize::new(0),
         fail: AtomicBool::new(false),
-        hold_first: AtomicBool::new(false),
-        first: Semaphore::new(0),
+        held: AtomicUsize::new(usize::MAX),
+        held_permit: Semaphore::new(0),
     });
-    let (service, handle) = Service::new(held.clone(), Options::default());
+    let (service, handle) = Service::new(held.clone(), options);
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(service.run(async move {
         let _ = stopped.await;
@@ -112,9 +119,18 @@ impl Fixture {
         }
     }
 
+    /// Waits until `n` append requests wait in the writer's queue.
+    async fn until_queued(&self, n: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while self.handle.queued() < n {
+            assert!(tokio::time::Instant::now() < deadline, "{n} requests never queued");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     async fn stop(self) {
         self.held.permits.add_permits(1000);
-        self.held.first.add_permits(1);
+        self.held.held_permit.add_permits(1);
         self.handle.close_streams();
         let _ = self.stop.send(());
         self.task.await.unwrap();
@@ -153,50 +169,57 @@ async fn nothing_is_answered_published_or_read_before_its_flush() {
     f.stop().await;
 }
 
+/// Appends `m` in the background.
+fn append(f: &Fixture, m: clutch_proto::Message) -> tokio::task::JoinHandle<clutch_core::Result<Outcome>> {
+    let h = f.handle.clone();
+    tokio::spawn(async move { h.append_one(m).await })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_batch_is_committed_while_a_flush_is_under_way() {
-    let f = start();
+    // One message per batch, so that a queue forms behind the first.
+    let f = start_with(Options { batch_max: 1, ..Options::default() });
     let run = id::generate(Kind::Run);
-    let append = |m| {
-        let h = f.handle.clone();
-        tokio::spawn(async move { h.append_one(m).await })
-    };
-    let first = append(message(&run, MessageType::ChatMessage));
+    // The log is idle: the first batch is committed and flushed in one step.
+    let a = append(&f, message(&run, MessageType::ChatMessage));
     f.until_stored(1, 1).await;
-    let second = append(message(&run, MessageType::ChatMessage));
-    // The first batch's flush is still held, yet the second batch is committed behind it.
-    f.until_stored(2, 1).await;
-    assert!(!first.is_finished() && !second.is_finished());
-
+    let b = append(&f, message(&run, MessageType::ChatMessage));
+    f.until_queued(1).await;
+    let c = append(&f, message(&run, MessageType::ChatMessage));
+    f.until_queued(2).await;
+    f.held.permits.add_permits(1);
+    assert_eq!(a.await.unwrap().unwrap().seq, 1);
+    // Now busy: b is committed and its flush starts; c is committed while b's flush is under way,
+    // and gets a flush of its own.
+    f.until_stored(3, 3).await;
+    assert!(!b.is_finished() && !c.is_finished(), "nothing is answered before its flush");
     f.held.permits.add_permits(2);
-    assert_eq!(first.await.unwrap().unwrap().seq, 1);
-    assert_eq!(second.await.unwrap().unwrap().seq, 2);
-    assert_eq!(f.handle.head().await.unwrap(), 2);
+    assert_eq!(b.await.unwrap().unwrap().seq, 2);
+    assert_eq!(c.await.unwrap().unwrap().seq, 3);
+    assert_eq!(f.handle.head().await.unwrap(), 3);
     f.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_later_flush_releases_the_batches_before_it_while_an_earlier_one_is_still_under_way() {
-    let f = start();
-    f.held.hold_first.store(true, Ordering::SeqCst);
+    let f = start_with(Options { batch_max: 1, ..Options::default() });
+    f.held.held.store(1, Ordering::SeqCst); // b's flush, the second sync, is held
     let run = id::generate(Kind::Run);
-    let append = |m| {
-        let h = f.handle.clone();
-        tokio::spawn(async move { h.append_one(m).await })
-    };
-    let first = append(message(&run, MessageType::ChatMessage));
+    let a = append(&f, message(&run, MessageType::ChatMessage));
     f.until_stored(1, 1).await;
-    let second = append(message(&run, MessageType::ChatMessage));
-    // The second batch gets a flush of its own at once, which covers the first batch too.
-    f.until_stored(2, 2).await;
-    f.held.permits.add_permits(1);
-    assert_eq!(first.await.unwrap().unwrap().seq, 1, "released by the second flush");
-    assert_eq!(second.await.unwrap().unwrap().seq, 2);
-    assert_eq!(f.handle.head().await.unwrap(), 2);
-    // The first flush ends late; nothing is answered twice and the log goes on.
-    f.held.first.add_permits(1);
+    let b = append(&f, message(&run, MessageType::ChatMessage));
+    f.until_queued(1).await;
+    let c = append(&f, message(&run, MessageType::ChatMessage));
+    f.until_queued(2).await;
+    f.held.permits.add_permits(2); // a's flush and c's, not b's
+    assert_eq!(a.await.unwrap().unwrap().seq, 1);
+    assert_eq!(b.await.unwrap().unwrap().seq, 2, "released by c's flush, which covers it");
+    assert_eq!(c.await.unwrap().unwrap().seq, 3);
+    assert_eq!(f.handle.head().await.unwrap(), 3);
+    // b's own flush ends late; nothing is answered twice and the log goes on.
+    f.held.held_permit.add_permits(1);
     f.held.permits.add_permits(10);
-    assert_eq!(f.handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap().seq, 3);
+    assert_eq!(f.handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap().seq, 4);
     f.stop().await;
 }
 
