@@ -13,6 +13,7 @@ use clutch_proto::validate::{self, Defaults};
 use clutch_store::Backend;
 use serde_json::{Value, json};
 
+mod http1;
 mod mcp;
 mod tasks;
 

@@ -15,7 +15,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use super::{Daemon, Summary, thousands};
+use super::{Daemon, Summary, http1, thousands};
 
 #[derive(Debug, Args)]
 pub struct McpArgs {
@@ -60,20 +60,30 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         (None, Some(daemon)) => daemon.url.clone(),
         (None, None) => unreachable!("a daemon is started when no URL is given"),
     };
-    let endpoint = format!("{base}/mcp");
-    let http = reqwest::Client::builder().pool_max_idle_per_host(args.clients).build()?;
-
+    let target = http1::Target::new(&base)?;
+    let path = "/mcp";
+    let mcp_call = |tool: &str| {
+        target.post(path, &[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", tool)])
+    };
+    let mut setup = target.connect().await?;
+    let register = mcp_call("agent_register")?;
     for i in 0..args.agents {
-        let register = request(1, "agent_register", json!({"name": format!("bench-{i}"), "runtime": "bench"}));
-        let answer = post(&http, &endpoint, Some("agent_register"), register.into()).await?;
+        let body = request(1, "agent_register", json!({"name": format!("bench-{i}"), "runtime": "bench"}));
+        let answer = setup.ok(&register, body.into()).await?;
         let ok = b"\"isError\":false";
         if !answer.windows(ok.len()).any(|w| w == ok) {
             bail!("agent_register failed: {}", String::from_utf8_lossy(&answer));
         }
     }
+    let mcp = mcp_call(TOOL)?;
     let call = Bytes::from(request(7, TOOL, json!({})));
-    let answer = post(&http, &endpoint, Some(TOOL), call.clone()).await?;
+    let answer = setup.ok(&mcp, call.clone()).await?;
+    drop(setup);
+    // The anchor gets the same request (headers included) and answers the same bytes.
     let anchor = Anchor::start(answer.clone()).await?;
+    let anchor_target = http1::Target::new(&anchor.base)?;
+    let anchor_call = anchor_target
+        .post("/anchor", &[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", TOOL)])?;
     eprintln!(
         "bench: tools/call {TOOL} ({} agents; request {} bytes, answer {} bytes)",
         args.agents,
@@ -82,8 +92,11 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     );
 
     eprintln!("bench: round trips over HTTP, {} calls each …", args.calls);
-    let anchor_http = sequential(args.calls, async || post(&http, &anchor.url, None, call.clone()).await).await?;
-    let mcp_http = sequential(args.calls, async || post(&http, &endpoint, Some(TOOL), call.clone()).await).await?;
+    let mut conn = anchor_target.connect().await?;
+    let anchor_http = sequential(args.calls, async || conn.ok(&anchor_call, call.clone()).await).await?;
+    let mut conn = target.connect().await?;
+    let mcp_http = sequential(args.calls, async || conn.ok(&mcp, call.clone()).await).await?;
+    drop(conn);
 
     eprintln!("bench: round trips over stdio, {} calls each …", args.calls);
     let line = String::from_utf8(call.to_vec())?;
@@ -99,8 +112,8 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
 
     eprintln!("bench: {} concurrent HTTP clients, 1 s warm-up + {} s each …", args.clients, args.duration);
     let duration = Duration::from_secs(args.duration);
-    let anchor_load = concurrent(&http, &anchor.url, None, &call, args.clients, duration).await?;
-    let mcp_load = concurrent(&http, &endpoint, Some(TOOL), &call, args.clients, duration).await?;
+    let anchor_load = concurrent(&anchor_target, &anchor_call, &call, args.clients, duration).await?;
+    let mcp_load = concurrent(&target, &mcp, &call, args.clients, duration).await?;
 
     anchor.stop().await;
     if let Some(daemon) = daemon {
@@ -140,28 +153,6 @@ fn request(id: u64, tool: &str, arguments: Value) -> String {
     .to_string()
 }
 
-/// POSTs `body` (with the MCP headers when `tool` is given) and reads the whole answer.
-async fn post(http: &reqwest::Client, url: &str, tool: Option<&str>, body: Bytes) -> anyhow::Result<Bytes> {
-    let mut request = http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(body);
-    if let Some(tool) = tool {
-        request = request
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", tool);
-    }
-    let response = request.send().await?;
-    let status = response.status();
-    let bytes = response.bytes().await?;
-    if !status.is_success() {
-        bail!("{url} answered {status}: {}", String::from_utf8_lossy(&bytes));
-    }
-    Ok(bytes)
-}
-
 /// `calls` calls one after the other, each timed.
 async fn sequential<T>(calls: usize, mut call: impl AsyncFnMut() -> anyhow::Result<T>) -> anyhow::Result<Summary> {
     // A few to warm connections and caches up.
@@ -178,21 +169,26 @@ async fn sequential<T>(calls: usize, mut call: impl AsyncFnMut() -> anyhow::Resu
     Ok(Summary::new(micros, calls, started.elapsed().as_secs_f64()))
 }
 
-/// `clients` tasks calling as fast as answers come, for one second of warm-up and then `duration`.
+/// `clients` tasks, each on its own connection, calling as fast as answers come, for one second of
+/// warm-up and then `duration`.
 async fn concurrent(
-    http: &reqwest::Client,
-    url: &str,
-    tool: Option<&str>,
+    target: &http1::Target,
+    endpoint: &http1::Endpoint,
     body: &Bytes,
     clients: usize,
     duration: Duration,
 ) -> anyhow::Result<Summary> {
+    let mut connections = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        connections.push(target.connect().await?);
+    }
     let started = Instant::now();
     let warm_until = started + Duration::from_secs(1);
     let until = warm_until + duration;
-    let tasks: Vec<_> = (0..clients)
-        .map(|_| {
-            let (http, url, tool, body) = (http.clone(), url.to_owned(), tool.map(str::to_owned), body.clone());
+    let tasks: Vec<_> = connections
+        .into_iter()
+        .map(|mut conn| {
+            let (endpoint, body) = (endpoint.clone(), body.clone());
             tokio::spawn(async move {
                 let mut micros = Vec::new();
                 loop {
@@ -200,7 +196,7 @@ async fn concurrent(
                     if at >= until {
                         break;
                     }
-                    post(&http, &url, tool.as_deref(), body.clone()).await?;
+                    conn.ok(&endpoint, body.clone()).await?;
                     if at >= warm_until {
                         micros.push(at.elapsed().as_micros().min(u32::MAX as u128) as u32);
                     }
@@ -219,7 +215,8 @@ async fn concurrent(
 
 /// A plain axum endpoint on 127.0.0.1:0 that parses the request as JSON and answers fixed bytes.
 struct Anchor {
-    url: String,
+    /// `http://127.0.0.1:port`; the endpoint is `/anchor`.
+    base: String,
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<()>,
 }
@@ -227,7 +224,7 @@ struct Anchor {
 impl Anchor {
     async fn start(answer: Bytes) -> anyhow::Result<Anchor> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}/anchor", listener.local_addr()?);
+        let base = format!("http://{}", listener.local_addr()?);
         let router = axum::Router::new().route(
             "/anchor",
             axum::routing::post(move |axum::Json(request): axum::Json<Value>| {
@@ -247,7 +244,7 @@ impl Anchor {
                 tracing::error!(error = %e, "anchor server failed");
             }
         });
-        Ok(Anchor { url, stop, server })
+        Ok(Anchor { base, stop, server })
     }
 
     async fn stop(self) {
