@@ -3,6 +3,8 @@
 //! one self-contained POST per call) beside a plain axum endpoint that parses the same request body
 //! and answers the same bytes; over stdio through `clutch mcp` (which forwards to the daemon) beside
 //! `cat` echoing the same line; and the throughput of concurrent HTTP clients beside the same anchor.
+//! In process, the same daemon is measured a second time without the MCP fast path (rmcp serves
+//! every call), so the fast path's gain is measured in the same run too.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -80,8 +82,27 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let answer = setup.ok(&mcp, call.clone()).await?;
     drop(setup);
     // The anchor gets the same request (headers included) and answers the same bytes.
-    let anchor = Anchor::start(answer.clone()).await?;
+    let anchor = Listening::anchor(answer.clone()).await?;
     let anchor_target = http1::Target::new(&anchor.base)?;
+    // In process, the same daemon's router again with MCP endpoints that have no fast path: rmcp
+    // serves every call.
+    let rmcp_only = match &daemon {
+        Some(daemon) => {
+            let options = clutch_mcp::Options { fast_path: false, ..Default::default() };
+            let mcp = clutch_mcp::router(daemon.engine.clone(), &options).map_err(anyhow::Error::msg)?;
+            let gateway = clutch_gateway::Options::default();
+            let router = clutch_gateway::router_with(daemon.log.clone(), daemon.engine.clone(), gateway, mcp);
+            Some(Listening::start(router).await?)
+        }
+        None => None,
+    };
+    let rmcp_target = rmcp_only.as_ref().map(|l| http1::Target::new(&l.base)).transpose()?;
+    let rmcp_call = rmcp_target
+        .as_ref()
+        .map(|t| {
+            t.post(path, &[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", TOOL)])
+        })
+        .transpose()?;
     let anchor_call = anchor_target
         .post("/anchor", &[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", TOOL)])?;
     eprintln!(
@@ -96,6 +117,13 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let anchor_http = sequential(args.calls, async || conn.ok(&anchor_call, call.clone()).await).await?;
     let mut conn = target.connect().await?;
     let mcp_http = sequential(args.calls, async || conn.ok(&mcp, call.clone()).await).await?;
+    let rmcp_http = match (&rmcp_target, &rmcp_call) {
+        (Some(target), Some(endpoint)) => {
+            let mut conn = target.connect().await?;
+            Some(sequential(args.calls, async || conn.ok(endpoint, call.clone()).await).await?)
+        }
+        _ => None,
+    };
     drop(conn);
 
     eprintln!("bench: round trips over stdio, {} calls each …", args.calls);
@@ -114,8 +142,15 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let duration = Duration::from_secs(args.duration);
     let anchor_load = concurrent(&anchor_target, &anchor_call, &call, args.clients, duration).await?;
     let mcp_load = concurrent(&target, &mcp, &call, args.clients, duration).await?;
+    let rmcp_load = match (&rmcp_target, &rmcp_call) {
+        (Some(target), Some(endpoint)) => Some(concurrent(target, endpoint, &call, args.clients, duration).await?),
+        _ => None,
+    };
 
     anchor.stop().await;
+    if let Some(rmcp_only) = rmcp_only {
+        rmcp_only.stop().await;
+    }
     if let Some(daemon) = daemon {
         daemon.stop().await;
         let _ = std::fs::remove_dir_all(&dir);
@@ -127,13 +162,28 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     );
     println!("round trip, one client, {} sequential calls:", thousands(args.calls as u64));
     println!("{}", mcp_http.line("http", "calls"));
+    if let Some(rmcp) = &rmcp_http {
+        println!("{}   (the same endpoint without the fast path)", rmcp.line("rmcp", "calls"));
+    }
     println!("{}   (plain axum JSON endpoint, same request and answer bytes)", anchor_http.line("anchor", "calls"));
     println!("{}", mcp_stdio.line("stdio", "calls"));
     println!("{}   (`cat` echoing the same line)", anchor_stdio.line("anchor", "calls"));
-    println!("throughput, {} concurrent HTTP clients, {} s:", args.clients, args.duration);
+    println!(
+        "throughput, {} concurrent HTTP clients, {} s (cpu: this process's, {}):",
+        args.clients,
+        args.duration,
+        if args.url.is_some() { "the load driver only" } else { "load driver and servers together" }
+    );
     println!("{}", mcp_load.line("http", "calls"));
+    if let Some(rmcp) = &rmcp_load {
+        println!("{}", rmcp.line("rmcp", "calls"));
+    }
     println!("{}", anchor_load.line("anchor", "calls"));
-    println!("  ratio    {:.2}× the anchor's throughput", mcp_load.rate() / anchor_load.rate());
+    print!("  ratio    {:.2}× the anchor's throughput", mcp_load.rate() / anchor_load.rate());
+    match &rmcp_load {
+        Some(rmcp) => println!(" (without the fast path: {:.2}×)", rmcp.rate() / anchor_load.rate()),
+        None => println!(),
+    }
     Ok(())
 }
 
@@ -185,6 +235,12 @@ async fn concurrent(
     let started = Instant::now();
     let warm_until = started + Duration::from_secs(1);
     let until = warm_until + duration;
+    let cpu = tokio::spawn(async move {
+        tokio::time::sleep_until(warm_until.into()).await;
+        let from = super::process_cpu();
+        tokio::time::sleep_until(until.into()).await;
+        Some(super::process_cpu()?.saturating_sub(from?))
+    });
     let tasks: Vec<_> = connections
         .into_iter()
         .map(|mut conn| {
@@ -210,21 +266,37 @@ async fn concurrent(
         micros.extend(task.await??);
     }
     let count = micros.len();
-    Ok(Summary::new(micros, count, (Instant::now() - warm_until).as_secs_f64()))
+    let used = cpu.await?;
+    Ok(Summary::new(micros, count, (Instant::now() - warm_until).as_secs_f64()).with_cpu(used))
 }
 
-/// A plain axum endpoint on 127.0.0.1:0 that parses the request as JSON and answers fixed bytes.
-struct Anchor {
-    /// `http://127.0.0.1:port`; the endpoint is `/anchor`.
+/// A router served on 127.0.0.1:0 inside this process.
+struct Listening {
+    /// `http://127.0.0.1:port`.
     base: String,
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<()>,
 }
 
-impl Anchor {
-    async fn start(answer: Bytes) -> anyhow::Result<Anchor> {
+impl Listening {
+    async fn start(router: axum::Router) -> anyhow::Result<Listening> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base = format!("http://{}", listener.local_addr()?);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.await;
+            };
+            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+                tracing::error!(error = %e, "bench server failed");
+            }
+        });
+        Ok(Listening { base, stop, server })
+    }
+
+    /// The anchor: a plain axum endpoint at `/anchor` that parses the request as JSON and answers
+    /// fixed bytes.
+    async fn anchor(answer: Bytes) -> anyhow::Result<Listening> {
         let router = axum::Router::new().route(
             "/anchor",
             axum::routing::post(move |axum::Json(request): axum::Json<Value>| {
@@ -235,16 +307,7 @@ impl Anchor {
                 }
             }),
         );
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = stopped.await;
-            };
-            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
-                tracing::error!(error = %e, "anchor server failed");
-            }
-        });
-        Ok(Anchor { base, stop, server })
+        Listening::start(router).await
     }
 
     async fn stop(self) {
