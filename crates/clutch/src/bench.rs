@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 mod http1;
 mod mcp;
 mod tasks;
+mod workflow;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -45,6 +46,14 @@ pub enum BenchCommand {
   clutch bench mcp
   clutch bench mcp --clients 64 --duration 10 --calls 20000")]
     Mcp(mcp::McpArgs),
+    /// Durable workflow cycles from N agents (claim → checkpoint → complete) over MCP, the HTTP API or
+    /// the engine in process, beside a plain durable insert loop; every task is checked at the end.
+    #[command(after_help = "EXAMPLES:
+  clutch bench workflow                                # 64 agents over MCP, 10 s
+  clutch bench workflow --transport http --duration 5
+  clutch bench workflow --transport core --agents 16
+  clutch bench workflow --claims next                  # find tasks with workflow_next_tasks")]
+    Workflow(workflow::WorkflowArgs),
 }
 
 #[derive(Debug, Args)]
@@ -103,6 +112,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Startup(args) => startup(args).await,
         BenchCommand::Tasks(args) => tasks::run(args).await,
         BenchCommand::Mcp(args) => mcp::run(args).await,
+        BenchCommand::Workflow(args) => workflow::run(args).await,
     }
 }
 
@@ -203,7 +213,8 @@ impl Summary {
     }
 
     fn line(&self, label: &str, unit: &str) -> String {
-        let cpu = self.cpu_us.map(|us| format!("   cpu {us:>5.0} µs/call")).unwrap_or_default();
+        let cpu =
+            self.cpu_us.map(|us| format!("   cpu {us:>5.0} µs/{}", unit.trim_end_matches('s'))).unwrap_or_default();
         format!(
             "  {label:<8} {:>10} {unit}/s   p50 {:>6.2} ms   p99 {:>6.2} ms{cpu}   ({} in {:.1} s)",
             thousands(self.rate() as u64),

@@ -43,6 +43,11 @@ impl Target {
         Ok(Endpoint { method: Method::POST, uri: path.parse()?, headers })
     }
 
+    /// A GET of `path`.
+    pub fn get(&self, path: &str) -> anyhow::Result<Endpoint> {
+        Ok(Endpoint { method: Method::GET, uri: path.parse()?, headers: self.headers.clone() })
+    }
+
     /// Opens one connection.
     pub async fn connect(&self) -> anyhow::Result<Connection> {
         let stream = tokio::net::TcpStream::connect(&self.authority)

@@ -188,7 +188,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
 }
 
 /// A 2026-07-28 `tools/call`: self-contained, with the per-request metadata that era requires.
-fn request(id: u64, tool: &str, arguments: Value) -> String {
+pub(super) fn request(id: u64, tool: &str, arguments: Value) -> String {
     json!({
         "jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {
