@@ -404,6 +404,7 @@ impl Config {
             // Beyond loopback, tokens are required (see serve::check_exposure) and clients use real host names.
             any_host: !self.listen.ip().is_loopback(),
             body_limit_bytes: saturating(self.limits.body_bytes),
+            fast_path: true,
         }
     }
 

@@ -533,6 +533,12 @@ impl Engine {
             .collect()
     }
 
+    /// Each registered agent (removed ones aside) through `f`, under the engine's lock: for a face
+    /// that needs a few fields of every agent without building whole views. Keep `f` cheap.
+    pub fn with_agents<T>(&self, f: impl FnMut(&crate::registry::Agent) -> T) -> Vec<T> {
+        self.state().agents.values().filter(|a| a.status != Status::Removed).map(f).collect()
+    }
+
     pub fn agent(&self, agent_id: &str) -> Option<Value> {
         self.state()
             .agents

@@ -267,33 +267,28 @@ pub(crate) struct AgentSummary {
 }
 
 async fn list(ctx: Context, _input: List) -> Result<Agents, Refusal> {
-    let agents = ctx.engine.agents().iter().map(summary).collect();
-    Ok(Agents { agents })
+    Ok(Agents { agents: ctx.engine.with_agents(summary) })
 }
 
-fn summary(view: &Value) -> AgentSummary {
-    let text = |v: &Value| v.as_str().map(str::to_owned);
-    let card = &view["card"];
-    let capabilities = card["capabilities"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| {
-            let id = c["id"].as_str()?;
-            Some(match c["version"].as_str() {
-                Some(version) => format!("{id}@{version}"),
-                None => id.to_owned(),
-            })
+fn summary(agent: &clutch_core::registry::Agent) -> AgentSummary {
+    let card = &agent.card;
+    let text = |key: &str| card.meta.get(key).and_then(Value::as_str).map(str::to_owned);
+    let capabilities = card
+        .capabilities
+        .iter()
+        .map(|c| match &c.version {
+            Some(version) => format!("{}@{version}", c.id),
+            None => c.id.clone(),
         })
         .collect();
     AgentSummary {
-        id: text(&view["agent_id"]).unwrap_or_default(),
-        status: text(&view["status"]).unwrap_or_default(),
-        runtime: text(&card["meta"]["runtime"]),
-        role: text(&card["meta"]["role"]),
+        id: card.agent_id.clone(),
+        status: agent.status.as_str().to_owned(),
+        runtime: text("runtime"),
+        role: text("role"),
         capabilities,
-        in_flight: view["load"]["in_flight"].as_u64().unwrap_or(0),
-        max_concurrency: view["load"]["max_concurrency"].as_u64().unwrap_or(1),
+        in_flight: agent.in_flight.len() as u64,
+        max_concurrency: agent.profile.max_concurrency.map_or(1, u64::from),
     }
 }
 

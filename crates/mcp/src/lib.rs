@@ -2,9 +2,12 @@
 //! `/mcp` (every tool) and `/mcp/worker` (an agent's own lifecycle tools) in both protocol eras (the
 //! `initialize` handshake up to 2025-11-25, and 2026-07-28's self-contained requests), and the stdio
 //! bridge behind `clutch mcp`, which forwards to them so that each tool exists once, in the daemon.
+//! The common request, one 2026-07-28 `tools/call`, takes a fast path that answers exactly as rmcp
+//! would (`fast`).
 
 mod agents;
 mod error;
+mod fast;
 mod origin;
 pub mod proxy;
 mod server;
@@ -19,6 +22,7 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
 pub use error::{Error, Result, body as error_body, recoverable};
+pub use fast::FastPath;
 pub use origin::check as check_origin;
 pub use server::Server;
 pub use tools::Profile;
@@ -34,11 +38,15 @@ pub struct Options {
     pub any_host: bool,
     /// Largest request body accepted.
     pub body_limit_bytes: usize,
+    /// Answer the common request (one 2026-07-28 `tools/call` with its standard headers) without
+    /// rmcp's per-request service loop, exactly as rmcp would; off, rmcp serves every request. On
+    /// in the daemon; off only to compare the two (tests, `clutch bench mcp`).
+    pub fast_path: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { allowed_origins: Vec::new(), any_host: false, body_limit_bytes: 8 << 20 }
+        Options { allowed_origins: Vec::new(), any_host: false, body_limit_bytes: 8 << 20, fast_path: true }
     }
 }
 
@@ -58,14 +66,19 @@ pub fn router(engine: Engine, options: &Options) -> std::result::Result<Router, 
     }
     let mut router = Router::new();
     for profile in Profile::ALL {
-        let engine = engine.clone();
-        let registry = registry.clone();
+        let server = Server::with_registry(engine.clone(), registry.clone(), profile);
+        let factory = server.clone();
         let service = StreamableHttpService::new(
-            move || Ok(Server::with_registry(engine.clone(), registry.clone(), profile)),
+            move || Ok(factory.clone()),
             Arc::new(NeverSessionManager::default()),
             config.clone(),
         );
-        router = router.route_service(profile.path(), service);
+        router = if options.fast_path {
+            let endpoint = fast::Endpoint::new(server, service, options.any_host, options.body_limit_bytes);
+            router.route(profile.path(), axum::routing::any(fast::serve).with_state(Arc::new(endpoint)))
+        } else {
+            router.route_service(profile.path(), service)
+        };
     }
     Ok(router.layer(axum::middleware::from_fn_with_state(allowed, origin::validate)))
 }

@@ -114,13 +114,6 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(tool) = self.registry.find(self.profile, &request.name) else {
-            let endpoint = self.profile.path();
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool `{}`: tools/list names the tools {endpoint} offers", request.name),
-                None,
-            ));
-        };
         // The daemon's bearer-token layer put the caller in the HTTP request's extensions.
         let caller = context
             .extensions
@@ -128,6 +121,25 @@ impl ServerHandler for Server {
             .and_then(|parts| parts.extensions.get::<Caller>())
             .cloned()
             .unwrap_or_default();
+        self.call(request, caller).await
+    }
+}
+
+impl Server {
+    /// `tools/call` as `caller`: the one implementation behind rmcp's handler and the fast path. An
+    /// unknown tool is a protocol error; a refused call is a tool result with `isError: true`.
+    pub(crate) async fn call(
+        &self,
+        request: CallToolRequestParams,
+        caller: Caller,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(tool) = self.registry.find(self.profile, &request.name) else {
+            let endpoint = self.profile.path();
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`: tools/list names the tools {endpoint} offers", request.name),
+                None,
+            ));
+        };
         let ctx = Context { engine: self.engine.clone(), caller };
         let result = match tool.call(ctx, request.arguments.unwrap_or_default()).await {
             Ok(answer) => CallToolResult::structured(answer),
@@ -137,5 +149,10 @@ impl ServerHandler for Server {
             }
         };
         Ok(result.into())
+    }
+
+    /// The tool `name` as this server's profile offers it.
+    pub(crate) fn tool(&self, name: &str) -> Option<&crate::tools::Tool> {
+        self.registry.find(self.profile, name)
     }
 }

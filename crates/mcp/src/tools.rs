@@ -97,6 +97,9 @@ type Handler = Box<dyn Fn(Context, JsonObject) -> Answer + Send + Sync>;
 /// One tool: its definition as `tools/list` shows it, and its handler.
 pub(crate) struct Tool {
     pub(crate) definition: rmcp::model::Tool,
+    /// Whether its input schema names SEP-2243 `Mcp-Param-*` headers (`x-mcp-header`), which rmcp
+    /// checks against the arguments; the fast path leaves such calls to rmcp.
+    pub(crate) param_headers: bool,
     lane: Lane,
     handler: Handler,
 }
@@ -126,6 +129,7 @@ where
     let input_schema =
         schema_for_input::<I>().unwrap_or_else(|e| panic!("the input of tool `{name}` is not an object: {e}"));
     let input_schema = objects_only(&input_schema);
+    let param_headers = Value::Object((*input_schema).clone()).to_string().contains("\"x-mcp-header\"");
     let annotations = ToolAnnotations::with_title(title)
         .read_only(hints.read_only)
         .destructive(hints.destructive)
@@ -148,7 +152,7 @@ where
         }
         Err(refusal) => Box::pin(std::future::ready(Err(refusal))),
     });
-    Tool { definition, lane, handler }
+    Tool { definition, param_headers, lane, handler }
 }
 
 /// The schema with every `true` property schema (schemars' "any JSON value") written as `{}`: the

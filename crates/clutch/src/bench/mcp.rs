@@ -3,6 +3,8 @@
 //! one self-contained POST per call) beside a plain axum endpoint that parses the same request body
 //! and answers the same bytes; over stdio through `clutch mcp` (which forwards to the daemon) beside
 //! `cat` echoing the same line; and the throughput of concurrent HTTP clients beside the same anchor.
+//! In process, the same daemon is measured a second time without the MCP fast path (rmcp serves
+//! every call), so the fast path's gain is measured in the same run too.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -15,7 +17,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use super::{Daemon, Summary, thousands};
+use super::{Daemon, Summary, http1, thousands};
 
 #[derive(Debug, Args)]
 pub struct McpArgs {
@@ -60,20 +62,49 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         (None, Some(daemon)) => daemon.url.clone(),
         (None, None) => unreachable!("a daemon is started when no URL is given"),
     };
-    let endpoint = format!("{base}/mcp");
-    let http = reqwest::Client::builder().pool_max_idle_per_host(args.clients).build()?;
-
+    let target = http1::Target::new(&base)?;
+    let path = "/mcp";
+    let mcp_call = |tool: &str| {
+        target.post(path, &[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", tool)])
+    };
+    let mut setup = target.connect().await?;
+    let register = mcp_call("agent_register")?;
     for i in 0..args.agents {
-        let register = request(1, "agent_register", json!({"name": format!("bench-{i}"), "runtime": "bench"}));
-        let answer = post(&http, &endpoint, Some("agent_register"), register.into()).await?;
+        let body = request(1, "agent_register", json!({"name": format!("bench-{i}"), "runtime": "bench"}));
+        let answer = setup.ok(&register, body.into()).await?;
         let ok = b"\"isError\":false";
         if !answer.windows(ok.len()).any(|w| w == ok) {
             bail!("agent_register failed: {}", String::from_utf8_lossy(&answer));
         }
     }
+    let mcp = mcp_call(TOOL)?;
     let call = Bytes::from(request(7, TOOL, json!({})));
-    let answer = post(&http, &endpoint, Some(TOOL), call.clone()).await?;
-    let anchor = Anchor::start(answer.clone()).await?;
+    let answer = setup.ok(&mcp, call.clone()).await?;
+    drop(setup);
+    // The anchor gets the same request (headers included) and answers the same bytes.
+    let anchor = Listening::anchor(answer.clone()).await?;
+    let anchor_target = http1::Target::new(&anchor.base)?;
+    // In process, the same daemon's router again with MCP endpoints that have no fast path: rmcp
+    // serves every call.
+    let rmcp_only = match &daemon {
+        Some(daemon) => {
+            let options = clutch_mcp::Options { fast_path: false, ..Default::default() };
+            let mcp = clutch_mcp::router(daemon.engine.clone(), &options).map_err(anyhow::Error::msg)?;
+            let gateway = clutch_gateway::Options::default();
+            let router = clutch_gateway::router_with(daemon.log.clone(), daemon.engine.clone(), gateway, mcp);
+            Some(Listening::start(router).await?)
+        }
+        None => None,
+    };
+    let rmcp_target = rmcp_only.as_ref().map(|l| http1::Target::new(&l.base)).transpose()?;
+    let rmcp_call = rmcp_target
+        .as_ref()
+        .map(|t| {
+            t.post(path, &[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", TOOL)])
+        })
+        .transpose()?;
+    let anchor_call = anchor_target
+        .post("/anchor", &[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", TOOL)])?;
     eprintln!(
         "bench: tools/call {TOOL} ({} agents; request {} bytes, answer {} bytes)",
         args.agents,
@@ -82,8 +113,18 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     );
 
     eprintln!("bench: round trips over HTTP, {} calls each …", args.calls);
-    let anchor_http = sequential(args.calls, async || post(&http, &anchor.url, None, call.clone()).await).await?;
-    let mcp_http = sequential(args.calls, async || post(&http, &endpoint, Some(TOOL), call.clone()).await).await?;
+    let mut conn = anchor_target.connect().await?;
+    let anchor_http = sequential(args.calls, async || conn.ok(&anchor_call, call.clone()).await).await?;
+    let mut conn = target.connect().await?;
+    let mcp_http = sequential(args.calls, async || conn.ok(&mcp, call.clone()).await).await?;
+    let rmcp_http = match (&rmcp_target, &rmcp_call) {
+        (Some(target), Some(endpoint)) => {
+            let mut conn = target.connect().await?;
+            Some(sequential(args.calls, async || conn.ok(endpoint, call.clone()).await).await?)
+        }
+        _ => None,
+    };
+    drop(conn);
 
     eprintln!("bench: round trips over stdio, {} calls each …", args.calls);
     let line = String::from_utf8(call.to_vec())?;
@@ -99,10 +140,17 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
 
     eprintln!("bench: {} concurrent HTTP clients, 1 s warm-up + {} s each …", args.clients, args.duration);
     let duration = Duration::from_secs(args.duration);
-    let anchor_load = concurrent(&http, &anchor.url, None, &call, args.clients, duration).await?;
-    let mcp_load = concurrent(&http, &endpoint, Some(TOOL), &call, args.clients, duration).await?;
+    let anchor_load = concurrent(&anchor_target, &anchor_call, &call, args.clients, duration).await?;
+    let mcp_load = concurrent(&target, &mcp, &call, args.clients, duration).await?;
+    let rmcp_load = match (&rmcp_target, &rmcp_call) {
+        (Some(target), Some(endpoint)) => Some(concurrent(target, endpoint, &call, args.clients, duration).await?),
+        _ => None,
+    };
 
     anchor.stop().await;
+    if let Some(rmcp_only) = rmcp_only {
+        rmcp_only.stop().await;
+    }
     if let Some(daemon) = daemon {
         daemon.stop().await;
         let _ = std::fs::remove_dir_all(&dir);
@@ -114,18 +162,33 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     );
     println!("round trip, one client, {} sequential calls:", thousands(args.calls as u64));
     println!("{}", mcp_http.line("http", "calls"));
+    if let Some(rmcp) = &rmcp_http {
+        println!("{}   (the same endpoint without the fast path)", rmcp.line("rmcp", "calls"));
+    }
     println!("{}   (plain axum JSON endpoint, same request and answer bytes)", anchor_http.line("anchor", "calls"));
     println!("{}", mcp_stdio.line("stdio", "calls"));
     println!("{}   (`cat` echoing the same line)", anchor_stdio.line("anchor", "calls"));
-    println!("throughput, {} concurrent HTTP clients, {} s:", args.clients, args.duration);
+    println!(
+        "throughput, {} concurrent HTTP clients, {} s (cpu: this process's, {}):",
+        args.clients,
+        args.duration,
+        if args.url.is_some() { "the load driver only" } else { "load driver and servers together" }
+    );
     println!("{}", mcp_load.line("http", "calls"));
+    if let Some(rmcp) = &rmcp_load {
+        println!("{}", rmcp.line("rmcp", "calls"));
+    }
     println!("{}", anchor_load.line("anchor", "calls"));
-    println!("  ratio    {:.2}× the anchor's throughput", mcp_load.rate() / anchor_load.rate());
+    print!("  ratio    {:.2}× the anchor's throughput", mcp_load.rate() / anchor_load.rate());
+    match &rmcp_load {
+        Some(rmcp) => println!(" (without the fast path: {:.2}×)", rmcp.rate() / anchor_load.rate()),
+        None => println!(),
+    }
     Ok(())
 }
 
 /// A 2026-07-28 `tools/call`: self-contained, with the per-request metadata that era requires.
-fn request(id: u64, tool: &str, arguments: Value) -> String {
+pub(super) fn request(id: u64, tool: &str, arguments: Value) -> String {
     json!({
         "jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {
@@ -138,28 +201,6 @@ fn request(id: u64, tool: &str, arguments: Value) -> String {
         },
     })
     .to_string()
-}
-
-/// POSTs `body` (with the MCP headers when `tool` is given) and reads the whole answer.
-async fn post(http: &reqwest::Client, url: &str, tool: Option<&str>, body: Bytes) -> anyhow::Result<Bytes> {
-    let mut request = http
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(body);
-    if let Some(tool) = tool {
-        request = request
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", tool);
-    }
-    let response = request.send().await?;
-    let status = response.status();
-    let bytes = response.bytes().await?;
-    if !status.is_success() {
-        bail!("{url} answered {status}: {}", String::from_utf8_lossy(&bytes));
-    }
-    Ok(bytes)
 }
 
 /// `calls` calls one after the other, each timed.
@@ -178,21 +219,32 @@ async fn sequential<T>(calls: usize, mut call: impl AsyncFnMut() -> anyhow::Resu
     Ok(Summary::new(micros, calls, started.elapsed().as_secs_f64()))
 }
 
-/// `clients` tasks calling as fast as answers come, for one second of warm-up and then `duration`.
+/// `clients` tasks, each on its own connection, calling as fast as answers come, for one second of
+/// warm-up and then `duration`.
 async fn concurrent(
-    http: &reqwest::Client,
-    url: &str,
-    tool: Option<&str>,
+    target: &http1::Target,
+    endpoint: &http1::Endpoint,
     body: &Bytes,
     clients: usize,
     duration: Duration,
 ) -> anyhow::Result<Summary> {
+    let mut connections = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        connections.push(target.connect().await?);
+    }
     let started = Instant::now();
     let warm_until = started + Duration::from_secs(1);
     let until = warm_until + duration;
-    let tasks: Vec<_> = (0..clients)
-        .map(|_| {
-            let (http, url, tool, body) = (http.clone(), url.to_owned(), tool.map(str::to_owned), body.clone());
+    let cpu = tokio::spawn(async move {
+        tokio::time::sleep_until(warm_until.into()).await;
+        let from = super::process_cpu();
+        tokio::time::sleep_until(until.into()).await;
+        Some(super::process_cpu()?.saturating_sub(from?))
+    });
+    let tasks: Vec<_> = connections
+        .into_iter()
+        .map(|mut conn| {
+            let (endpoint, body) = (endpoint.clone(), body.clone());
             tokio::spawn(async move {
                 let mut micros = Vec::new();
                 loop {
@@ -200,7 +252,7 @@ async fn concurrent(
                     if at >= until {
                         break;
                     }
-                    post(&http, &url, tool.as_deref(), body.clone()).await?;
+                    conn.ok(&endpoint, body.clone()).await?;
                     if at >= warm_until {
                         micros.push(at.elapsed().as_micros().min(u32::MAX as u128) as u32);
                     }
@@ -214,20 +266,37 @@ async fn concurrent(
         micros.extend(task.await??);
     }
     let count = micros.len();
-    Ok(Summary::new(micros, count, (Instant::now() - warm_until).as_secs_f64()))
+    let used = cpu.await?;
+    Ok(Summary::new(micros, count, (Instant::now() - warm_until).as_secs_f64()).with_cpu(used))
 }
 
-/// A plain axum endpoint on 127.0.0.1:0 that parses the request as JSON and answers fixed bytes.
-struct Anchor {
-    url: String,
+/// A router served on 127.0.0.1:0 inside this process.
+struct Listening {
+    /// `http://127.0.0.1:port`.
+    base: String,
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<()>,
 }
 
-impl Anchor {
-    async fn start(answer: Bytes) -> anyhow::Result<Anchor> {
+impl Listening {
+    async fn start(router: axum::Router) -> anyhow::Result<Listening> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}/anchor", listener.local_addr()?);
+        let base = format!("http://{}", listener.local_addr()?);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.await;
+            };
+            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+                tracing::error!(error = %e, "bench server failed");
+            }
+        });
+        Ok(Listening { base, stop, server })
+    }
+
+    /// The anchor: a plain axum endpoint at `/anchor` that parses the request as JSON and answers
+    /// fixed bytes.
+    async fn anchor(answer: Bytes) -> anyhow::Result<Listening> {
         let router = axum::Router::new().route(
             "/anchor",
             axum::routing::post(move |axum::Json(request): axum::Json<Value>| {
@@ -238,16 +307,7 @@ impl Anchor {
                 }
             }),
         );
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = stopped.await;
-            };
-            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
-                tracing::error!(error = %e, "anchor server failed");
-            }
-        });
-        Ok(Anchor { url, stop, server })
+        Listening::start(router).await
     }
 
     async fn stop(self) {

@@ -6,6 +6,7 @@
 
 mod docs;
 mod errors;
+mod fast;
 mod lifecycle;
 mod origin;
 mod tools;

@@ -1,0 +1,275 @@
+//! The fast path of the MCP endpoints: the one request agents send most, a 2026-07-28 `tools/call`
+//! POSTed on its own, answered without rmcp's per-request machinery (a service loop spawned per
+//! request, channels, the message re-serialized to check its headers), by the same tool handler with
+//! the same caller. Everything else, and anything it is not sure of, goes to rmcp's
+//! `StreamableHttpService` unchanged.
+//!
+//! **Invariant:** a request the fast path answers gets exactly what rmcp would answer (status,
+//! content type, JSON body); `tests/it/fast.rs` checks it request by request against a router
+//! without the fast path.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::response::Response;
+use clutch_core::access::Caller;
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestMethod, CallToolRequestParams, CallToolResponse, ClientCapabilities, ErrorCode, ErrorData,
+    JsonRpcVersion2_0, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
+};
+use rmcp::transport::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use serde::Deserialize;
+
+use crate::Server;
+
+/// The only protocol revision the fast path serves.
+const VERSION: &str = "2026-07-28";
+/// How SEP-2243 marks a header value carried in Base64 (which rmcp decodes before comparing).
+const BASE64_PREFIX: &str = "=?base64?";
+const JSON: &str = "application/json";
+const EVENT_STREAM: &str = "text/event-stream";
+/// The `Host`s rmcp's default `allowed_hosts` accepts, at any port.
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+
+/// One profile's endpoint: the fast path, and rmcp's service for everything else.
+pub(crate) struct Endpoint {
+    server: Server,
+    rmcp: StreamableHttpService<Server, NeverSessionManager>,
+    /// rmcp was told to accept any `Host`.
+    any_host: bool,
+    /// rmcp's `max_request_body_bytes`.
+    body_limit: usize,
+    /// The server accepts 2026-07-28 requests (rmcp refuses versions a server does not list).
+    enabled: bool,
+}
+
+impl Endpoint {
+    pub(crate) fn new(
+        server: Server,
+        rmcp: StreamableHttpService<Server, NeverSessionManager>,
+        any_host: bool,
+        body_limit: usize,
+    ) -> Endpoint {
+        let enabled = server.supported_protocol_versions().contains(&ProtocolVersion::V_2026_07_28);
+        Endpoint { server, rmcp, any_host, body_limit, enabled }
+    }
+}
+
+/// Marks, in a response's extensions (never on the wire), an answer the fast path gave: for tests
+/// and for layers that count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FastPath;
+
+/// The handler of a profile's path.
+pub(crate) async fn serve(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Response {
+    match endpoint.try_serve(request).await {
+        Ok(mut response) => {
+            response.extensions_mut().insert(FastPath);
+            response
+        }
+        Err(request) => endpoint.rmcp.handle(request).await.map(Body::new),
+    }
+}
+
+impl Endpoint {
+    /// Answers a common `tools/call`, or gives the request back for rmcp (rebuilt with the same
+    /// bytes when its body was read).
+    async fn try_serve(&self, request: Request) -> Result<Response, Request> {
+        if !self.enabled || !self.common_headers(request.method(), request.headers()) {
+            return Err(request);
+        }
+        let (parts, body) = request.into_parts();
+        let bytes = match axum::body::to_bytes(body, self.body_limit).await {
+            Ok(bytes) => bytes,
+            // Only a broken connection gets here (the length was checked): rmcp's answer to it.
+            Err(e) => return Ok(plain(StatusCode::INTERNAL_SERVER_ERROR, format!("Failed to read request body: {e}"))),
+        };
+        let Some((id, meta, params)) = self.common_call(&parts.headers, &bytes) else {
+            return Err(Request::from_parts(parts, Body::from(bytes)));
+        };
+        // What rmcp's service loop and handler do with a request, in the same order.
+        let caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
+        let answer = match self.server.call(params, caller).await {
+            Ok(CallToolResponse::Task(_)) if !meta.client_capabilities().is_some_and(|c| c.supports_tasks()) => {
+                Err(ErrorData::missing_required_client_capability(ClientCapabilities::builder().enable_tasks().build()))
+            }
+            Ok(response) => {
+                let mut result = ServerResult::from(response);
+                result.fill_missing_cache_hints();
+                Ok(result)
+            }
+            Err(e) => Err(e),
+        };
+        let message = match answer {
+            Ok(result) => ServerJsonRpcMessage::response(result, id),
+            Err(mut error) => {
+                if error.code == ErrorCode::RESOURCE_NOT_FOUND {
+                    error.code = ErrorCode::INVALID_PARAMS;
+                }
+                ServerJsonRpcMessage::error(error, Some(id))
+            }
+        };
+        Ok(json(&message))
+    }
+
+    /// A POST rmcp would read: allowed `Host`, acceptable `Accept` and `Content-Type`, a declared
+    /// length within the limit, and the SEP-2243 headers of a 2026-07-28 `tools/call`, none of them
+    /// repeated, no `Mcp-Param-*`.
+    fn common_headers(&self, method: &Method, headers: &HeaderMap) -> bool {
+        *method == Method::POST
+            && (self.any_host || host_is_loopback(headers))
+            && accepts_json_and_sse(headers)
+            && only(headers, &header::CONTENT_TYPE).is_some_and(|v| {
+                !v.contains('"') && v.split(';').next().is_some_and(|essence| essence.trim().eq_ignore_ascii_case(JSON))
+            })
+            && !headers.contains_key(header::TRANSFER_ENCODING)
+            && only(headers, &header::CONTENT_LENGTH)
+                .and_then(|v| v.parse::<usize>().ok())
+                .is_some_and(|n| n <= self.body_limit)
+            && only(headers, &MCP_PROTOCOL_VERSION) == Some(VERSION)
+            && only(headers, &MCP_METHOD) == Some("tools/call")
+            && only(headers, &MCP_NAME).is_some_and(|v| !v.starts_with(BASE64_PREFIX))
+            && !headers.keys().any(|name| name.as_str().starts_with("mcp-param-"))
+    }
+
+    /// The body as one `tools/call` request of the 2026-07-28 era whose name is the `Mcp-Name`
+    /// header's, to a tool without `Mcp-Param-*` headers (or to no tool: that is answered alike).
+    fn common_call(
+        &self,
+        headers: &HeaderMap,
+        bytes: &Bytes,
+    ) -> Option<(RequestId, RequestMetaObject, CallToolRequestParams)> {
+        let Call { id, mut params, .. } = serde_json::from_slice(bytes).ok()?;
+        let meta = params.meta.take()?;
+        let modern = meta.protocol_version().is_some_and(|v| v == ProtocolVersion::V_2026_07_28)
+            && meta.missing_required_keys(&ProtocolVersion::V_2026_07_28).is_empty();
+        let plain = params.input_responses.is_none() && params.request_state.is_none();
+        let named = only(headers, &MCP_NAME) == Some(params.name.as_ref());
+        let checked_headers = self.server.tool(&params.name).is_some_and(|t| t.param_headers);
+        (modern && plain && named && !checked_headers).then_some((id, meta, params))
+    }
+}
+
+/// A JSON-RPC `tools/call` request and nothing else, read with rmcp's own types. rmcp reads a
+/// message by trying each kind of message and each method in turn on a buffered copy; this reads the
+/// one shape the fast path serves, straight, and refuses anything more (a `result` or `error` key, an
+/// unknown one) so that rmcp decides those. The request's `_meta` lands in `params.meta`, where rmcp
+/// moves it to the request's extensions.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Call {
+    #[serde(rename = "jsonrpc")]
+    _jsonrpc: JsonRpcVersion2_0,
+    id: RequestId,
+    #[serde(rename = "method")]
+    _method: CallToolRequestMethod,
+    params: CallToolRequestParams,
+}
+
+/// The single value of header `name` as text; `None` when it is absent, repeated or not text.
+fn only<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
+    let mut values = headers.get_all(name).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    value.to_str().ok()
+}
+
+/// `Host` names a loopback host, as rmcp's default `allowed_hosts` requires.
+fn host_is_loopback(headers: &HeaderMap) -> bool {
+    let Some(host) = only(headers, &header::HOST) else { return false };
+    let Ok(authority) = axum::http::uri::Authority::try_from(host) else { return false };
+    let host = authority.host().trim_matches('[').trim_matches(']').to_ascii_lowercase();
+    LOOPBACK_HOSTS.contains(&host.as_str())
+}
+
+/// `Accept` lists both media types rmcp requires, with no parameters (a `q=0` would exclude one).
+fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
+    let (mut json, mut sse) = (false, false);
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else { return false };
+        for entry in value.split(',') {
+            let entry = entry.trim();
+            if entry.contains([';', '"']) {
+                return false;
+            }
+            json |= entry.eq_ignore_ascii_case(JSON);
+            sse |= entry.eq_ignore_ascii_case(EVENT_STREAM);
+        }
+    }
+    json && sse
+}
+
+/// rmcp's JSON answer to a request that used the 2026-07-28 lifecycle with well-formed metadata.
+fn json(message: &ServerJsonRpcMessage) -> Response {
+    let body = match serde_json::to_vec(message) {
+        Ok(body) => body,
+        Err(e) => {
+            tracing::error!(error = %e, "a tools/call answer could not be serialized");
+            return plain(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error".into());
+        }
+    };
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status(message);
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
+    response
+}
+
+/// The HTTP status rmcp gives a JSON-RPC answer on the 2026-07-28 path.
+fn status(message: &ServerJsonRpcMessage) -> StatusCode {
+    let ServerJsonRpcMessage::Error(error) = message else { return StatusCode::OK };
+    match error.error.code {
+        ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+        | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+        | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+        ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+fn plain(status: StatusCode, text: String) -> Response {
+    let mut response = Response::new(Body::from(text));
+    *response.status_mut() = status;
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn only_plain_accept_lists_with_both_types_pass() {
+        assert!(accepts_json_and_sse(&headers(&[("accept", "application/json, text/event-stream")])));
+        assert!(accepts_json_and_sse(&headers(&[("accept", "text/event-stream"), ("accept", "Application/JSON")])));
+        assert!(!accepts_json_and_sse(&headers(&[("accept", "application/json")])));
+        assert!(!accepts_json_and_sse(&headers(&[("accept", "application/json;q=0, text/event-stream")])));
+        assert!(!accepts_json_and_sse(&headers(&[])));
+    }
+
+    #[test]
+    fn loopback_hosts_pass_at_any_port() {
+        for host in ["127.0.0.1:7700", "localhost", "LOCALHOST:1", "[::1]:80"] {
+            assert!(host_is_loopback(&headers(&[("host", host)])), "{host}");
+        }
+        for host in ["example.com", "127.0.0.2", "evil.localhost", ""] {
+            assert!(!host_is_loopback(&headers(&[("host", host)])), "{host}");
+        }
+        assert!(!host_is_loopback(&headers(&[("host", "localhost"), ("host", "localhost")])));
+    }
+}
