@@ -140,7 +140,7 @@ struct Inner {
 const SNAPSHOT: &str = "engine";
 /// Bump whenever what [`State`] holds or how events are applied to it changes: snapshots of another
 /// format are ignored and the state is rebuilt from the whole log.
-const SNAPSHOT_FORMAT: u32 = 2;
+const SNAPSHOT_FORMAT: u32 = 3;
 
 /// A snapshot as stored (JSON).
 #[derive(serde::Serialize, serde::Deserialize)]

@@ -39,8 +39,6 @@ pub struct WorkflowArgs {
     #[arg(long, value_enum, default_value_t = Claims::Sharded)]
     pub claims: Claims,
     /// Tasks per workflow plan; a new workflow is planned whenever the agents are about to run out.
-    /// Small plans, because the engine vets and applies a plan in time that grows with the square of
-    /// its size, on the writer's path (1,024 tasks stall every agent for a few hundred ms).
     #[arg(long, default_value_t = 128)]
     pub plan_size: usize,
     /// Where the SQLite files go (the disk being measured).

@@ -38,6 +38,7 @@ impl Engine {
             updated_at: String::new(),
             plan_summary: None,
             tasks: Vec::new(),
+            names: Default::default(),
             claimed: false,
         };
         let mut payload = Map::new();

@@ -25,6 +25,7 @@ pub mod context;
 pub mod dag;
 pub mod git;
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use clutch_proto::message::{Recipient, Sender};
@@ -101,8 +102,39 @@ pub struct Workflow {
     pub plan_summary: Option<String>,
     /// The live planned tasks, in the order they were stored (a topological order).
     pub tasks: Vec<String>,
+    /// The live planned tasks by name (names are unique within a workflow).
+    pub names: HashMap<String, String>,
     /// Some task was claimed: the plan can no longer be replaced.
     pub claimed: bool,
+}
+
+impl Workflow {
+    /// Records `item` joining or leaving the task list. A planned task costs the same whatever the
+    /// plan's size: nothing here (or in vetting it) walks the list, except a cancelled task's
+    /// removal.
+    fn list(&mut self, item: &Item, listing: Listing) {
+        match listing {
+            Listing::Same => {}
+            Listing::Added => {
+                self.tasks.push(item.id.clone());
+                self.names.insert(item.name.clone(), item.id.clone());
+            }
+            Listing::Removed => {
+                self.tasks.retain(|t| *t != item.id);
+                if self.names.get(&item.name) == Some(&item.id) {
+                    self.names.remove(&item.name);
+                }
+            }
+        }
+    }
+}
+
+/// How a task's event changes its workflow's task list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listing {
+    Same,
+    Added,
+    Removed,
 }
 
 /// A planned task as the log says.
@@ -163,8 +195,8 @@ pub struct Stage {
 #[allow(clippy::large_enum_variant)]
 enum Change {
     Workflow(Workflow),
-    /// A task's new version, with its workflow when its task list changed.
-    Task(Item, Option<Workflow>),
+    /// A task's new version, and how its workflow's task list changes.
+    Task(Item, Listing),
     Checkpoint(api::Checkpoint),
     Workspace(api::Workspace),
     Nothing,
@@ -242,9 +274,16 @@ impl Book {
                 stage.roots.insert(w.root_task_id.clone(), w.id.clone());
                 stage.workflows.insert(w.id.clone(), w);
             }
-            Change::Task(item, workflow) => {
-                if let Some(w) = workflow {
-                    stage.workflows.insert(w.id.clone(), w);
+            Change::Task(item, listing) => {
+                if listing != Listing::Same {
+                    // The batch's own copy of the workflow, made once per batch.
+                    let w = match stage.workflows.entry(item.workflow_id.clone()) {
+                        Entry::Occupied(e) => Some(e.into_mut()),
+                        Entry::Vacant(e) => self.workflows.get(&item.workflow_id).map(|w| e.insert(w.clone())),
+                    };
+                    if let Some(w) = w {
+                        w.list(&item, listing);
+                    }
                 }
                 stage.tasks.insert(item.id.clone(), item);
             }
@@ -268,9 +307,9 @@ impl Book {
                 self.roots.insert(w.root_task_id.clone(), w.id.clone());
                 self.workflows.insert(w.id.clone(), w);
             }
-            Change::Task(mut item, workflow) => {
-                if let Some(w) = workflow {
-                    self.workflows.insert(w.id.clone(), w);
+            Change::Task(mut item, listing) => {
+                if let Some(w) = self.workflows.get_mut(&item.workflow_id) {
+                    w.list(&item, listing);
                 }
                 let old = self.tasks.get(&item.id).and_then(|o| o.holder.clone());
                 if old != item.holder {
@@ -734,20 +773,20 @@ fn new_workflow(view: &View<'_>, m: &Message) -> Result<Change, Refusal> {
         updated_at: m.ts.clone(),
         plan_summary: None,
         tasks: Vec::new(),
+        names: HashMap::new(),
         claimed: false,
     }))
 }
 
 fn new_task(view: &View<'_>, m: &Message) -> Result<Change, Refusal> {
-    let Some(mut w) = m.parent_task_id.as_deref().and_then(|p| view.root(p)).and_then(|id| view.workflow(id)).cloned()
-    else {
+    let Some(w) = m.parent_task_id.as_deref().and_then(|p| view.root(p)).and_then(|id| view.workflow(id)) else {
         return Err(validation("parent_task_id", "a planned task's parent is its workflow's root task"));
     };
     if w.id != m.run_id {
         return Err(validation("run_id", "a planned task belongs to its workflow's run"));
     }
     let name = required_text(&m.payload, "name", dag::NAME_MAX)?;
-    if w.tasks.iter().filter_map(|t| view.task(t)).any(|t| t.name == name) {
+    if w.names.contains_key(&name) {
         return Err(validation("payload.name", format!("workflow {} already has a task named `{name}`", w.id)));
     }
     let mut depends_on = Vec::new();
@@ -755,7 +794,7 @@ fn new_task(view: &View<'_>, m: &Message) -> Result<Change, Refusal> {
         let Some(d) = d.as_str() else {
             return Err(validation(&format!("payload.depends_on[{i}]"), "a dependency is a task id"));
         };
-        if !w.tasks.iter().any(|t| t == d) {
+        if !view.task(d).is_some_and(|t| t.workflow_id == w.id && !t.cancelled) {
             return Err(validation(
                 &format!("payload.depends_on[{i}]"),
                 format!("{d} is not a task of workflow {} stored before this one", w.id),
@@ -787,9 +826,7 @@ fn new_task(view: &View<'_>, m: &Message) -> Result<Change, Refusal> {
         updated_at: m.ts.clone(),
         ended_seq: None,
     };
-    w.tasks.push(item.id.clone());
-    w.updated_at = m.ts.clone();
-    Ok(Change::Task(item, Some(w)))
+    Ok(Change::Task(item, Listing::Added))
 }
 
 fn on_root(view: &View<'_>, mut w: Workflow, m: &Message) -> Result<Change, Refusal> {
@@ -894,9 +931,7 @@ fn on_task(view: &View<'_>, mut item: Item, live: Live<'_>, m: &Message, seq: u6
                 )));
             }
             item.cancelled = true;
-            let mut w = view.workflow(&item.workflow_id).cloned().expect("a task has its workflow");
-            w.tasks.retain(|t| *t != item.id);
-            Ok(Change::Task(item, Some(w)))
+            Ok(Change::Task(item, Listing::Removed))
         }
         MessageType::TaskAccept => claim(view, item, live, m, seq),
         MessageType::TaskProgress => match pt {
@@ -938,7 +973,7 @@ fn on_task(view: &View<'_>, mut item: Item, live: Live<'_>, m: &Message, seq: u6
                 }
                 item.status = to;
                 item.reason = reason;
-                Ok(Change::Task(item, None))
+                Ok(Change::Task(item, Listing::Same))
             }
             CHECKPOINT_PAYLOAD => {
                 writer(&item, from, false)?;
@@ -977,7 +1012,7 @@ fn on_task(view: &View<'_>, mut item: Item, live: Live<'_>, m: &Message, seq: u6
                     return Err(validation("payload.plan", "plan: required"));
                 }
                 item.plan = plan;
-                Ok(Change::Task(item, None))
+                Ok(Change::Task(item, Listing::Same))
             }
             p if p.starts_with("clutch.") => {
                 Err(validation("payload_type", format!("`{p}` is not a workflow task event")))
@@ -993,7 +1028,7 @@ fn on_task(view: &View<'_>, mut item: Item, live: Live<'_>, m: &Message, seq: u6
             item.outcome = Some(required_text(&m.payload, "outcome", 100_000).map_err(|e| e.field("outcome"))?);
             item.outcome_detail = m.payload.get("outcome_detail").filter(|d| !d.is_null()).cloned();
             end(&mut item, TaskStatus::Completed, from);
-            Ok(Change::Task(item, None))
+            Ok(Change::Task(item, Listing::Same))
         }
         MessageType::TaskError => {
             writer(&item, from, true)?;
@@ -1004,7 +1039,7 @@ fn on_task(view: &View<'_>, mut item: Item, live: Live<'_>, m: &Message, seq: u6
             }
             item.error = Some(error.to_owned());
             end(&mut item, TaskStatus::Failed, from);
-            Ok(Change::Task(item, None))
+            Ok(Change::Task(item, Listing::Same))
         }
         _ => Err(invalid(format!("task {} belongs to a workflow: it is claimed, not routed", item.id))),
     }
@@ -1068,7 +1103,7 @@ fn claim(view: &View<'_>, mut item: Item, live: Live<'_>, m: &Message, seq: u64)
     item.claimed_at = Some(m.ts.clone());
     item.claim_seq = seq;
     item.reason = None;
-    Ok(Change::Task(item, None))
+    Ok(Change::Task(item, Listing::Same))
 }
 
 #[cfg(test)]

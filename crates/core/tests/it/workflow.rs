@@ -560,3 +560,77 @@ async fn workspaces_are_git_worktrees_and_git_errors_store_nothing() {
     assert_eq!(code(err.await.unwrap_err()), "NOT_FOUND");
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planned_tasks_sent_as_messages_are_vetted_by_name_and_dependency() {
+    let mut h = hub(Options::default()).await;
+    let e = h.core().engine.clone();
+    let (w, ids) = workflow(&e, vec![task("draft", &[]), task("review", &["draft"])]).await;
+    let (_, elsewhere) = workflow(&e, vec![task("elsewhere", &[])]).await;
+    let root = e.workflow_get(&w).unwrap().summary;
+    // A planned task as the engine writes one, appended to the log: vetted again by the workflow
+    // book (clients cannot send `clutch.*` payloads; this is the check behind workflow_set_plan).
+    let planned = |name: &str, deps: &[&String]| {
+        json!({
+            "run_id": w, "thread_id": root.thread_id, "task_id": clutch_proto::id::generate(clutch_proto::id::Kind::Task),
+            "parent_task_id": root.root_task_id, "from": {"agent_id": "user:ana"}, "to": [], "type": "task.request",
+            "payload_type": "clutch.workflow.task.v1", "payload": {"name": name, "depends_on": deps},
+        })
+    };
+    let refused = |r: Result<_, Error>| {
+        let e = r.unwrap_err();
+        (code_of(&e), field(&e))
+    };
+    assert_eq!(
+        refused(append(&h, planned("draft", &[])).await),
+        ("VALIDATION_FAILED", Some("payload.name".to_owned())),
+        "a second task named `draft`"
+    );
+    assert_eq!(
+        refused(append(&h, planned("ship", &[&elsewhere[0]])).await),
+        ("VALIDATION_FAILED", Some("payload.depends_on[0]".to_owned())),
+        "a dependency on another workflow's task"
+    );
+    append(&h, planned("ship", &[&ids[1]])).await.unwrap();
+    let names = |e: &Engine| e.workflow_get(&w).unwrap().tasks.into_iter().map(|t| t.name).collect::<Vec<_>>();
+    assert_eq!(names(&e), ["draft", "review", "ship"]);
+
+    // A replaced plan frees its names and its tasks can no longer be depended on; a restart (from
+    // the snapshot, then from the log alone) keeps both.
+    let plan = e
+        .workflow_set_plan(SetPlan {
+            workflow_id: w.clone(),
+            summary: None,
+            tasks: vec![task("ship", &[])],
+            agent_id: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(plan.replaced.len(), 3);
+    for options in [Options::default(), Options { heartbeat_interval: Duration::from_secs(11), ..Options::default() }] {
+        h.restart(options).await;
+        assert_eq!(names(&h.core().engine), ["ship"]);
+        assert_eq!(
+            refused(append(&h, planned("ship", &[])).await),
+            ("VALIDATION_FAILED", Some("payload.name".to_owned()))
+        );
+        assert_eq!(
+            refused(append(&h, planned("polish", &[&ids[0]])).await),
+            ("VALIDATION_FAILED", Some("payload.depends_on[0]".to_owned())),
+            "a dependency on a cancelled task"
+        );
+    }
+    append(&h, planned("draft", &[&plan.tasks[0].id])).await.unwrap();
+    assert_eq!(names(&h.core().engine), ["ship", "draft"]);
+    h.stop().await;
+}
+
+async fn append(h: &Hub, message: serde_json::Value) -> Result<(), Error> {
+    let m = clutch_proto::validate::message(&message, &clutch_proto::validate::Defaults { now: SystemTime::now() })
+        .unwrap();
+    h.core().log.append(vec![m]).await.unwrap().pop().unwrap().map(|_| ())
+}
+
+fn code_of(e: &Error) -> &'static str {
+    e.code().as_str()
+}
