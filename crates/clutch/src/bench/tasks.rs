@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -62,7 +62,7 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
                 tracing::error!(error = %e, "bench server failed");
             }
         });
-        (Some(server), Transport::Http { url, http: reqwest::Client::new() })
+        (Some(server), Transport::Http { url, http: reqwest::Client::new(), over: Arc::default() })
     } else {
         (None, Transport::Core(engine.clone()))
     };
@@ -175,6 +175,9 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
     for w in workers {
         w.abort();
     }
+    if let Transport::Http { over, .. } = &transport {
+        over.store(true, Ordering::Relaxed);
+    }
     if let Some(server) = server {
         server.abort();
     }
@@ -195,7 +198,13 @@ fn engine_options() -> clutch_core::engine::Options {
 #[derive(Clone)]
 enum Transport {
     Core(Engine),
-    Http { url: String, http: reqwest::Client },
+    /// `over`: the measurement has ended and the server is going away; sends still under way fail
+    /// quietly.
+    Http {
+        url: String,
+        http: reqwest::Client,
+        over: Arc<AtomicBool>,
+    },
 }
 
 impl Transport {
@@ -210,11 +219,12 @@ impl Transport {
                     tracing::warn!(error = %e, "messages not submitted");
                 }
             }
-            Transport::Http { url, http } => {
+            Transport::Http { url, http, over } => {
                 let body = if messages.len() == 1 { messages[0].clone() } else { Value::Array(messages) };
                 match http.post(format!("{url}/v1/messages")).json(&body).send().await {
                     Ok(r) if r.status().is_success() => {}
                     Ok(r) => tracing::warn!(status = r.status().as_u16(), "messages refused"),
+                    Err(_) if over.load(Ordering::Relaxed) => {}
                     Err(e) => tracing::warn!(error = %e, "messages not sent"),
                 }
             }
@@ -239,7 +249,7 @@ async fn agent(transport: Transport, log: clutch_core::Handle, me: String, head:
                 }
             })
         }
-        Transport::Http { url, http } => {
+        Transport::Http { url, http, .. } => {
             let request = http
                 .get(format!("{url}/v1/stream"))
                 .query(&[("to", me.as_str()), ("type", "task.request"), ("after", &head.to_string())])
