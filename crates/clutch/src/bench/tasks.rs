@@ -141,10 +141,10 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
         })
     };
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let (from, t0) = (done.load(Ordering::Relaxed), Instant::now());
+    let (from, t0, cpu_from) = (done.load(Ordering::Relaxed), Instant::now(), super::process_cpu());
     latencies.lock().unwrap_or_else(|e| e.into_inner()).clear();
     tokio::time::sleep(Duration::from_secs(args.duration)).await;
-    let (to, elapsed) = (done.load(Ordering::Relaxed), t0.elapsed());
+    let (to, elapsed, cpu_to) = (done.load(Ordering::Relaxed), t0.elapsed(), super::process_cpu());
     requester.abort();
     let mut lat = std::mem::take(&mut *latencies.lock().unwrap_or_else(|e| e.into_inner()));
     lat.sort();
@@ -160,6 +160,15 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
     );
     if let (Some(p50), Some(p99)) = (pct(0.5), pct(0.99)) {
         println!("latency request → result: p50 {:.1} ms, p99 {:.1} ms", ms(p50), ms(p99));
+    }
+    // CPU per task swings less than throughput on a shared machine: the figure to compare builds by.
+    if let (Some(cpu_from), Some(cpu_to)) = (cpu_from, cpu_to) {
+        let cpu = cpu_to.saturating_sub(cpu_from).as_secs_f64();
+        println!(
+            "cpu: {:.0} µs per task (this process: load driver, agents and core together; {:.2} cores busy)",
+            cpu * 1e6 / (to - from).max(1) as f64,
+            cpu / elapsed.as_secs_f64()
+        );
     }
     let (commit, sync) = (&metrics.commit, &metrics.sync);
     println!(
