@@ -169,24 +169,32 @@ async fn nothing_is_answered_published_or_read_before_its_flush() {
     f.stop().await;
 }
 
+type Append = tokio::task::JoinHandle<clutch_core::Result<Outcome>>;
+
 /// Appends `m` in the background.
-fn append(f: &Fixture, m: clutch_proto::Message) -> tokio::task::JoinHandle<clutch_core::Result<Outcome>> {
+fn append(f: &Fixture, m: clutch_proto::Message) -> Append {
     let h = f.handle.clone();
     tokio::spawn(async move { h.append_one(m).await })
+}
+
+/// Three chat messages of one run appended one after the other (`batch_max: 1`): the first is stored
+/// (the log is idle: committed and flushed in one step), the other two queued behind it.
+async fn three_in_a_row(f: &Fixture) -> (Append, Append, Append) {
+    let run = id::generate(Kind::Run);
+    let a = append(f, message(&run, MessageType::ChatMessage));
+    f.until_stored(1, 1).await;
+    let b = append(f, message(&run, MessageType::ChatMessage));
+    f.until_queued(1).await;
+    let c = append(f, message(&run, MessageType::ChatMessage));
+    f.until_queued(2).await;
+    (a, b, c)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_batch_is_committed_while_a_flush_is_under_way() {
     // One message per batch, so that a queue forms behind the first.
     let f = start_with(Options { batch_max: 1, ..Options::default() });
-    let run = id::generate(Kind::Run);
-    // The log is idle: the first batch is committed and flushed in one step.
-    let a = append(&f, message(&run, MessageType::ChatMessage));
-    f.until_stored(1, 1).await;
-    let b = append(&f, message(&run, MessageType::ChatMessage));
-    f.until_queued(1).await;
-    let c = append(&f, message(&run, MessageType::ChatMessage));
-    f.until_queued(2).await;
+    let (a, b, c) = three_in_a_row(&f).await;
     f.held.permits.add_permits(1);
     assert_eq!(a.await.unwrap().unwrap().seq, 1);
     // Now busy: b is committed and its flush starts; c is committed while b's flush is under way,
@@ -204,13 +212,7 @@ async fn the_next_batch_is_committed_while_a_flush_is_under_way() {
 async fn a_later_flush_releases_the_batches_before_it_while_an_earlier_one_is_still_under_way() {
     let f = start_with(Options { batch_max: 1, ..Options::default() });
     f.held.held.store(1, Ordering::SeqCst); // b's flush, the second sync, is held
-    let run = id::generate(Kind::Run);
-    let a = append(&f, message(&run, MessageType::ChatMessage));
-    f.until_stored(1, 1).await;
-    let b = append(&f, message(&run, MessageType::ChatMessage));
-    f.until_queued(1).await;
-    let c = append(&f, message(&run, MessageType::ChatMessage));
-    f.until_queued(2).await;
+    let (a, b, c) = three_in_a_row(&f).await;
     f.held.permits.add_permits(2); // a's flush and c's, not b's
     assert_eq!(a.await.unwrap().unwrap().seq, 1);
     assert_eq!(b.await.unwrap().unwrap().seq, 2, "released by c's flush, which covers it");
@@ -219,7 +221,7 @@ async fn a_later_flush_releases_the_batches_before_it_while_an_earlier_one_is_st
     // b's own flush ends late; nothing is answered twice and the log goes on.
     f.held.held_permit.add_permits(1);
     f.held.permits.add_permits(10);
-    assert_eq!(f.handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap().seq, 4);
+    assert_eq!(f.handle.append_one(message(&id::generate(Kind::Run), MessageType::ChatMessage)).await.unwrap().seq, 4);
     f.stop().await;
 }
 
