@@ -45,18 +45,23 @@ fn same_message(a: &str, b: &str) -> bool {
     a == b || matches!((dedup(a), dedup(b)), (Some(x), Some(y)) if x == y)
 }
 
-/// Appends the rows in one `BEGIN IMMEDIATE` transaction, committed with a WAL fsync. Each row is
-/// inserted optimistically; only when a uniqueness constraint (the id, or the run's idempotency key,
-/// including rows inserted earlier in this batch) stops it is the original looked up.
-pub(crate) fn append(conn: &mut Connection, rows: &[Row]) -> rusqlite::Result<Vec<Result<Outcome, Error>>> {
+/// Appends the rows in one `BEGIN IMMEDIATE` transaction. Each row is inserted optimistically; only
+/// when a uniqueness constraint (the id, or the run's idempotency key, including rows inserted earlier
+/// in this batch) stops it is the original looked up. Rows go in unindexed; once `index_chunk` of them
+/// have gathered, the same transaction indexes them all (see [`index_tail`]).
+pub(crate) fn append(
+    conn: &mut Connection,
+    rows: &[Row],
+    index_chunk: u64,
+) -> rusqlite::Result<Vec<Result<Outcome, Error>>> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let mut next: u64 =
         tx.prepare_cached("SELECT coalesce(max(seq), 0) FROM events")?.query_row([], |r| r.get::<_, i64>(0))? as u64;
     let mut out = Vec::with_capacity(rows.len());
     {
         let mut insert = tx.prepare_cached(
-            "INSERT INTO events (seq, id, run_id, thread_id, task_id, from_agent, type, idempotency_key, body) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING",
+            "INSERT INTO events (seq, id, run_id, thread_id, task_id, from_agent, type, idempotency_key, body, indexed) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0) ON CONFLICT DO NOTHING",
         )?;
         let mut recipient =
             tx.prepare_cached("INSERT INTO recipients (agent_id, seq) VALUES (?1, ?2) ON CONFLICT DO NOTHING")?;
@@ -106,8 +111,30 @@ pub(crate) fn append(conn: &mut Connection, rows: &[Row]) -> rusqlite::Result<Ve
             }
         }
     }
+    index_tail(&tx, next, index_chunk)?;
     tx.commit()?;
     Ok(out)
+}
+
+/// The highest `seq` the secondary indexes cover: every row up to it is `indexed`, none after it.
+fn indexed_upto(c: &Connection) -> rusqlite::Result<u64> {
+    c.prepare_cached("SELECT seq FROM indexed_upto")?.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+}
+
+/// Indexes the unindexed tail once it holds `chunk` rows. The indexes by run, thread, task, sender
+/// and type are partial (`WHERE indexed`): a row enters them when it is marked, and marking many rows
+/// at once writes each index page they land on once. Indexing every row as it is appended would
+/// write, per commit, one page for each sender, run, thread, task and type in the batch: most of a
+/// commit's pages, and so of its disk writes and of the flush that waits for them.
+fn index_tail(tx: &Connection, head: u64, chunk: u64) -> rusqlite::Result<()> {
+    let upto = indexed_upto(tx)?;
+    if head < upto.saturating_add(chunk) {
+        return Ok(());
+    }
+    tx.prepare_cached("UPDATE events SET indexed = 1 WHERE seq > ?1 AND seq <= ?2")?
+        .execute(params![upto as i64, head as i64])?;
+    tx.prepare_cached("UPDATE indexed_upto SET seq = ?1")?.execute(params![head as i64])?;
+    Ok(())
 }
 
 pub(crate) fn get(c: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
@@ -132,31 +159,85 @@ pub(crate) fn read(c: &Connection, f: &Filter, after: u64, limit: usize) -> rusq
     .into_iter()
     .filter_map(|(column, value)| value.map(|v| (column, v)))
     .collect();
-    // An inbox read walks the recipient index in seq order and joins the events.
-    let mut sql = match f.to {
-        Some(_) => String::from(
-            "SELECT e.seq, e.body FROM recipients r JOIN events e ON e.seq = r.seq WHERE r.agent_id = ? AND r.seq > ?",
-        ),
-        None => String::from("SELECT seq, body FROM events e WHERE seq > ?"),
+    let to = f.to.as_deref();
+    // An inbox read walks the recipient index; a read without conditions walks the table. Neither
+    // depends on the secondary indexes, so one query answers it.
+    if to.is_some() || conditions.is_empty() {
+        return query(c, Part::Scan, to, &conditions, after, limit);
+    }
+    // Otherwise: the indexed rows through their index, then the unindexed tail by scanning it, both
+    // in one read transaction so that an indexing commit between them cannot move the boundary.
+    let tx = c.unchecked_transaction()?;
+    let upto = indexed_upto(&tx)?;
+    let mut events =
+        if after < upto { query(&tx, Part::Indexed(upto), None, &conditions, after, limit)? } else { Vec::new() };
+    if events.len() < limit {
+        events.extend(query(&tx, Part::Scan, None, &conditions, after.max(upto), limit - events.len())?);
+    }
+    tx.commit()?;
+    Ok(events)
+}
+
+/// Which rows a read's query covers.
+#[derive(Clone, Copy)]
+enum Part {
+    /// Rows the secondary indexes cover, up to this `seq`: read through an index.
+    Indexed(u64),
+    /// Rows found without the secondary indexes: all of them, or the unindexed tail when `after` is
+    /// past the indexed rows.
+    Scan,
+}
+
+/// One query of a read: the events of `part` after `after` meeting `conditions` (and addressed to
+/// `to`), in `seq` order, at most `limit`.
+fn query(
+    c: &Connection,
+    part: Part,
+    to: Option<&str>,
+    conditions: &[(&str, &str)],
+    after: u64,
+    limit: usize,
+) -> rusqlite::Result<Vec<Event>> {
+    let after = after.min(i64::MAX as u64) as i64;
+    let upto = match part {
+        Part::Indexed(upto) => Some(upto.min(i64::MAX as u64) as i64),
+        Part::Scan => None,
     };
-    for (column, _) in &conditions {
+    let limit = limit.min(i64::MAX as usize) as i64;
+    let mut args: Vec<&dyn rusqlite::ToSql> = Vec::new();
+    if let Some(to) = &to {
+        args.push(to);
+    }
+    args.push(&after);
+    if let Some(upto) = &upto {
+        args.push(upto);
+    }
+    args.extend(conditions.iter().map(|(_, v)| v as &dyn rusqlite::ToSql));
+    args.push(&limit);
+    let mut stmt = c.prepare_cached(&sql(part, to.is_some(), conditions))?;
+    let rows = stmt.query_map(args.as_slice(), event)?;
+    rows.collect()
+}
+
+/// The SQL of [`query`]; its parameters, in order: the recipient (`to`), `after`, the indexed part's
+/// last `seq`, each condition's value, the limit.
+fn sql(part: Part, to: bool, conditions: &[(&str, &str)]) -> String {
+    let mut sql = String::from(if to {
+        "SELECT e.seq, e.body FROM recipients r JOIN events e ON e.seq = r.seq WHERE r.agent_id = ? AND r.seq > ?"
+    } else {
+        "SELECT seq, body FROM events e WHERE seq > ?"
+    });
+    if let Part::Indexed(_) = part {
+        // `e.indexed` is the partial indexes' condition: SQLite uses them only when a query states it.
+        sql.push_str(" AND e.indexed AND e.seq <= ?");
+    }
+    for (column, _) in conditions {
         sql.push_str(" AND e.");
         sql.push_str(column);
         sql.push_str(" = ?");
     }
-    sql.push_str(if f.to.is_some() { " ORDER BY r.seq LIMIT ?" } else { " ORDER BY seq LIMIT ?" });
-    let after = after.min(i64::MAX as u64) as i64;
-    let limit = limit.min(i64::MAX as usize) as i64;
-    let mut args: Vec<&dyn rusqlite::ToSql> = Vec::new();
-    if let Some(to) = &f.to {
-        args.push(to);
-    }
-    args.push(&after);
-    args.extend(conditions.iter().map(|(_, v)| v as &dyn rusqlite::ToSql));
-    args.push(&limit);
-    let mut stmt = c.prepare_cached(&sql)?;
-    let rows = stmt.query_map(args.as_slice(), event)?;
-    rows.collect()
+    sql.push_str(if to { " ORDER BY r.seq LIMIT ?" } else { " ORDER BY seq LIMIT ?" });
+    sql
 }
 
 fn event(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
@@ -165,4 +246,42 @@ fn event(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
         .as_str()
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, Box::new(e)))?;
     Ok(Event { seq: r.get::<_, i64>(0)? as u64, json: Arc::from(body) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Part, sql};
+
+    /// The plan SQLite picks for a read's query on a fresh store.
+    fn plan(part: Part, to: bool, conditions: &[(&str, &str)]) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::open(dir.path()).unwrap();
+        let c = rusqlite::Connection::open(store.path()).unwrap();
+        let explain = format!("EXPLAIN QUERY PLAN {}", sql(part, to, conditions));
+        let mut stmt = c.prepare(&explain).unwrap();
+        let details = stmt
+            .query_map(rusqlite::params_from_iter(std::iter::repeat_n("1", stmt.parameter_count())), |r| {
+                r.get::<_, String>(3)
+            });
+        details.unwrap().map(Result::unwrap).collect::<Vec<_>>().join("; ")
+    }
+
+    #[test]
+    fn each_indexed_read_uses_its_partial_index_and_each_scan_the_seq_range() {
+        for (column, index) in [
+            ("run_id", "events_run"),
+            ("thread_id", "events_thread"),
+            ("task_id", "events_task"),
+            ("from_agent", "events_from"),
+            ("type", "events_type"),
+        ] {
+            let indexed = plan(Part::Indexed(0), false, &[(column, "x")]);
+            assert!(indexed.contains(&format!("USING INDEX {index} ")), "{column}: {indexed}");
+            let scan = plan(Part::Scan, false, &[(column, "x")]);
+            assert!(scan.contains("USING INTEGER PRIMARY KEY (rowid>?)"), "{column}: {scan}");
+            assert!(!scan.contains("TEMP B-TREE"), "{column}: a scan must not sort: {scan}");
+        }
+        let inbox = plan(Part::Scan, true, &[]);
+        assert!(inbox.contains("USING PRIMARY KEY (agent_id=? AND seq>?)"), "{inbox}");
+    }
 }
