@@ -529,8 +529,9 @@ async fn replay_once(http: &reqwest::Client, url: &str, expected: u64) -> anyhow
 
 fn select_anchor(path: &Path, run: &str, expected: u64) -> anyhow::Result<f64> {
     let conn = rusqlite::Connection::open(path)?;
-    let mut stmt =
-        conn.prepare("SELECT seq, body FROM events WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT 2000")?;
+    // `indexed` is the condition of the store's partial index by run: SQLite uses it only when stated.
+    let mut stmt = conn
+        .prepare("SELECT seq, body FROM events WHERE indexed AND run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT 2000")?;
     let started = Instant::now();
     let (mut after, mut count, mut bytes) = (0i64, 0u64, 0usize);
     loop {

@@ -170,7 +170,7 @@ pub(crate) fn read(c: &Connection, f: &Filter, after: u64, limit: usize) -> rusq
     let tx = c.unchecked_transaction()?;
     let upto = indexed_upto(&tx)?;
     let mut events =
-        if after < upto { query(&tx, Part::Indexed(upto), None, &conditions, after, limit)? } else { Vec::new() };
+        if after < upto { query(&tx, Part::Indexed, None, &conditions, after, limit)? } else { Vec::new() };
     if events.len() < limit {
         events.extend(query(&tx, Part::Scan, None, &conditions, after.max(upto), limit - events.len())?);
     }
@@ -181,8 +181,9 @@ pub(crate) fn read(c: &Connection, f: &Filter, after: u64, limit: usize) -> rusq
 /// Which rows a read's query covers.
 #[derive(Clone, Copy)]
 enum Part {
-    /// Rows the secondary indexes cover, up to this `seq`: read through an index.
-    Indexed(u64),
+    /// Rows the secondary indexes cover (in the read's transaction, those up to `indexed_upto`): read
+    /// through an index.
+    Indexed,
     /// Rows found without the secondary indexes: all of them, or the unindexed tail when `after` is
     /// past the indexed rows.
     Scan,
@@ -199,19 +200,12 @@ fn query(
     limit: usize,
 ) -> rusqlite::Result<Vec<Event>> {
     let after = after.min(i64::MAX as u64) as i64;
-    let upto = match part {
-        Part::Indexed(upto) => Some(upto.min(i64::MAX as u64) as i64),
-        Part::Scan => None,
-    };
     let limit = limit.min(i64::MAX as usize) as i64;
     let mut args: Vec<&dyn rusqlite::ToSql> = Vec::new();
     if let Some(to) = &to {
         args.push(to);
     }
     args.push(&after);
-    if let Some(upto) = &upto {
-        args.push(upto);
-    }
     args.extend(conditions.iter().map(|(_, v)| v as &dyn rusqlite::ToSql));
     args.push(&limit);
     let mut stmt = c.prepare_cached(&sql(part, to.is_some(), conditions))?;
@@ -219,17 +213,17 @@ fn query(
     rows.collect()
 }
 
-/// The SQL of [`query`]; its parameters, in order: the recipient (`to`), `after`, the indexed part's
-/// last `seq`, each condition's value, the limit.
+/// The SQL of [`query`]; its parameters, in order: the recipient (`to`), `after`, each condition's
+/// value, the limit.
 fn sql(part: Part, to: bool, conditions: &[(&str, &str)]) -> String {
     let mut sql = String::from(if to {
         "SELECT e.seq, e.body FROM recipients r JOIN events e ON e.seq = r.seq WHERE r.agent_id = ? AND r.seq > ?"
     } else {
         "SELECT seq, body FROM events e WHERE seq > ?"
     });
-    if let Part::Indexed(_) = part {
+    if let Part::Indexed = part {
         // `e.indexed` is the partial indexes' condition: SQLite uses them only when a query states it.
-        sql.push_str(" AND e.indexed AND e.seq <= ?");
+        sql.push_str(" AND e.indexed");
     }
     for (column, _) in conditions {
         sql.push_str(" AND e.");
@@ -275,7 +269,7 @@ mod tests {
             ("from_agent", "events_from"),
             ("type", "events_type"),
         ] {
-            let indexed = plan(Part::Indexed(0), false, &[(column, "x")]);
+            let indexed = plan(Part::Indexed, false, &[(column, "x")]);
             assert!(indexed.contains(&format!("USING INDEX {index} ")), "{column}: {indexed}");
             let scan = plan(Part::Scan, false, &[(column, "x")]);
             assert!(scan.contains("USING INTEGER PRIMARY KEY (rowid>?)"), "{column}: {scan}");
