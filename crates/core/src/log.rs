@@ -258,7 +258,11 @@ impl Service {
             (false, true) => self.backend.append_batch(&stored).await,
             (false, false) => self.backend.write_batch(&stored).await,
         };
-        self.metrics.commit.observe_duration(started.elapsed());
+        if inline {
+            self.metrics.commit_and_sync.observe_duration(started.elapsed());
+        } else {
+            self.metrics.commit.observe_duration(started.elapsed());
+        }
         self.metrics.batches.fetch_add(1, Ordering::Relaxed);
         self.metrics.batch_size.observe(stored.len() as f64);
         let stored_outcomes: Vec<Result<Outcome>> = match result {

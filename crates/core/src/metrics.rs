@@ -17,6 +17,9 @@ pub struct Metrics {
     /// Time spent making committed batches durable (SQLite: the WAL's fdatasync); one covers every
     /// batch committed before it.
     pub sync: Histogram,
+    /// Time spent committing a batch and flushing it in one step, as the writer does when the log is
+    /// idle; such a batch is in neither `commit` nor `sync`.
+    pub commit_and_sync: Histogram,
     pub batch_size: Histogram,
     pub subscribers: AtomicI64,
     pub lagged_drops: AtomicU64,
@@ -122,6 +125,11 @@ impl Metrics {
             &mut out,
             "clutch_store_sync_seconds",
             "Time to make committed batches durable (fsync), one flush covering every batch before it.",
+        );
+        self.commit_and_sync.render(
+            &mut out,
+            "clutch_store_commit_and_sync_seconds",
+            "Commit and flush of a batch in one step, when the log was idle (in neither of the two above).",
         );
         self.batch_size.render(&mut out, "clutch_append_batch_size", "Messages per group-commit batch.");
         let _ = writeln!(

@@ -170,15 +170,18 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
             cpu / elapsed.as_secs_f64()
         );
     }
-    let (commit, sync) = (&metrics.commit, &metrics.sync);
+    let (commit, sync, both) = (&metrics.commit, &metrics.sync, &metrics.commit_and_sync);
+    let mean_ms = |h: &clutch_core::metrics::Histogram| h.sum() / h.count().max(1) as f64 * 1000.0;
     println!(
-        "events appended: {appended} ({:.1} per task), {:.1} per commit; {} commits of {:.2} ms mean, {} flushes of {:.2} ms mean",
+        "events appended: {appended} ({:.1} per task), {:.1} per commit; {} commits of {:.2} ms mean, {} flushes of {:.2} ms mean, {} commits flushed in the same step ({:.2} ms mean)",
         appended as f64 / to.max(1) as f64,
         appended as f64 / batches as f64,
         commit.count(),
-        commit.sum() / commit.count().max(1) as f64 * 1000.0,
+        mean_ms(commit),
         sync.count(),
-        sync.sum() / sync.count().max(1) as f64 * 1000.0,
+        mean_ms(sync),
+        both.count(),
+        mean_ms(both),
     );
     watcher.abort();
     for w in workers {
