@@ -17,7 +17,10 @@ use tokio::sync::{Semaphore, oneshot};
 use super::message;
 
 /// The real SQLite store, whose `sync` (also the one inside `append_batch`) waits for a permit, or
-/// fails when told to; the sync numbered `held` (from 0) waits for `held_permit` instead.
+/// fails when told to; the sync numbered `held` (from 0) waits for `held_permit` instead. Syncs are
+/// numbered in the order they start, which for overlapping flushes is not always the order the
+/// flusher asked for them: the write numbered `wait_write` (from 0) waits until `wait_syncs` syncs
+/// have started, to fix that order.
 struct Held {
     inner: clutch_store_sqlite::Store,
     permits: Semaphore,
@@ -25,16 +28,24 @@ struct Held {
     fail: AtomicBool,
     held: AtomicUsize,
     held_permit: Semaphore,
+    writes: AtomicUsize,
+    wait_write: AtomicUsize,
+    wait_syncs: AtomicUsize,
 }
 
 #[async_trait::async_trait]
 impl Backend for Held {
     async fn append_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
-        let outcomes = self.inner.write_batch(batch).await?;
+        let outcomes = self.write_batch(batch).await?;
         self.sync().await.map_err(|e| clutch_store::Error::NotDurable(e.to_string()))?;
         Ok(outcomes)
     }
     async fn write_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
+        if self.writes.fetch_add(1, Ordering::SeqCst) == self.wait_write.load(Ordering::SeqCst) {
+            while self.syncs.load(Ordering::SeqCst) < self.wait_syncs.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
         self.inner.write_batch(batch).await
     }
     async fn sync(&self) -> clutch_store::Result<()> {
@@ -100,6 +111,9 @@ fn start_with(options: Options) -> Fixture {
         fail: AtomicBool::new(false),
         held: AtomicUsize::new(usize::MAX),
         held_permit: Semaphore::new(0),
+        writes: AtomicUsize::new(0),
+        wait_write: AtomicUsize::new(usize::MAX),
+        wait_syncs: AtomicUsize::new(0),
     });
     let (service, handle) = Service::new(held.clone(), options);
     let (stop, stopped) = oneshot::channel::<()>();
@@ -212,6 +226,9 @@ async fn the_next_batch_is_committed_while_a_flush_is_under_way() {
 async fn a_later_flush_releases_the_batches_before_it_while_an_earlier_one_is_still_under_way() {
     let f = start_with(Options { batch_max: 1, ..Options::default() });
     f.held.held.store(1, Ordering::SeqCst); // b's flush, the second sync, is held
+    // c is committed only once b's flush has started, so that b's is the second sync to start.
+    f.held.wait_syncs.store(2, Ordering::SeqCst);
+    f.held.wait_write.store(2, Ordering::SeqCst);
     let (a, b, c) = three_in_a_row(&f).await;
     f.held.permits.add_permits(2); // a's flush and c's, not b's
     assert_eq!(a.await.unwrap().unwrap().seq, 1);
