@@ -325,8 +325,7 @@ async fn append(args: AppendArgs) -> anyhow::Result<()> {
     let appended = daemon.log.metrics().appended.load(std::sync::atomic::Ordering::Relaxed);
     let metrics = daemon.log.metrics();
     let (commit, sync, both) = (&metrics.commit, &metrics.sync, &metrics.commit_and_sync);
-    let mean_ms = |h: &clutch_core::metrics::Histogram| h.sum() / h.count().max(1) as f64 * 1000.0;
-    let (mean_commit_ms, mean_sync_ms, mean_both_ms) = (mean_ms(commit), mean_ms(sync), mean_ms(both));
+    let (mean_commit_ms, mean_sync_ms, mean_both_ms) = (commit.mean_ms(), sync.mean_ms(), both.mean_ms());
     // A batch committed and flushed in one step is a flush of its own.
     let per_sync = appended as f64 / (sync.count() + both.count()).max(1) as f64;
     let one_step = both.count() as f64 * 100.0 / batches.max(1) as f64;

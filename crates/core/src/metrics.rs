@@ -80,6 +80,11 @@ impl Histogram {
         self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
     }
 
+    /// The mean observed value (0 before any), in milliseconds for durations.
+    pub fn mean_ms(&self) -> f64 {
+        self.sum() / self.count().max(1) as f64 * 1000.0
+    }
+
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
         let mut cumulative = 0;

@@ -171,17 +171,16 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
         );
     }
     let (commit, sync, both) = (&metrics.commit, &metrics.sync, &metrics.commit_and_sync);
-    let mean_ms = |h: &clutch_core::metrics::Histogram| h.sum() / h.count().max(1) as f64 * 1000.0;
     println!(
         "events appended: {appended} ({:.1} per task), {:.1} per commit; {} commits of {:.2} ms mean, {} flushes of {:.2} ms mean, {} commits flushed in the same step ({:.2} ms mean)",
         appended as f64 / to.max(1) as f64,
         appended as f64 / batches as f64,
         commit.count(),
-        mean_ms(commit),
+        commit.mean_ms(),
         sync.count(),
-        mean_ms(sync),
+        sync.mean_ms(),
         both.count(),
-        mean_ms(both),
+        both.mean_ms(),
     );
     watcher.abort();
     for w in workers {
