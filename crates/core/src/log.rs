@@ -10,8 +10,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use clutch_proto::Message;
-use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome, Snapshot};
+use clutch_store::{Artifact, Backend, BlockingWrites, Entry, Event, Filter, Outcome, Snapshot};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
 
 use crate::metrics::Metrics;
 use crate::stream::{Bus, Live, Subscription};
@@ -54,9 +55,11 @@ struct Request {
     reply: Reply,
 }
 
-/// The writer task. Create with [`Service::new`], then `tokio::spawn(service.run(shutdown))`.
+/// The writer. Create with [`Service::new`], then start with [`Service::spawn`].
 pub struct Service {
     backend: Arc<dyn Backend>,
+    /// The backend's blocking write path, when it has one: the writer then runs on a thread of its own.
+    blocking: Option<Arc<dyn BlockingWrites>>,
     requests: mpsc::Receiver<Request>,
     bus: Arc<Bus>,
     closing: Arc<watch::Sender<bool>>,
@@ -135,6 +138,7 @@ impl Service {
             visible: visible.clone(),
         };
         let service = Service {
+            blocking: backend.blocking_writes(),
             backend,
             requests: rx,
             bus,
@@ -152,9 +156,21 @@ impl Service {
         self.gate = Some(gate);
     }
 
-    /// Runs until `shutdown` resolves; then ends live subscriptions, refuses new appends, commits
-    /// those already queued, waits for their flush, and closes the store.
-    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+    /// Starts the writer; it runs until `shutdown` resolves, then ends live subscriptions, refuses new
+    /// appends, commits those already queued, waits for their flush, and closes the store. Over a
+    /// backend with blocking writes it gets a thread of its own (from the blocking pool, for as long
+    /// as it runs), where it commits without a hand-off to another thread and back for each batch;
+    /// otherwise it is a task like any other.
+    pub fn spawn(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> JoinHandle<()> {
+        if self.blocking.is_some() {
+            let runtime = tokio::runtime::Handle::current();
+            tokio::task::spawn_blocking(move || runtime.block_on(self.run(shutdown)))
+        } else {
+            tokio::spawn(self.run(shutdown))
+        }
+    }
+
+    async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         match self.backend.head().await {
             Ok(head) => self.visible.store(head, Ordering::Release),
             Err(e) => tracing::error!(error = %e, "cannot read the log's head; reads show nothing until it is written"),
@@ -253,10 +269,12 @@ impl Service {
         }
         let inline = link.handed == link.state.borrow().released && self.requests.is_empty();
         let started = Instant::now();
-        let result = match (stored.is_empty(), inline) {
-            (true, _) => Ok(Vec::new()),
-            (false, true) => self.backend.append_batch(&stored).await,
-            (false, false) => self.backend.write_batch(&stored).await,
+        let result = match (stored.is_empty(), inline, &self.blocking) {
+            (true, _, _) => Ok(Vec::new()),
+            (false, true, Some(blocking)) => blocking.append_batch(&stored),
+            (false, false, Some(blocking)) => blocking.write_batch(&stored),
+            (false, true, None) => self.backend.append_batch(&stored).await,
+            (false, false, None) => self.backend.write_batch(&stored).await,
         };
         if inline {
             self.metrics.commit_and_sync.observe_duration(started.elapsed());

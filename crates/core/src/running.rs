@@ -28,9 +28,9 @@ pub async fn start(backend: Arc<dyn Backend>, log: log::Options, engine: engine:
     let engine = Engine::recover(handle.clone(), engine).await?;
     service.set_gate(engine.gate());
     let (stop_log, log_stop) = oneshot::channel::<()>();
-    let log_task = tokio::spawn(service.run(async move {
+    let log_task = service.spawn(async move {
         let _ = log_stop.await;
-    }));
+    });
     let (stop_engine, engine_stop) = oneshot::channel::<()>();
     let engine_task = tokio::spawn(engine.clone().run(async move {
         let _ = engine_stop.await;

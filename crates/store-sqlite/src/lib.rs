@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome, Snapshot};
+use clutch_store::{Artifact, Backend, BlockingWrites, Entry, Event, Filter, Outcome, Snapshot};
 use rusqlite::Connection;
 use rusqlite::OptionalExtension;
 
@@ -257,7 +257,21 @@ impl Inner {
         wal.as_ref().map_or(Ok(()), std::fs::File::sync_data)
     }
 
-    /// Runs `f` on the writer connection (on the blocking pool); with `sync`, flushes the WAL after it.
+    /// Runs `f` on the writer connection, on this thread; with `sync`, flushes the WAL after it.
+    fn write<T>(&self, sync: bool, f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>) -> clutch_store::Result<T> {
+        self.check_open()?;
+        let out = {
+            let mut guard = self.writer.lock().expect("writer lock");
+            let conn = guard.as_mut().ok_or(clutch_store::Error::Closed)?;
+            f(conn).map_err(backend_err)?
+        };
+        if sync {
+            self.sync_wal().map_err(|e| clutch_store::Error::NotDurable(e.to_string()))?;
+        }
+        Ok(out)
+    }
+
+    /// [`Inner::write`] on the blocking pool.
     async fn with_writer<T: Send + 'static>(
         self: &Arc<Self>,
         sync: bool,
@@ -265,19 +279,7 @@ impl Inner {
     ) -> clutch_store::Result<T> {
         self.check_open()?;
         let inner = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let out = {
-                let mut guard = inner.writer.lock().expect("writer lock");
-                let conn = guard.as_mut().ok_or(clutch_store::Error::Closed)?;
-                f(conn).map_err(backend_err)?
-            };
-            if sync {
-                inner.sync_wal().map_err(|e| clutch_store::Error::NotDurable(e.to_string()))?;
-            }
-            Ok(out)
-        })
-        .await
-        .map_err(backend_err)?
+        tokio::task::spawn_blocking(move || inner.write(sync, f)).await.map_err(backend_err)?
     }
 
     /// Runs `f` on a read connection (on the blocking pool).
@@ -309,6 +311,16 @@ impl Inner {
     }
 }
 
+impl BlockingWrites for Inner {
+    fn append_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
+        self.write(true, |conn| log::append(conn, &log::Row::all(batch), self.index_chunk))
+    }
+
+    fn write_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
+        self.write(false, |conn| log::append(conn, &log::Row::all(batch), self.index_chunk))
+    }
+}
+
 #[async_trait]
 impl Backend for Store {
     async fn append_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
@@ -319,6 +331,10 @@ impl Backend for Store {
     async fn write_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
         let (rows, chunk) = (log::Row::all(batch), self.inner.index_chunk);
         self.inner.with_writer(false, move |conn| log::append(conn, &rows, chunk)).await
+    }
+
+    fn blocking_writes(&self) -> Option<Arc<dyn BlockingWrites>> {
+        Some(self.inner.clone())
     }
 
     async fn sync(&self) -> clutch_store::Result<()> {

@@ -31,7 +31,8 @@ macro_rules! conformance_tests {
             idempotency_key_dedups_within_run, duplicates_within_one_batch, concurrent_appends_of_one_id,
             conflict_does_not_spoil_the_batch, artifacts_round_trip, large_run_pages_in_order,
             reopen_keeps_everything, closed_store_refuses, inbox_reads_by_recipient,
-            cursors_are_saved_and_replaced, snapshots_are_saved_and_replaced, written_batches_chain_and_sync);
+            cursors_are_saved_and_replaced, snapshots_are_saved_and_replaced, written_batches_chain_and_sync,
+            blocking_writes_answer_as_the_async_ones);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
@@ -383,6 +384,47 @@ pub async fn written_batches_chain_and_sync(h: &impl Harness) {
     }
     let s = h.open().await;
     assert_eq!(s.get(&second.id).await.unwrap().unwrap().seq, 2);
+}
+
+/// A backend's blocking write path, when it has one, answers exactly as the async one: dedup within
+/// and across batches, conflicts, chained unsynced batches, durability once synced, refusal once
+/// closed. (A backend without one passes trivially.)
+pub async fn blocking_writes_answer_as_the_async_ones(h: &impl Harness) {
+    let s = h.open().await;
+    let Some(blocking) = s.blocking_writes() else { return };
+    let mut a = simple();
+    a.idempotency_key = Some("k".into());
+    let mut same_key = simple();
+    same_key.run_id = a.run_id.clone();
+    same_key.idempotency_key = Some("k".into());
+    let mut conflicting = a.clone();
+    conflicting.payload.insert("n".into(), json!(2));
+    let (fresh, later) = (simple(), simple());
+    let entries = |ms: &[&Message]| ms.iter().map(|m| crate::Entry::new((*m).clone())).collect::<Vec<_>>();
+    let first = entries(&[&a, &a, &same_key, &conflicting, &fresh]);
+    let second = entries(&[&fresh, &later]);
+    let third = entries(&[&simple()]);
+    let on_thread = blocking.clone();
+    let (out, chained) = tokio::task::spawn_blocking(move || {
+        (on_thread.append_batch(&first).unwrap(), on_thread.write_batch(&second).unwrap())
+    })
+    .await
+    .unwrap();
+    assert_eq!(out[0].as_ref().unwrap(), &crate::Outcome { id: a.id.clone(), seq: 1, duplicate: false });
+    assert_eq!(out[1].as_ref().unwrap(), &crate::Outcome { id: a.id.clone(), seq: 1, duplicate: true });
+    assert_eq!(out[2].as_ref().unwrap(), &crate::Outcome { id: a.id.clone(), seq: 1, duplicate: true });
+    assert!(matches!(out[3], Err(Error::IdConflict { seq: 1, .. })));
+    assert_eq!(out[4].as_ref().unwrap(), &crate::Outcome { id: fresh.id.clone(), seq: 2, duplicate: false });
+    assert_eq!(chained[0].as_ref().unwrap(), &crate::Outcome { id: fresh.id.clone(), seq: 2, duplicate: true });
+    assert_eq!(chained[1].as_ref().unwrap(), &crate::Outcome { id: later.id.clone(), seq: 3, duplicate: false });
+    assert_eq!(s.head().await.unwrap(), 3);
+    s.sync().await.unwrap();
+    s.close().await;
+    let refused = tokio::task::spawn_blocking(move || blocking.append_batch(&third)).await.unwrap();
+    assert!(matches!(refused, Err(Error::Closed)), "{refused:?}");
+    let s = h.open().await;
+    assert_eq!(s.get(&later.id).await.unwrap().unwrap().seq, 3);
+    assert_eq!(s.head().await.unwrap(), 3);
 }
 
 pub async fn closed_store_refuses(h: &impl Harness) {

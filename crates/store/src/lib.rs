@@ -173,6 +173,13 @@ pub trait Backend: Send + Sync + 'static {
         Ok(())
     }
 
+    /// The write path as blocking calls, for a backend whose writes occupy a thread anyway (SQLite).
+    /// The log's writer then runs on a thread of its own and makes them there, instead of handing each
+    /// batch to another thread and waiting to be woken when it is done.
+    fn blocking_writes(&self) -> Option<Arc<dyn BlockingWrites>> {
+        None
+    }
+
     /// [`Backend::append_batch`] for messages not yet serialized.
     async fn append_messages(&self, batch: &[Message]) -> Result<Vec<Result<Outcome>>> {
         let entries: Vec<Entry> = batch.iter().cloned().map(Entry::new).collect();
@@ -208,6 +215,13 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Flushes and releases resources; later calls answer [`Error::Closed`].
     async fn close(&self);
+}
+
+/// [`Backend::append_batch`] and [`Backend::write_batch`] as blocking calls (see
+/// [`Backend::blocking_writes`]): the same answers, on the caller's thread, which they block.
+pub trait BlockingWrites: Send + Sync {
+    fn append_batch(&self, batch: &[Entry]) -> Result<Vec<Result<Outcome>>>;
+    fn write_batch(&self, batch: &[Entry]) -> Result<Vec<Result<Outcome>>>;
 }
 
 #[cfg(test)]

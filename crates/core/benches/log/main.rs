@@ -64,9 +64,12 @@ impl Daemon {
         let store = clutch_store_sqlite::Store::open(data_dir).expect("open the SQLite store");
         let (service, handle) = Service::new(Arc::new(store), Options::default());
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = rt.spawn(service.run(async move {
-            let _ = stopped.await;
-        }));
+        let task = {
+            let _entered = rt.enter();
+            service.spawn(async move {
+                let _ = stopped.await;
+            })
+        };
         Daemon { handle, stop, task }
     }
 

@@ -117,9 +117,9 @@ fn start_with(options: Options) -> Fixture {
     });
     let (service, handle) = Service::new(held.clone(), options);
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(service.run(async move {
+    let task = service.spawn(async move {
         let _ = stopped.await;
-    }));
+    });
     Fixture { held, handle, stop, task, _dir: dir }
 }
 

@@ -33,9 +33,9 @@ fn start(options: Options) -> Daemon {
     let store = clutch_store_sqlite::Store::open(dir.path()).unwrap();
     let (service, handle) = Service::new(Arc::new(store), options);
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(service.run(async move {
+    let task = service.spawn(async move {
         let _ = stopped.await;
-    }));
+    });
     Daemon { handle, stop: Some(stop), task, _dir: dir }
 }
 
