@@ -275,16 +275,18 @@ async fn append(args: AppendArgs) -> anyhow::Result<()> {
         "bench: {} writers posting batches of {} for 1 s warm-up + {} s …",
         args.writers, args.batch, args.duration
     );
-    let http = reqwest::Client::builder().pool_max_idle_per_host(args.writers).build()?;
+    let target = http1::Target::new(&daemon.url)?;
+    let endpoint = target.post("/v1/messages", &[])?;
     let run = id::generate(Kind::Run);
     let started = Instant::now();
     let warm_until = started + Duration::from_secs(1);
     let until = warm_until + Duration::from_secs(args.duration);
     let writers: Vec<_> = (0..args.writers)
         .map(|_| {
-            let (http, url, run) = (http.clone(), format!("{}/v1/messages", daemon.url), run.clone());
+            let (target, endpoint, run) = (target.clone(), endpoint.clone(), run.clone());
             let (batch, payload) = (args.batch, args.payload_bytes);
             tokio::spawn(async move {
+                let mut connection = target.connect().await?;
                 let mut latencies = Vec::new();
                 let mut acked = 0usize;
                 loop {
@@ -297,12 +299,7 @@ async fn append(args: AppendArgs) -> anyhow::Result<()> {
                     } else {
                         Value::Array((0..batch).map(|_| message(&run, payload)).collect())
                     };
-                    let response = http.post(&url).json(&body).send().await?;
-                    let status = response.status();
-                    let text = response.text().await?;
-                    if !status.is_success() {
-                        bail!("append refused ({status}): {text}");
-                    }
+                    connection.ok(&endpoint, serde_json::to_vec(&body)?.into()).await.context("append refused")?;
                     if now >= warm_until {
                         latencies.push(now.elapsed().as_micros().min(u32::MAX as u128) as u32);
                         acked += batch;

@@ -192,6 +192,11 @@ fn configure(c: &mut Connection) -> rusqlite::Result<()> {
     // is acknowledged, so an acknowledged append survives power loss as under FULL. (Checkpoints flush
     // the WAL before copying it and the database file after, under NORMAL as under FULL.)
     c.pragma_update(None, "synchronous", "NORMAL")?;
+    // Statement journals (the undo of one statement inside a transaction) stay in memory: marking a
+    // chunk of rows indexed journals more than the 64 KiB SQLite otherwise keeps before spilling to
+    // a temporary file, a write system call per page on the writer's path. No read here sorts or
+    // builds temporary tables large enough for memory to matter.
+    c.pragma_update(None, "temp_store", "MEMORY")?;
     c.busy_handler(Some(busy))?;
     c.set_prepared_statement_cache_capacity(64);
     Ok(())
