@@ -211,11 +211,12 @@ impl Service {
         tracing::info!("event log closed");
     }
 
-    /// Commits `first` and whatever else is queued as one transaction, up to `batch_max` messages, and
-    /// hands the result to the flusher. While a flush is under way, it first waits (at most
-    /// [`LINGER`]) for about as many requests as the last flush answered. When the log is idle (the
-    /// flusher has released everything and nobody else waits), it commits and flushes the batch in one
-    /// step and answers it itself: fewer hand-offs, so a lone caller waits little more than the disk.
+    /// Commits `first` and whatever else is queued as one transaction, up to `batch_max` messages.
+    /// Unless the writer is falling behind (its batch is full and more requests wait) or the flusher
+    /// still has batches, it flushes the batch in the same step and answers it itself: no hand-off,
+    /// and what arrives meanwhile makes the next batch. Falling behind, it hands the batch to the
+    /// flusher and commits the next one while the disk flushes; while every flush slot is taken, it
+    /// first waits (at most [`LINGER`]) for about as many requests as the last flush answered.
     async fn write(&mut self, first: Request, link: &mut Link) {
         let mut count = first.entries.len();
         let mut requests = vec![first];
@@ -267,7 +268,8 @@ impl Service {
                 stored = kept;
             }
         }
-        let inline = link.handed == link.state.borrow().released && self.requests.is_empty();
+        let behind = count >= self.batch_max && !self.requests.is_empty();
+        let inline = !behind && link.handed == link.state.borrow().released;
         let started = Instant::now();
         let result = match (stored.is_empty(), inline, &self.blocking) {
             (true, _, _) => Ok(Vec::new()),
