@@ -242,8 +242,10 @@ pub async fn idempotency_key_dedups_within_run(h: &impl Harness) {
     assert!(!other_run.duplicate, "keys are scoped to their run");
 }
 
-pub async fn duplicates_within_one_batch(h: &impl Harness) {
-    let s = h.open().await;
+/// A batch of five: a message with an idempotency key, the same message again, another message of its
+/// run with the same key, a message with its id but another body, and a fresh one. Returns the batch,
+/// the first and the fresh one.
+fn batch_of_duplicates() -> (Vec<Message>, Message, Message) {
     let mut a = simple();
     a.idempotency_key = Some("k".into());
     let mut same_key = simple();
@@ -252,12 +254,23 @@ pub async fn duplicates_within_one_batch(h: &impl Harness) {
     let mut conflicting = a.clone();
     conflicting.payload.insert("n".into(), json!(2));
     let fresh = simple();
-    let out = s.append_messages(&[a.clone(), a.clone(), same_key, conflicting, fresh.clone()]).await.unwrap();
+    (vec![a.clone(), a.clone(), same_key, conflicting, fresh.clone()], a, fresh)
+}
+
+/// The answers to [`batch_of_duplicates`] appended to an empty log.
+fn assert_duplicates_answered(out: &[crate::Result<crate::Outcome>], a: &Message, fresh: &Message) {
     assert_eq!(out[0].as_ref().unwrap(), &crate::Outcome { id: a.id.clone(), seq: 1, duplicate: false });
     assert_eq!(out[1].as_ref().unwrap(), &crate::Outcome { id: a.id.clone(), seq: 1, duplicate: true });
     assert_eq!(out[2].as_ref().unwrap(), &crate::Outcome { id: a.id.clone(), seq: 1, duplicate: true });
     assert!(matches!(out[3], Err(Error::IdConflict { seq: 1, .. })));
     assert_eq!(out[4].as_ref().unwrap(), &crate::Outcome { id: fresh.id.clone(), seq: 2, duplicate: false });
+}
+
+pub async fn duplicates_within_one_batch(h: &impl Harness) {
+    let s = h.open().await;
+    let (batch, a, fresh) = batch_of_duplicates();
+    let out = s.append_messages(&batch).await.unwrap();
+    assert_duplicates_answered(&out, &a, &fresh);
     assert_eq!(s.head().await.unwrap(), 2);
 }
 
@@ -392,29 +405,17 @@ pub async fn written_batches_chain_and_sync(h: &impl Harness) {
 pub async fn blocking_writes_answer_as_the_async_ones(h: &impl Harness) {
     let s = h.open().await;
     let Some(blocking) = s.blocking_writes() else { return };
-    let mut a = simple();
-    a.idempotency_key = Some("k".into());
-    let mut same_key = simple();
-    same_key.run_id = a.run_id.clone();
-    same_key.idempotency_key = Some("k".into());
-    let mut conflicting = a.clone();
-    conflicting.payload.insert("n".into(), json!(2));
-    let (fresh, later) = (simple(), simple());
-    let entries = |ms: &[&Message]| ms.iter().map(|m| crate::Entry::new((*m).clone())).collect::<Vec<_>>();
-    let first = entries(&[&a, &a, &same_key, &conflicting, &fresh]);
-    let second = entries(&[&fresh, &later]);
-    let third = entries(&[&simple()]);
+    let (batch, a, fresh) = batch_of_duplicates();
+    let later = simple();
+    let entries = |ms: &[Message]| ms.iter().cloned().map(crate::Entry::new).collect::<Vec<_>>();
+    let (first, second, third) = (entries(&batch), entries(&[fresh.clone(), later.clone()]), entries(&[simple()]));
     let on_thread = blocking.clone();
     let (out, chained) = tokio::task::spawn_blocking(move || {
         (on_thread.append_batch(&first).unwrap(), on_thread.write_batch(&second).unwrap())
     })
     .await
     .unwrap();
-    assert_eq!(out[0].as_ref().unwrap(), &crate::Outcome { id: a.id.clone(), seq: 1, duplicate: false });
-    assert_eq!(out[1].as_ref().unwrap(), &crate::Outcome { id: a.id.clone(), seq: 1, duplicate: true });
-    assert_eq!(out[2].as_ref().unwrap(), &crate::Outcome { id: a.id.clone(), seq: 1, duplicate: true });
-    assert!(matches!(out[3], Err(Error::IdConflict { seq: 1, .. })));
-    assert_eq!(out[4].as_ref().unwrap(), &crate::Outcome { id: fresh.id.clone(), seq: 2, duplicate: false });
+    assert_duplicates_answered(&out, &a, &fresh);
     assert_eq!(chained[0].as_ref().unwrap(), &crate::Outcome { id: fresh.id.clone(), seq: 2, duplicate: true });
     assert_eq!(chained[1].as_ref().unwrap(), &crate::Outcome { id: later.id.clone(), seq: 3, duplicate: false });
     assert_eq!(s.head().await.unwrap(), 3);
