@@ -170,17 +170,11 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
             cpu / elapsed.as_secs_f64()
         );
     }
-    let (commit, sync, both) = (&metrics.commit, &metrics.sync, &metrics.commit_and_sync);
     println!(
-        "events appended: {appended} ({:.1} per task), {:.1} per commit; {} commits of {:.2} ms mean, {} flushes of {:.2} ms mean, {} commits flushed in the same step ({:.2} ms mean)",
+        "events appended: {appended} ({:.1} per task), {:.1} per commit; {}",
         appended as f64 / to.max(1) as f64,
         appended as f64 / batches as f64,
-        commit.count(),
-        commit.mean_ms(),
-        sync.count(),
-        sync.mean_ms(),
-        both.count(),
-        both.mean_ms(),
+        super::commits(metrics),
     );
     watcher.abort();
     for w in workers {
