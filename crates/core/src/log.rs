@@ -1,8 +1,9 @@
 //! The event log service: the one writer that owns the append path. Callers send messages to it; it
 //! takes whatever has queued up into one batch and has the store commit it in one transaction (group
-//! commit); a flusher beside it makes what was committed durable (one `sync` covers every batch
-//! committed before it) and only then publishes the new events, in `seq` order, and answers each
-//! caller. The writer commits the next batch while the disk flushes the last ones.
+//! commit) and flush it, and only then publishes the new events, in `seq` order, and answers each
+//! caller; what arrives meanwhile makes the next batch. When the writer falls behind, a flusher beside
+//! it makes committed batches durable (one `sync` covers every batch committed before it) while the
+//! writer commits the next one.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
