@@ -272,12 +272,12 @@ impl Service {
         let behind = count >= self.batch_max && !self.requests.is_empty();
         let inline = !behind && link.handed == link.state.borrow().released;
         let started = Instant::now();
-        let result = match (stored.is_empty(), inline, &self.blocking) {
-            (true, _, _) => Ok(Vec::new()),
-            (false, true, Some(blocking)) => blocking.append_batch(&stored),
-            (false, false, Some(blocking)) => blocking.write_batch(&stored),
-            (false, true, None) => self.backend.append_batch(&stored).await,
-            (false, false, None) => self.backend.write_batch(&stored).await,
+        let result = match (&self.blocking, inline) {
+            _ if stored.is_empty() => Ok(Vec::new()),
+            (Some(blocking), true) => blocking.append_batch(&stored),
+            (Some(blocking), false) => blocking.write_batch(&stored),
+            (None, true) => self.backend.append_batch(&stored).await,
+            (None, false) => self.backend.write_batch(&stored).await,
         };
         if inline {
             self.metrics.commit_and_sync.observe_duration(started.elapsed());

@@ -12,13 +12,14 @@ pub struct Metrics {
     pub conflicts: AtomicU64,
     pub batches: AtomicU64,
     pub batch_failures: AtomicU64,
-    /// Time spent committing a batch (for SQLite without its flush, which `sync` measures).
+    /// Time spent committing a batch without its flush, which `sync` measures (the writer does so
+    /// only when it falls behind).
     pub commit: Histogram,
     /// Time spent making committed batches durable (SQLite: the WAL's fdatasync); one covers every
     /// batch committed before it.
     pub sync: Histogram,
-    /// Time spent committing a batch and flushing it in one step, as the writer does when the log is
-    /// idle; such a batch is in neither `commit` nor `sync`.
+    /// Time spent committing a batch and flushing it in one step, as the writer does unless it falls
+    /// behind; such a batch is in neither `commit` nor `sync`.
     pub commit_and_sync: Histogram,
     pub batch_size: Histogram,
     pub subscribers: AtomicI64,
@@ -134,7 +135,7 @@ impl Metrics {
         self.commit_and_sync.render(
             &mut out,
             "clutch_store_commit_and_sync_seconds",
-            "Commit and flush of a batch in one step, when the log was idle (in neither of the two above).",
+            "Commit and flush of a batch in one step, the writer's rule unless it falls behind (in neither of the two above).",
         );
         self.batch_size.render(&mut out, "clutch_append_batch_size", "Messages per group-commit batch.");
         let _ = writeln!(

@@ -3,8 +3,9 @@
 //!
 //! Durability is as with `synchronous=FULL`, but the flush is a step of its own: a batch is committed
 //! into the WAL without a flush (`synchronous=NORMAL`), and [`Backend::sync`] flushes the WAL file
-//! (`fdatasync`), covering every batch committed before it. The log's writer commits the next batch
-//! while the disk flushes the last ones, and acknowledges a batch only once a sync has covered it.
+//! (`fdatasync`), covering every batch committed before it; [`Backend::append_batch`] does both. The
+//! log's writer, which acknowledges a batch only once a sync has covered it, makes these writes on a
+//! thread of its own through [`BlockingWrites`].
 //!
 //! The indexes by run, thread, task, sender and type take appended rows in chunks
 //! ([`Options::index_chunk`]), in the append transaction that completes a chunk; a read finds the
@@ -282,7 +283,6 @@ impl Inner {
         sync: bool,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> clutch_store::Result<T> {
-        self.check_open()?;
         let inner = self.clone();
         tokio::task::spawn_blocking(move || inner.write(sync, f)).await.map_err(backend_err)?
     }

@@ -1,6 +1,7 @@
 //! The writer's flush, on the real SQLite store with its `sync` held back or failed on purpose:
-//! nothing is answered, published or readable before a flush has made it durable; an idle log
-//! commits and flushes in one step, a busy one commits the next batch while a flush is under way;
+//! nothing is answered, published or readable before a flush has made it durable; the writer
+//! commits and flushes in one step, and one falling behind (`batch_max: 1` with a queue) commits the
+//! next batch while a flush is under way;
 //! a failed flush stops the log without acknowledging anything.
 
 use std::sync::Arc;

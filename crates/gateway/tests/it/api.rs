@@ -264,7 +264,7 @@ async fn schemas_health_and_metrics() {
     ] {
         assert!(text.contains(name), "{name} missing from\n{text}");
     }
-    // Each batch is timed once: committed and flushed apart, or (the log idle) in one step.
+    // Each batch is timed once: in one step (the rule), or committed and flushed apart (a writer falling behind).
     let count = |name: &str| -> u64 {
         let line = text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name}"));
         line.rsplit(' ').next().unwrap().parse().unwrap()
