@@ -35,6 +35,32 @@ pub struct Config {
     pub stream: Stream,
     pub engine: EngineTimers,
     pub mcp: Mcp,
+    pub outbound: Outbound,
+    pub workspaces: Workspaces,
+}
+
+/// Where the daemon may send requests whose URL came from someone else's data (agents' endpoints,
+/// push). Public addresses only, unless allowed here (see docs/security.md).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Outbound {
+    /// Networks (`10.0.0.0/8`), addresses or host names (`agents.internal`, `*.corp.example`) allowed
+    /// besides public addresses (`CLUTCH_OUTBOUND_ALLOW`: comma-separated).
+    pub allow: Vec<String>,
+    /// Allow loopback targets (127.0.0.0/8, ::1, `localhost`): for local development.
+    pub allow_loopback: bool,
+    /// Host names pinned to addresses, as curl's `--resolve` does (`"agents.example" = ["10.0.0.7"]`);
+    /// the addresses are checked like resolved ones. File only.
+    pub resolve: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// Where workspaces (git worktrees) and the repositories they come from may be.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Workspaces {
+    /// Directories that paths callers name must stay inside, after `..` and symlinks are resolved;
+    /// empty: the data directory (`CLUTCH_WORKSPACES_ROOTS`: separated like `PATH`).
+    pub roots: Vec<PathBuf>,
 }
 
 /// The MCP endpoints (`/mcp`, `/mcp/worker`).
@@ -136,6 +162,8 @@ impl Default for Config {
             stream: Stream::default(),
             engine: EngineTimers::default(),
             mcp: Mcp::default(),
+            outbound: Outbound::default(),
+            workspaces: Workspaces::default(),
         }
     }
 }
@@ -198,7 +226,13 @@ const KEYS: &[&str] = &[
     "engine.snapshot_every",
     "engine.snapshot_interval_ms",
     "mcp.allowed_origins",
+    "outbound.allow",
+    "outbound.allow_loopback",
+    "workspaces.roots",
 ];
+
+/// Keys whose values may hold a secret: never echoed, even in an error about them.
+const SECRET_KEYS: &[&str] = &["db"];
 
 /// A loaded configuration and the file it came from, if any.
 #[derive(Debug)]
@@ -227,7 +261,12 @@ pub fn load(
     for key in KEYS {
         let var = env_var(key);
         if let Some(value) = env(&var) {
-            config.set(key, &value).with_context(|| format!("invalid environment variable {var}={value:?}"))?;
+            let shown = if SECRET_KEYS.contains(key) {
+                "(not shown: it may hold a secret)".to_owned()
+            } else {
+                format!("{value:?}")
+            };
+            config.set(key, &value).with_context(|| format!("invalid environment variable {var}={shown}"))?;
         }
     }
     if env("CLUTCH_LOG").is_none()
@@ -264,8 +303,17 @@ pub fn env_var(key: &str) -> String {
 fn read_file(path: &Path) -> anyhow::Result<Config> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read the config file {}", path.display()))?;
-    toml::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("invalid config file {}: {}", path.display(), e.to_string().trim()))
+    // toml's own rendering quotes the offending line, which may hold a secret (`db`): say where
+    // and why only.
+    toml::from_str(&text).map_err(|e| {
+        let at = e.span().map(|span| {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("line {line}, column {column}: ")
+        });
+        anyhow::anyhow!("invalid config file {}: {}{}", path.display(), at.unwrap_or_default(), e.message().trim())
+    })
 }
 
 impl Config {
@@ -304,9 +352,17 @@ impl Config {
             "engine.default_max_runtime_ms" => self.engine.default_max_runtime_ms = number()?,
             "engine.snapshot_every" => self.engine.snapshot_every = number()?,
             "engine.snapshot_interval_ms" => self.engine.snapshot_interval_ms = number()?,
-            "mcp.allowed_origins" => {
-                self.mcp.allowed_origins =
-                    value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+            "mcp.allowed_origins" => self.mcp.allowed_origins = list(value),
+            "outbound.allow" => self.outbound.allow = list(value),
+            "outbound.allow_loopback" => {
+                self.outbound.allow_loopback = match value.trim() {
+                    "true" | "1" => true,
+                    "false" | "0" => false,
+                    _ => bail!("expected true or false, got {value:?}"),
+                }
+            }
+            "workspaces.roots" => {
+                self.workspaces.roots = std::env::split_paths(value).filter(|p| !p.as_os_str().is_empty()).collect()
             }
             other => bail!("unknown config key `{other}`"),
         }
@@ -337,7 +393,28 @@ impl Config {
         for origin in &self.mcp.allowed_origins {
             clutch_mcp::check_origin(origin).map_err(|why| anyhow::anyhow!("`mcp.allowed_origins`: {why}"))?;
         }
+        self.outbound_policy()?;
         Ok(())
+    }
+
+    /// The outbound guard's policy (see `clutch_core::guard`).
+    pub fn outbound_policy(&self) -> anyhow::Result<clutch_core::guard::Policy> {
+        let o = &self.outbound;
+        clutch_core::guard::Policy::new(&o.allow, o.allow_loopback, &o.resolve)
+            .map_err(|why| anyhow::anyhow!("`outbound`: {why}"))
+    }
+
+    /// The directories workspaces may be in, resolved: `workspaces.roots`, or the data directory
+    /// (made if missing) when none is declared.
+    pub fn workspace_roots(&self) -> anyhow::Result<clutch_core::roots::Roots> {
+        let dirs = if self.workspaces.roots.is_empty() {
+            std::fs::create_dir_all(&self.data_dir)
+                .with_context(|| format!("cannot create the data directory {}", self.data_dir.display()))?;
+            vec![self.data_dir.clone()]
+        } else {
+            self.workspaces.roots.clone()
+        };
+        clutch_core::roots::Roots::new(&dirs).map_err(|e| anyhow::anyhow!("`workspaces.roots`: {e}"))
     }
 
     /// The store `db` selects.
@@ -386,6 +463,8 @@ impl Config {
             default_max_runtime: (e.default_max_runtime_ms > 0).then(|| ms(e.default_max_runtime_ms)),
             snapshot_every: e.snapshot_every,
             snapshot_interval: ms(e.snapshot_interval_ms),
+            // Checked on load: a policy that does not build here allows nothing beyond public addresses.
+            outbound: std::sync::Arc::new(self.outbound_policy().unwrap_or_default()),
             ..clutch_core::engine::Options::default()
         }
     }
@@ -408,10 +487,10 @@ impl Config {
         }
     }
 
-    /// The TOML form for `clutch config dump`, with any password in `db` masked.
+    /// The TOML form for `clutch config dump`, with every secret in `db` masked.
     pub fn to_toml(&self) -> anyhow::Result<String> {
         let mut shown = self.clone();
-        shown.db = shown.db.as_deref().map(mask_password);
+        shown.db = shown.db.as_deref().map(mask_db);
         let body = toml::to_string_pretty(&shown).context("cannot render the config as TOML")?;
         let mut notes = String::new();
         if self.db.is_none() {
@@ -428,14 +507,53 @@ fn saturating(n: u64) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
 }
 
-/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
-fn mask_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let Some((userinfo, host)) = rest.split_once('@') else { return url.to_owned() };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_owned(),
+/// `db` as it may be shown: `postgres://user:***@host/db?sslmode=require&password=***`. The URL is
+/// read as a URL (the password is whatever lies between the first `:` of the user part and its last
+/// `@`), every query parameter whose name speaks of a password, secret or token is masked, and, as
+/// a last guard, any text the PostgreSQL driver itself would take for the password is masked
+/// wherever it still shows. A value that is no URL shows only its scheme.
+pub fn mask_db(db: &str) -> String {
+    const MASK: &str = "***";
+    let Ok(mut url) = url::Url::parse(db) else {
+        return match db.split_once("://") {
+            Some((scheme, _)) => format!("{scheme}://{MASK}"),
+            None if db.contains(['@', '?', '=']) => MASK.to_owned(),
+            None => db.to_owned(),
+        };
+    };
+    if url.password().is_some() {
+        let _ = url.set_password(Some(MASK));
     }
+    let secret = |name: &str| {
+        let name = name.to_ascii_lowercase();
+        ["password", "secret", "token"].iter().any(|s| name.contains(s))
+    };
+    if url.query_pairs().any(|(name, _)| secret(&name)) {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(name, value)| {
+                let value = if secret(&name) { MASK.to_owned() } else { value.into_owned() };
+                (name.into_owned(), value)
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    let mut shown = url.to_string();
+    if let Ok(config) = db.parse::<tokio_postgres::Config>()
+        && let Some(password) = config.get_password().map(String::from_utf8_lossy)
+        && !password.is_empty()
+    {
+        let encoded: String = url::form_urlencoded::byte_serialize(password.as_bytes()).collect();
+        for form in [password.as_ref(), encoded.as_str()] {
+            shown = shown.replace(form, MASK);
+        }
+    }
+    shown
+}
+
+/// A comma-separated list, blanks dropped.
+fn list(value: &str) -> Vec<String> {
+    value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
 }
 
 #[cfg(test)]
@@ -492,6 +610,9 @@ mod tests {
                 "db" => "postgres://x",
                 "log" => "debug",
                 "mcp.allowed_origins" => "https://a.example, http://b.example:8080",
+                "outbound.allow" => "10.0.0.0/8, agents.internal",
+                "outbound.allow_loopback" => "true",
+                "workspaces.roots" => "/srv/a:/srv/b",
                 _ => "7",
             };
             let var = env_var(key);
@@ -500,6 +621,10 @@ mod tests {
         let env = [("CLUTCH_ENGINE_ACCEPT_TIMEOUT_MS", "250"), ("CLUTCH_ENGINE_MAX_DELIVERIES", "2")];
         let c = load_with(None, &env, ConfigArgs::default()).unwrap();
         assert_eq!((c.engine.accept_timeout_ms, c.engine.max_deliveries), (250, 2));
+        let env = [("CLUTCH_WORKSPACES_ROOTS", "/srv/a:/srv/b"), ("CLUTCH_OUTBOUND_ALLOW", "10.0.0.0/8, x.internal")];
+        let c = load_with(None, &env, ConfigArgs::default()).unwrap();
+        assert_eq!(c.workspaces.roots, vec![PathBuf::from("/srv/a"), PathBuf::from("/srv/b")]);
+        assert_eq!(c.outbound.allow, vec!["10.0.0.0/8".to_owned(), "x.internal".to_owned()]);
     }
 
     #[test]
@@ -524,6 +649,45 @@ mod tests {
     }
 
     #[test]
+    fn outbound_and_roots_are_checked_on_load() {
+        let e = format!(
+            "{:#}",
+            load_with(Some("[outbound]\nallow = [\"10.0.0.0/33\"]\n"), &[], ConfigArgs::default()).unwrap_err()
+        );
+        assert!(e.contains("outbound") && e.contains("10.0.0.0/33"), "{e}");
+        let e = format!(
+            "{:#}",
+            load_with(Some("[outbound.resolve]\n\"a.example\" = [\"nope\"]\n"), &[], ConfigArgs::default())
+                .unwrap_err()
+        );
+        assert!(e.contains("a.example") && e.contains("nope"), "{e}");
+        let e = format!(
+            "{:#}",
+            load_with(None, &[("CLUTCH_OUTBOUND_ALLOW_LOOPBACK", "yes")], ConfigArgs::default()).unwrap_err()
+        );
+        assert!(e.contains("CLUTCH_OUTBOUND_ALLOW_LOOPBACK"), "{e}");
+        let file = "[outbound]\nallow_loopback = true\nallow = [\"*.corp.example\"]\n\
+                    [outbound.resolve]\n\"a.example\" = [\"10.1.1.1\"]\n";
+        let c = load_with(Some(file), &[], ConfigArgs::default()).unwrap();
+        assert!(c.outbound.allow_loopback && c.outbound_policy().is_ok());
+        let dir = tempfile::tempdir().unwrap();
+        let c = Config { data_dir: dir.path().join("data"), ..Config::default() };
+        assert_eq!(c.workspace_roots().unwrap().dirs(), [dir.path().join("data").canonicalize().unwrap()]);
+        let c = Config { workspaces: Workspaces { roots: vec![dir.path().join("missing")] }, ..c };
+        assert!(format!("{:#}", c.workspace_roots().unwrap_err()).contains("workspaces.roots"));
+    }
+
+    #[test]
+    fn errors_never_quote_a_secret() {
+        let file = "db = \"postgres://u:hunter2@h/d\ndata_dir = 3\n";
+        let e = format!("{:#}", load_with(Some(file), &[], ConfigArgs::default()).unwrap_err());
+        assert!(!e.contains("hunter2") && e.contains("line 1"), "{e}");
+        let file = "db = \"postgres://u:hunter2@h/d\"\ndata_dir = 3\n";
+        let e = format!("{:#}", load_with(Some(file), &[], ConfigArgs::default()).unwrap_err());
+        assert!(!e.contains("hunter2") && e.contains("line 2"), "{e}");
+    }
+
+    #[test]
     fn database_choices() {
         let with = |db: Option<&str>| Config { db: db.map(str::to_owned), ..Config::default() }.database().unwrap();
         assert_eq!(with(None), Database::Sqlite(PathBuf::from(".clutch")));
@@ -537,6 +701,21 @@ mod tests {
         let c = Config { db: Some("postgres://u:secret@h/d".into()), ..Config::default() };
         let text = c.to_toml().unwrap();
         assert!(!text.contains("secret") && text.contains("u:***@h"), "{text}");
+        for (db, secret) in [
+            ("postgres://u:p@ss@h:5432/d", "ss"),
+            ("postgres://u:p%40ss%2Fword@h/d", "ss%2Fword"),
+            ("postgres://u@h/d?password=hunter2&sslmode=disable", "hunter2"),
+            ("postgresql://u@h/d?sslmode=require&sslpassword=hunter3", "hunter3"),
+            ("postgres://u@h/d?PassWord=hunter4", "hunter4"),
+            ("postgres://u:hunter5/x@h/d", "hunter5"),
+            ("postgres://u:1234/hunter6@h/d", "hunter6"),
+            ("postgres://u@h/d?options=-c%20x%3Dy&password=hunter%407", "hunter"),
+        ] {
+            let shown = mask_db(db);
+            assert!(!shown.contains(secret), "{db} shown as {shown}");
+        }
+        assert_eq!(mask_db("postgres://u@h/d?sslmode=disable"), "postgres://u@h/d?sslmode=disable");
+        assert_eq!(mask_db("./data"), "./data");
         let plain = Config::default();
         let back: Config = toml::from_str(&plain.to_toml().unwrap()).unwrap();
         assert_eq!(back, plain);

@@ -50,7 +50,17 @@ pub async fn run(loaded: Loaded, policy: Policy) -> anyhow::Result<()> {
             return Ok(());
         }
     };
-    let engine = clutch_core::engine::Options { policy, ..config.engine_options() };
+    let workspace_roots = config.workspace_roots()?;
+    let engine = clutch_core::engine::Options { policy, workspace_roots, ..config.engine_options() };
+    let o = &config.outbound;
+    if o.allow_loopback || !o.allow.is_empty() || !o.resolve.is_empty() {
+        tracing::info!(
+            allow = ?o.allow,
+            allow_loopback = o.allow_loopback,
+            pinned = o.resolve.len(),
+            "the outbound guard allows more than public addresses"
+        );
+    }
     let core = clutch_core::start(backend, config.core_options(), engine)
         .await
         .context("cannot rebuild the engine's state from the event log")?;

@@ -19,6 +19,8 @@ use tokio::sync::Notify;
 use crate::clock::Clock;
 pub use crate::config::OnExceed;
 use crate::config::{Budget, Config};
+use crate::guard;
+use crate::roots::Roots;
 use crate::schemas::{self, Registry};
 
 /// `payload_type` of a schema registered at run time (`chat.system` in the system run).
@@ -77,6 +79,12 @@ pub struct Options {
     pub snapshot_interval: Duration,
     /// Where "now" comes from: the system clock, or a manual one in tests.
     pub clock: Clock,
+    /// Which networks agents' endpoints may aim at (see [`crate::guard`]): public addresses only,
+    /// unless the operator allows more.
+    pub outbound: Arc<guard::Policy>,
+    /// The directories workspaces (and the repositories they come from) may be in (see
+    /// [`crate::roots`]); none: workspaces are refused.
+    pub workspace_roots: Roots,
 }
 
 impl Default for Options {
@@ -96,6 +104,8 @@ impl Default for Options {
             snapshot_every: 100_000,
             snapshot_interval: Duration::from_secs(60),
             clock: Clock::system(),
+            outbound: Arc::new(guard::Policy::default()),
+            workspace_roots: Roots::default(),
         }
     }
 }
@@ -153,8 +163,14 @@ struct Saved<S> {
 /// What a snapshot's state depends on besides the log: the snapshot format and the options (timers
 /// and policy shape deadlines, budgets and workflow steps as events are applied).
 fn fingerprint(options: &Options) -> String {
-    let relevant =
-        Options { snapshot_every: 0, snapshot_interval: Duration::ZERO, clock: Clock::system(), ..options.clone() };
+    let relevant = Options {
+        snapshot_every: 0,
+        snapshot_interval: Duration::ZERO,
+        clock: Clock::system(),
+        outbound: Arc::default(),
+        workspace_roots: Roots::default(),
+        ..options.clone()
+    };
     clutch_store::sha256_hex(format!("{SNAPSHOT_FORMAT}\n{relevant:?}").as_bytes())
 }
 
@@ -358,6 +374,8 @@ impl Engine {
                 answers[i] = Some(Err(refusal.into()));
             } else if message.kind == MessageType::AgentHeartbeat {
                 answers[i] = Some(self.heartbeat(&message.from.agent_id).await.map(Ack::Heartbeat));
+            } else if let Some(Err(refusal)) = self.check_message_endpoints(&message).await {
+                answers[i] = Some(Err(refusal.into()));
             } else {
                 positions.push(i);
                 to_store.push(message);
@@ -377,8 +395,22 @@ impl Engine {
         Ok(answers.into_iter().map(|a| a.expect("every message is answered")).collect())
     }
 
+    /// For a card sent as a message (`agent.register`, `agent.update`): its endpoints checked as
+    /// [`Engine::register`] checks them. `None` for other messages and for payloads that are no
+    /// card (the gate refuses those).
+    async fn check_message_endpoints(&self, message: &Message) -> Option<std::result::Result<(), Refusal>> {
+        if !matches!(message.kind, MessageType::AgentRegister | MessageType::AgentUpdate)
+            || !message.payload.contains_key("endpoints")
+        {
+            return None;
+        }
+        let card = clutch_proto::validate::agent_card(&Value::Object(message.payload.clone())).ok()?;
+        Some(self.check_endpoints(&card, "payload.").await)
+    }
+
     /// Registers (or replaces) an agent's card: an `agent.register` event from the agent.
     pub async fn register(&self, card: &AgentCard) -> Result<Outcome> {
+        self.check_endpoints(card, "").await?;
         let exists = self.state().agents.get(&card.agent_id).is_some_and(|a| a.status != Status::Removed);
         let kind = if exists { MessageType::AgentUpdate } else { MessageType::AgentRegister };
         let payload = match serde_json::to_value(card) {
@@ -388,6 +420,23 @@ impl Engine {
         let mut message = system_message(kind, Vec::new(), payload);
         message.from.agent_id = card.agent_id.clone();
         self.inner.log.append_one(message).await
+    }
+
+    /// Checks every endpoint of `card` against the outbound guard, its names resolved now (the gate
+    /// checks what it can without a lookup; connections are checked again). `prefix` leads each
+    /// endpoint's path in a refusal (`payload.` for a message's card).
+    async fn check_endpoints(&self, card: &AgentCard, prefix: &str) -> Result<(), Refusal> {
+        for (name, endpoint) in &card.endpoints {
+            let field = format!("{prefix}endpoints.{name}.url");
+            match self.inner.options.outbound.check_target(&endpoint.url).await {
+                Ok(Ok(())) => {}
+                Ok(Err(refused)) => return Err(refused.refusal(&field)),
+                Err(why) => {
+                    return Err(Refusal::new(ErrorCode::ValidationFailed, format!("{field}: {why}")).field(field));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Unregisters an agent: its status becomes `removed`; its unfinished tasks are routed again.
@@ -794,7 +843,7 @@ impl State {
             return self.book.check(flows, &|a| agents.get(a).map(|x| x.status), message);
         }
         match message.kind {
-            MessageType::AgentRegister | MessageType::AgentUpdate => return self.check_agent(message, daemon),
+            MessageType::AgentRegister | MessageType::AgentUpdate => return self.check_agent(options, message, daemon),
             MessageType::RoutingDecision | MessageType::RoutingFailure if !daemon => {
                 return Err(Refusal::new(ErrorCode::Forbidden, "routing events are the daemon's own").field("type"));
             }
@@ -860,7 +909,7 @@ impl State {
         Ok(())
     }
 
-    fn check_agent(&self, message: &Message, daemon: bool) -> Result<(), Refusal> {
+    fn check_agent(&self, options: &Options, message: &Message, daemon: bool) -> Result<(), Refusal> {
         if message.payload_type.as_deref() == Some(STATUS_PAYLOAD) {
             if !daemon {
                 return Err(Refusal::new(ErrorCode::Forbidden, "agent status changes are the daemon's own")
@@ -882,6 +931,17 @@ impl State {
         }
         if message.kind == MessageType::AgentUpdate && !self.agents.contains_key(&card.agent_id) {
             return Err(unknown_agent(&card.agent_id));
+        }
+        // What the outbound guard can tell without a lookup (names were checked before the append).
+        for (name, endpoint) in &card.endpoints {
+            let field = format!("payload.endpoints.{name}.url");
+            match options.outbound.check_url(&endpoint.url) {
+                Ok(Ok(_)) => {}
+                Ok(Err(refused)) => return Err(refused.refusal(&field)),
+                Err(why) => {
+                    return Err(Refusal::new(ErrorCode::ValidationFailed, format!("{field}: {why}")).field(field));
+                }
+            }
         }
         Ok(())
     }

@@ -1,7 +1,9 @@
 //! Push delivery: messages addressed to an agent whose card names `endpoints.clutch.url` are POSTed
 //! there one by one in `seq` order, retried with exponential backoff and jitter until the endpoint
 //! takes them. Each agent's position is saved in the store, so a restart resumes where delivery
-//! stood (at-least-once: a few messages may come twice; agents deduplicate by `id`).
+//! stood (at-least-once: a few messages may come twice; agents deduplicate by `id`). Every POST
+//! goes through the outbound guard (`clutch-outbound`): an endpoint aimed at a network the operator
+//! did not allow is never reached, however its URL or a redirect spells it.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -39,7 +41,8 @@ impl Default for Options {
 
 /// Runs push delivery until `shutdown` resolves: one worker per agent with a push endpoint.
 pub async fn run(log: Handle, engine: Engine, options: Options, shutdown: impl std::future::Future<Output = ()>) {
-    let http = match reqwest::Client::builder().timeout(options.timeout).build() {
+    let client = clutch_outbound::Options { timeout: options.timeout, ..clutch_outbound::Options::default() };
+    let http = match clutch_outbound::Client::new(engine.options().outbound.clone(), &client) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(error = %e, "push delivery cannot start its HTTP client");
@@ -63,8 +66,15 @@ pub async fn run(log: Handle, engine: Engine, options: Options, shutdown: impl s
             if workers.contains_key(&key) {
                 continue;
             }
-            tracing::info!(agent_id = %agent, %url, "push delivery started");
-            let worker = Worker { log: log.clone(), http: http.clone(), agent, url, options: options.clone() };
+            tracing::info!(agent_id = %agent, url = %shown(&url), "push delivery started");
+            let worker = Worker {
+                log: log.clone(),
+                http: http.clone(),
+                agent,
+                url,
+                options: options.clone(),
+                refused: Default::default(),
+            };
             workers.insert(key, tokio::spawn(worker.run(card_seq, stopped.clone())));
         }
         tokio::select! {
@@ -80,10 +90,12 @@ pub async fn run(log: Handle, engine: Engine, options: Options, shutdown: impl s
 
 struct Worker {
     log: Handle,
-    http: reqwest::Client,
+    http: clutch_outbound::Client,
     agent: String,
     url: String,
     options: Options,
+    /// The guard refused the target and that was logged.
+    refused: std::sync::atomic::AtomicBool,
 }
 
 impl Worker {
@@ -151,15 +163,7 @@ impl Worker {
         let metrics = self.log.metrics();
         let mut failures: u32 = 0;
         loop {
-            let sent = self
-                .http
-                .post(&self.url)
-                .header("content-type", "application/json")
-                .header("clutch-seq", event.seq.to_string())
-                .body(event.to_wire())
-                .send()
-                .await;
-            let why = match sent {
+            let why = match self.post(event).await {
                 Ok(r) if r.status().is_success() => {
                     metrics.pushes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     return true;
@@ -169,7 +173,15 @@ impl Worker {
                     return true;
                 }
                 Ok(r) => format!("HTTP {}", r.status().as_u16()),
-                Err(e) => e.to_string(),
+                Err(Failure::Refused(why)) => {
+                    // The operator's guard, not the endpoint: say so once, then retry quietly (a
+                    // restart with another `outbound` config, or a new card, ends it).
+                    if !self.refused.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                        tracing::warn!(agent_id = %self.agent, url = %shown(&self.url), error = %why, "push target refused by the outbound guard; nothing is sent");
+                    }
+                    why
+                }
+                Err(Failure::Sent(why)) => why,
             };
             metrics.push_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             failures += 1;
@@ -180,5 +192,43 @@ impl Worker {
                 _ = stopped.changed() => return false,
             }
         }
+    }
+
+    /// One POST of `event` through the guarded client.
+    async fn post(&self, event: &Event) -> Result<reqwest::Response, Failure> {
+        let request = self.http.post(&self.url).map_err(|e| match e {
+            clutch_outbound::Error::Refused(r) => Failure::Refused(r.to_string()),
+            other => Failure::Sent(other.to_string()),
+        })?;
+        let sent = request
+            .header("content-type", "application/json")
+            .header("clutch-seq", event.seq.to_string())
+            .body(event.to_wire())
+            .send()
+            .await;
+        sent.map_err(|e| match clutch_outbound::refused(&e) {
+            Some(r) => Failure::Refused(r.to_string()),
+            None => Failure::Sent(e.without_url().to_string()),
+        })
+    }
+}
+
+/// Why a POST got no answer.
+enum Failure {
+    /// The outbound guard refused the target (or a redirect's).
+    Refused(String),
+    /// The network or the endpoint failed.
+    Sent(String),
+}
+
+/// A URL as logs show it: without a password in its user part.
+fn shown(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        Ok(_) => url.to_owned(),
+        Err(_) => "(not a URL)".to_owned(),
     }
 }

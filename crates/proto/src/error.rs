@@ -60,6 +60,8 @@ codes! {
     LeaseLost = "LEASE_LOST", 409, -32013, false, "The caller no longer holds the lease it is acting under.";
     AlreadyClaimed = "ALREADY_CLAIMED", 409, -32020, false, "Another agent holds the task's claim; `problems` names it at `already_claimed_by`.";
     GitFailed = "GIT_FAILED", 409, -32021, false, "A git command refused (the branch exists, the worktree has changes...); the message carries git's words.";
+    TargetNotAllowed = "TARGET_NOT_ALLOWED", 400, -32022, false, "A URL aims at a network the outbound guard refuses (loopback, private, link-local...); the message names the rule and the config key that allows it.";
+    PathNotAllowed = "PATH_NOT_ALLOWED", 400, -32023, false, "A path leads outside the directories the operator declared (after `..` and symlinks are resolved); the message names them.";
     BudgetExceeded = "BUDGET_EXCEEDED", 429, -32014, false, "The agent's or run's budget is spent.";
     RateLimited = "RATE_LIMITED", 429, -32015, true, "Too many requests; retry after the indicated delay.";
     Unauthorized = "UNAUTHORIZED", 401, -32001, false, "Credentials or a signature are missing or wrong.";

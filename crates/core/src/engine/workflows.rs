@@ -2,7 +2,7 @@
 //! clear answer, builds the workflow events (see [`crate::workflow`]) and appends them through the
 //! writer, whose gate has the last word; reads answer from the state. Git runs outside the lock.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use clutch_proto::id::{self, Kind, Party};
@@ -371,7 +371,18 @@ impl Engine {
             }
             w.clone()
         };
-        let top = git::toplevel(&PathBuf::from(&req.repo_path)).await?;
+        // Every path inside the operator's roots: the one named, the repository it is in, and the
+        // worktree's; each checked again just before git runs and after it made the worktree.
+        let roots = &self.inner.options.workspace_roots;
+        let repo = roots.check(Path::new(&req.repo_path), "repo_path")?;
+        let top = git::toplevel(&repo).await?;
+        let top = roots.check(&top, "repo_path").map_err(|_| {
+            roots.outside(Path::new(&req.repo_path), "repo_path").hint(format!(
+                "the repository's top level, {}, is outside them; declare it with `{}`",
+                top.display(),
+                crate::roots::KEY
+            ))
+        })?;
         let base = match req.base_branch.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
             Some(b) => b.to_owned(),
             None => git::head(&top).await?,
@@ -379,8 +390,22 @@ impl Engine {
         let mut path = None;
         if req.create_worktree {
             git::check_branch(&top, &branch, &base).await?;
-            let at = req.path.as_ref().map_or_else(|| git::default_path(&top, &branch), PathBuf::from);
+            let at = match &req.path {
+                Some(p) => roots.check(Path::new(p), "path")?,
+                None => roots.check(&git::default_path(&top, &branch), "path").map_err(|r| {
+                    r.hint("the default place, beside the repository, is outside the roots: give `path` inside them")
+                })?,
+            };
+            if roots.check(&top, "repo_path")? != top || roots.check(&at, "path")? != at {
+                return Err(Refusal::new(ErrorCode::PathNotAllowed, "path: changed while the workspace was made")
+                    .field("path")
+                    .into());
+            }
             git::add(&top, &branch, &at, &base).await?;
+            if at.canonicalize().ok().and_then(|made| roots.check(&made, "path").ok()).is_none() {
+                git::undo(&top, &branch, &at).await;
+                return Err(roots.outside(&at, "path").into());
+            }
             path = Some(at);
         }
         let now = clutch_proto::validate::format_ts(SystemTime::now());
@@ -435,7 +460,12 @@ impl Engine {
             && ws.worktree
             && let Some(path) = &ws.path
         {
-            git::remove(&PathBuf::from(&ws.repo_path), &PathBuf::from(path)).await?;
+            // The recorded paths are inside the roots of the day they were made; git runs only if
+            // they still are (the operator may have narrowed them, or a symlink been swapped in).
+            let roots = &self.inner.options.workspace_roots;
+            let top = roots.check(Path::new(&ws.repo_path), "repo_path")?;
+            let path = roots.check(Path::new(path), "cleanup_worktree")?;
+            git::remove(&top, &path).await?;
             ws.worktree = false;
         }
         if let Some(s) = req.status {

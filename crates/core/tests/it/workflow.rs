@@ -489,10 +489,12 @@ fn git(dir: &Path, args: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workspaces_are_git_worktrees_and_git_errors_store_nothing() {
-    let h = hub(Options::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let roots = clutch_core::roots::Roots::new(&[dir.path().to_owned()]).unwrap();
+    let h = hub(Options { workspace_roots: roots, ..Options::default() }).await;
     let e = &h.core().engine;
     let (w, ids) = workflow(e, vec![task("google", &[]), task("github", &[])]).await;
-    let dir = tempfile::tempdir().unwrap();
+    let dir_path = dir.path().canonicalize().unwrap();
     let repo = dir.path().join("myapp");
     std::fs::create_dir(&repo).unwrap();
     git(&repo, &["init", "-q"]);
@@ -511,7 +513,7 @@ async fn workspaces_are_git_worktrees_and_git_errors_store_nothing() {
     };
     let ws = e.workspace_create(create("feature/google-oauth")).await.unwrap();
     let path = Path::new(ws.path.as_deref().unwrap()).to_owned();
-    assert_eq!(path, dir.path().join("myapp.worktrees").join("feature-google-oauth"));
+    assert_eq!(path, dir_path.join("myapp.worktrees").join("feature-google-oauth"));
     assert!(path.join("README").is_file());
     assert_eq!(git(&path, &["rev-parse", "--abbrev-ref", "HEAD"]), "feature/google-oauth");
     assert!(ws.id.starts_with("ws_") && ws.worktree && ws.status == WorkspaceStatus::Active);
@@ -522,12 +524,27 @@ async fn workspaces_are_git_worktrees_and_git_errors_store_nothing() {
     let err = e.workspace_create(create("feature/google-oauth")).await.unwrap_err();
     assert_eq!(err.code().as_str(), "GIT_FAILED");
     assert!(err.to_string().contains("already exists"), "{err}");
-    let elsewhere = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
     let err = e
-        .workspace_create(CreateWorkspace { repo_path: elsewhere.path().to_string_lossy().into_owned(), ..create("x") })
+        .workspace_create(CreateWorkspace { repo_path: plain.to_string_lossy().into_owned(), ..create("x") })
         .await
         .unwrap_err();
     assert_eq!((err.code().as_str(), field(&err)), ("VALIDATION_FAILED", Some("repo_path".into())));
+    // Outside the roots, however it is spelled: refused before git runs.
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), dir.path().join("out")).unwrap();
+    for (repo_path, path, at) in [
+        (elsewhere.path().to_string_lossy().into_owned(), None, "repo_path"),
+        (repo.to_string_lossy().into_owned(), Some(elsewhere.path().join("wt")), "path"),
+        (repo.to_string_lossy().into_owned(), Some(repo.join("../../escape")), "path"),
+        (repo.to_string_lossy().into_owned(), Some(dir.path().join("out/wt")), "path"),
+    ] {
+        let path = path.map(|p| p.to_string_lossy().into_owned());
+        let err = e.workspace_create(CreateWorkspace { repo_path, path, ..create("w") }).await.unwrap_err();
+        assert_eq!((err.code().as_str(), field(&err)), ("PATH_NOT_ALLOWED", Some(at.into())), "{err}");
+    }
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0, "nothing made outside");
     let err =
         e.workspace_create(CreateWorkspace { base_branch: Some("nope".into()), ..create("y") }).await.unwrap_err();
     assert_eq!(field(&err), Some("base_branch".into()));

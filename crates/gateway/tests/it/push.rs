@@ -1,5 +1,6 @@
 //! Push delivery to an agent's `endpoints.clutch.url`: in seq order, retried through 5xx answers
-//! until the endpoint recovers, its position saved in the store.
+//! until the endpoint recovers, its position saved in the store; and only where the outbound guard
+//! allows.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -7,7 +8,9 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::start;
+use clutch_core::guard::Policy;
+
+use crate::start_full;
 
 /// An agent endpoint that fails the first `fail` requests with 500, then records what it gets.
 async fn endpoint(fail: usize) -> (String, Arc<Mutex<(usize, Vec<Value>)>>) {
@@ -36,7 +39,8 @@ async fn endpoint(fail: usize) -> (String, Arc<Mutex<(usize, Vec<Value>)>>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_reach_a_push_agent_through_failures_in_order() {
-    let d = start().await;
+    let engine = clutch_core::engine::Options { outbound: Arc::new(Policy::loopback()), ..Default::default() };
+    let d = start_full(clutch_core::Options::default(), engine, clutch_gateway::Options::default()).await;
     let (url, seen) = endpoint(3).await;
     let options = clutch_gateway::push::Options {
         backoff: Duration::from_millis(20),
@@ -85,5 +89,54 @@ async fn messages_reach_a_push_agent_through_failures_in_order() {
     let _ = stop.send(());
     pusher.await.unwrap();
     assert_eq!(d.log.cursor("push:agent:pushy").await.unwrap(), Some(sent[2]), "the position is saved");
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guard_keeps_pushes_off_networks_the_operator_did_not_allow() {
+    let (url, seen) = endpoint(0).await;
+    // Registered while loopback was allowed, then the daemon restarts without it: the card is in the
+    // log, and push must still not reach the endpoint.
+    let allowing = clutch_core::engine::Options { outbound: Arc::new(Policy::loopback()), ..Default::default() };
+    let d = start_full(clutch_core::Options::default(), allowing, clutch_gateway::Options::default()).await;
+    let card =
+        json!({"agent_id": "agent:pushy", "capabilities": [{"id": "skill:x"}], "endpoints": {"clutch": {"url": url}}});
+    let r = d.http.post(format!("{}/v1/agents", d.url)).json(&card).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    let d = d.restart(clutch_core::engine::Options::default()).await;
+    let options = clutch_gateway::push::Options {
+        backoff: Duration::from_millis(5),
+        backoff_max: Duration::from_millis(10),
+        rescan: Duration::from_millis(5),
+        ..Default::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let pusher = tokio::spawn(clutch_gateway::push::run(d.log.clone(), d.engine.clone(), options, async move {
+        let _ = stopped.await;
+    }));
+    let run = clutch_proto::id::generate(clutch_proto::id::Kind::Run);
+    let mut m = crate::msg(&run, "chat.message");
+    m["to"] = json!([{"agent_id": "agent:pushy"}]);
+    assert_eq!(d.post(&m).await.0, 201);
+    // The worker tries (and is refused) again and again; wait for several refusals.
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while d.log.metrics().push_failures.load(std::sync::atomic::Ordering::Relaxed) < 5 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("push attempts refused within the guard time");
+    assert_eq!(seen.lock().unwrap().0, 0, "the endpoint saw no request");
+    assert_eq!(d.log.metrics().pushes.load(std::sync::atomic::Ordering::Relaxed), 0);
+    // Registering it again is refused at once, naming the rule and the key that allows it.
+    let r = d.http.post(format!("{}/v1/agents", d.url)).json(&card).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "TARGET_NOT_ALLOWED", "{body}");
+    assert_eq!(body["error"]["field"], "endpoints.clutch.url", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("loopback") && message.contains("outbound.allow_loopback"), "{message}");
+    let _ = stop.send(());
+    pusher.await.unwrap();
     d.shutdown().await;
 }

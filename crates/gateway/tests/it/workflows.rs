@@ -387,9 +387,11 @@ fn git(dir: &Path, args: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workspaces_make_and_remove_git_worktrees() {
-    let d = start().await;
-    let (wid, ids) = d.workflow(json!([{"name": "google"}])).await;
     let dir = tempfile::tempdir().unwrap();
+    let roots = clutch_core::roots::Roots::new(&[dir.path().to_owned()]).unwrap();
+    let engine = clutch_core::engine::Options { workspace_roots: roots, ..Default::default() };
+    let d = start_full(clutch_core::Options::default(), engine, clutch_gateway::Options::default()).await;
+    let (wid, ids) = d.workflow(json!([{"name": "google"}])).await;
     let repo = dir.path().join("app");
     std::fs::create_dir(&repo).unwrap();
     git(&repo, &["init", "-q"]);
@@ -406,6 +408,11 @@ async fn workspaces_make_and_remove_git_worktrees() {
     assert!(Path::new(&path).join("a.txt").is_file());
     let (status, again) = d.call("POST", &format!("/v1/workflows/{wid}/workspaces"), Some(body.clone())).await;
     assert_eq!((status, error(&again)), (409, ("GIT_FAILED", "branch")));
+    let mut outside = body.clone();
+    outside["branch"] = json!("elsewhere");
+    outside["repo_path"] = json!("/");
+    let (status, bad) = d.call("POST", &format!("/v1/workflows/{wid}/workspaces"), Some(outside)).await;
+    assert_eq!((status, error(&bad)), (400, ("PATH_NOT_ALLOWED", "repo_path")), "{bad}");
     let mut not_repo = body.clone();
     not_repo["repo_path"] = json!(dir.path());
     not_repo["branch"] = json!("other");
