@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{DEADLINE, Daemon, all_events, clutch, message, run_id};
+use crate::support::{DEADLINE, Daemon, FreshDatabase, all_events, clutch, message, pg_url, run_id};
 
 const CLIENTS: usize = 8;
 /// Kill after this many acknowledged messages, or after [`LOAD_TIME`], whichever comes first.
@@ -125,66 +125,4 @@ async fn load(http: reqwest::Client, url: String, client: usize, acks: Acks, sto
             }
         }
     }
-}
-
-/// The PostgreSQL server to test against; `None` (after a note) when not configured outside CI.
-fn pg_url() -> Option<String> {
-    match std::env::var("CLUTCH_TEST_PG_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var_os("CI").is_some() => panic!("CLUTCH_TEST_PG_URL must be set in CI"),
-        _ => {
-            eprintln!("skipping the PostgreSQL crash test: set CLUTCH_TEST_PG_URL=postgres://user@host:port/database");
-            None
-        }
-    }
-}
-
-/// A database of the test's own, dropped when the test ends (also when it fails).
-struct FreshDatabase {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl FreshDatabase {
-    async fn create(admin_url: &str) -> FreshDatabase {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let name = format!("clutch_crash_{}_{nanos}", std::process::id());
-        let client = connect(admin_url).await;
-        client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("CREATE DATABASE");
-        let url = with_database(admin_url, &name);
-        FreshDatabase { admin_url: admin_url.to_owned(), name, url }
-    }
-}
-
-impl Drop for FreshDatabase {
-    fn drop(&mut self) {
-        let (url, name) = (self.admin_url.clone(), self.name.clone());
-        // Drop runs inside the test's runtime, which cannot block on another; use a thread of its own.
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            runtime.block_on(async {
-                let client = connect(&url).await;
-                client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!("could not drop the test database {}: {dropped:?}", self.name);
-        }
-    }
-}
-
-async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, connection) =
-        tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("connect to PostgreSQL");
-    tokio::spawn(connection);
-    client
-}
-
-/// `url` naming database `name` instead of its own.
-fn with_database(url: &str, name: &str) -> String {
-    let mut parsed = reqwest::Url::parse(url).expect("CLUTCH_TEST_PG_URL must be a postgres:// URL");
-    parsed.set_path(&format!("/{name}"));
-    parsed.to_string()
 }

@@ -9,6 +9,7 @@ mod crash;
 mod mcp;
 mod policy;
 mod replay;
+mod security;
 mod send;
 mod serve;
 mod support;

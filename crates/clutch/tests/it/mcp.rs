@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::support::{Daemon, clutch, run};
 
-type Client = RunningService<RoleClient, ClientConfig>;
+pub(crate) type Client = RunningService<RoleClient, ClientConfig>;
 
 fn lifecycle(modern: bool) -> ClientLifecycleMode {
     if modern {
@@ -35,7 +35,7 @@ async fn bridge(args: &[&str], modern: bool) -> (Client, tokio::process::Child) 
     (client, child)
 }
 
-async fn http(url: &str, token: Option<&str>, modern: bool) -> Result<Client, String> {
+pub(crate) async fn http(url: &str, token: Option<&str>, modern: bool) -> Result<Client, String> {
     let mut config = StreamableHttpClientTransportConfig::with_uri(url);
     if let Some(token) = token {
         config = config.auth_header(token);
@@ -44,7 +44,7 @@ async fn http(url: &str, token: Option<&str>, modern: bool) -> Result<Client, St
     ClientConfig::default().serve_with_lifecycle(transport, lifecycle(modern)).await.map_err(|e| e.to_string())
 }
 
-async fn call(client: &Client, tool: &'static str, arguments: Value) -> (bool, Value) {
+pub(crate) async fn call(client: &Client, tool: &'static str, arguments: Value) -> (bool, Value) {
     let mut params = CallToolRequestParams::new(tool);
     params.arguments = arguments.as_object().cloned();
     let result = client.call_tool(params).await.expect("the call reaches the tool");
