@@ -264,7 +264,7 @@ pub fn load(
             let shown = if SECRET_KEYS.contains(key) {
                 "(not shown: it may hold a secret)".to_owned()
             } else {
-                format!("{value:?}")
+                format!("{:?}", clip(&value))
             };
             config.set(key, &value).with_context(|| format!("invalid environment variable {var}={shown}"))?;
         }
@@ -291,7 +291,8 @@ pub fn load(
         config.log = log.to_owned();
     }
 
-    config.validate().context("invalid configuration")?;
+    // A check may quote what it refuses (an origin, a filter, an allow entry) at any length.
+    config.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {}", clip(&format!("{e:#}"))))?;
     Ok(Loaded { config, file })
 }
 
@@ -312,7 +313,12 @@ fn read_file(path: &Path) -> anyhow::Result<Config> {
             let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
             format!("line {line}, column {column}: ")
         });
-        anyhow::anyhow!("invalid config file {}: {}{}", path.display(), at.unwrap_or_default(), e.message().trim())
+        anyhow::anyhow!(
+            "invalid config file {}: {}{}",
+            path.display(),
+            at.unwrap_or_default(),
+            clip(e.message().trim())
+        )
     })
 }
 
@@ -320,10 +326,13 @@ impl Config {
     /// Sets `key` (one of [`KEYS`]) from its text form.
     fn set(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
         let number = || -> anyhow::Result<u64> {
-            value.trim().parse().map_err(|_| anyhow::anyhow!("expected a whole number, got {value:?}"))
+            value.trim().parse().map_err(|_| anyhow::anyhow!("expected a whole number, got {:?}", clip(value)))
         };
         let small = || -> anyhow::Result<u32> {
-            value.trim().parse().map_err(|_| anyhow::anyhow!("expected a whole number up to 4294967295, got {value:?}"))
+            value
+                .trim()
+                .parse()
+                .map_err(|_| anyhow::anyhow!("expected a whole number up to 4294967295, got {:?}", clip(value)))
         };
         match key {
             "listen" => {
@@ -358,7 +367,7 @@ impl Config {
                 self.outbound.allow_loopback = match value.trim() {
                     "true" | "1" => true,
                     "false" | "0" => false,
-                    _ => bail!("expected true or false, got {value:?}"),
+                    _ => bail!("expected true or false, got {:?}", clip(value)),
                 }
             }
             "workspaces.roots" => {
@@ -551,6 +560,15 @@ pub fn mask_db(db: &str) -> String {
     shown
 }
 
+/// At most a short prefix of `text` (an error may quote a key or value of any length).
+fn clip(text: &str) -> std::borrow::Cow<'_, str> {
+    const MAX: usize = 500;
+    match text.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}…", &text[..at]).into(),
+        None => text.into(),
+    }
+}
+
 /// A comma-separated list, blanks dropped.
 fn list(value: &str) -> Vec<String> {
     value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
@@ -685,6 +703,70 @@ mod tests {
         let file = "db = \"postgres://u:hunter2@h/d\"\ndata_dir = 3\n";
         let e = format!("{:#}", load_with(Some(file), &[], ConfigArgs::default()).unwrap_err());
         assert!(!e.contains("hunter2") && e.contains("line 2"), "{e}");
+    }
+
+    /// Cases per fuzz target: a few hundred in the test command, more on demand with
+    /// `CLUTCH_FUZZ_CASES=100000 cargo test -p clutch --bin clutch fuzz`.
+    fn fuzz_cases() -> u32 {
+        std::env::var("CLUTCH_FUZZ_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(256)
+    }
+
+    /// TOML values of every kind, some of them huge.
+    fn toml_value() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<bool>().prop_map(|b| b.to_string()),
+            "[ -~]{0,40}".prop_map(|s| format!("{s:?}")),
+            (1usize..200_000).prop_map(|n| format!("\"{}\"", "x".repeat(n))),
+            proptest::collection::vec("[a-z0-9./:*-]{0,20}", 0..4).prop_map(|v| format!("{v:?}")),
+            "[a-z]{1,8}".prop_map(|k| format!("{{ {k} = 1 }}")),
+            Just("1979-05-27T07:32:00Z".to_owned()),
+            Just("nan".to_owned()),
+        ]
+    }
+
+    /// A config file: lines of known and unknown keys (dotted, so sections are reached), or noise.
+    fn toml_file() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let known: Vec<String> =
+            KEYS.iter().map(|k| k.to_string()).chain(["outbound.resolve.a".into(), "engine".into()]).collect();
+        let key = prop_oneof![
+            proptest::sample::select(known),
+            "[a-z_]{1,12}(\\.[a-z_]{1,12}){0,2}",
+            (1usize..100_000).prop_map(|n| "k".repeat(n)),
+        ];
+        prop_oneof![
+            proptest::collection::vec((key, toml_value()), 0..8)
+                .prop_map(|lines| lines.iter().map(|(k, v)| format!("{k} = {v}\n")).collect::<String>()),
+            "[ -~\n\\[\\]=\"]{0,300}",
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: fuzz_cases(), ..Default::default() })]
+
+        /// The file loader answers any text with a config or an error of bounded size; never a panic.
+        #[test]
+        fn fuzz_the_config_file(text in toml_file()) {
+            match load_with(Some(&text), &[], ConfigArgs::default()) {
+                Ok(config) => { config.to_toml().unwrap(); }
+                Err(e) => {
+                    let e = format!("{e:#}");
+                    proptest::prop_assert!(e.len() < 2048, "{} bytes: {}", e.len(), &e[..200]);
+                }
+            }
+        }
+
+        /// Every environment variable takes any text without a panic, and its error stays small.
+        #[test]
+        fn fuzz_the_environment(key in proptest::sample::select(KEYS), value in "[ -~]{0,40}|x{1000,5000}") {
+            let var = env_var(key);
+            if let Err(e) = load_with(None, &[(&var, &value)], ConfigArgs::default()) {
+                let e = format!("{e:#}");
+                proptest::prop_assert!(e.len() < 2048, "{} bytes", e.len());
+            }
+        }
     }
 
     #[test]
