@@ -1,17 +1,63 @@
 //! Who may do what: API token roles (admin, agent, observer) and the rules every face applies to a
-//! caller. An agent token acts only as its own agent id; an observer only reads.
+//! caller. An agent token acts only as its own agent id; an observer only reads. Each route or tool
+//! states the [`Access`] it needs, and a face checks it, and which agent a request acts as, before
+//! it reads the request any further.
 
 use clutch_proto::{ErrorCode, Message};
+use serde_json::Value;
 
 use crate::Refusal;
 
 pub use crate::config::{TokenGrant as Grant, TokenRole as Role};
+
+/// What a route or a tool needs from its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone, with or without a token: health probes, the web UI's static files.
+    Open,
+    /// Any known token: reads.
+    Read,
+    /// A token that may change things: an admin, or an agent (acting only as itself).
+    Write,
+}
+
+impl Access {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Open => "open",
+            Access::Read => "read",
+            Access::Write => "write",
+        }
+    }
+}
 
 /// The caller of a request: `None` when the daemon runs without tokens (loopback only).
 #[derive(Debug, Clone, Default)]
 pub struct Caller(pub Option<Grant>);
 
 impl Caller {
+    /// May the caller use what needs `access`? Decided by its role alone, so a face asks before it
+    /// reads a request's body. That a token is needed at all (for anything but [`Access::Open`]) is
+    /// the face's authentication, which comes first.
+    pub fn may(&self, access: Access) -> Result<(), Refusal> {
+        match access {
+            Access::Open | Access::Read => Ok(()),
+            Access::Write => self.may_write(),
+        }
+    }
+
+    /// Before a request's body is validated: may the caller act as the agent the raw `body` names
+    /// at `field` (a dotted path, such as `from.agent_id`)? An agent token naming another agent is
+    /// refused (`FORBIDDEN`, with `field`) whatever else the body holds. When the field is absent or
+    /// not a string, nothing is decided here: validation and the handler's own checks follow.
+    pub fn may_act_as_in(&self, body: &Value, field: &str) -> Result<(), Refusal> {
+        let named = field.split('.').try_fold(body, |value, key| value.get(key)).and_then(Value::as_str);
+        match named {
+            Some(agent) => self.may_act_as(agent, field),
+            None => Ok(()),
+        }
+    }
+
     /// May the caller change anything at all?
     pub fn may_write(&self) -> Result<(), Refusal> {
         match &self.0 {

@@ -24,6 +24,7 @@ pub(crate) async fn register(
     Extension(caller): Extension<Caller>,
     JsonValue(body): JsonValue,
 ) -> Result<Response, ApiError> {
+    caller.may_act_as_in(&body, "agent_id").map_err(clutch_core::Error::from)?;
     let card = clutch_proto::validate::agent_card(&body).map_err(ErrorBody::from_problems)?;
     caller.may_act_as(&card.agent_id, "agent_id").map_err(clutch_core::Error::from)?;
     let outcome = state.engine.register(&card).await?;

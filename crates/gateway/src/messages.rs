@@ -1,4 +1,5 @@
-//! `POST /v1/messages` (one message or a batch) and `GET /v1/messages/{id}`.
+//! `POST /v1/messages` (one message or a batch) and `GET /v1/messages/{id}`. The route's access is
+//! checked before the body is read (`access`); who a message is sent as, before it is validated.
 
 use std::time::SystemTime;
 
@@ -42,6 +43,11 @@ pub(crate) async fn post(
             let mut valid = Vec::with_capacity(items.len());
             let mut positions = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
+                // An agent token sending as another agent is refused before the item is validated.
+                if let Err(r) = caller.may_act_as_in(item, "from.agent_id") {
+                    results[i] = Some(json!({ "error": error_body(&r.into()) }));
+                    continue;
+                }
                 match validate::message(item, &defaults) {
                     Ok(m) => match admit(&state, &caller, item, &m).await {
                         Ok(()) => {
@@ -63,6 +69,7 @@ pub(crate) async fn post(
             Ok(axum::Json(json!({ "results": results })).into_response())
         }
         value => {
+            caller.may_act_as_in(&value, "from.agent_id").map_err(clutch_core::Error::from)?;
             let message = validate::message(&value, &defaults).map_err(ErrorBody::from_problems)?;
             admit(&state, &caller, &value, &message).await.map_err(clutch_core::Error::from)?;
             let outcome = state.engine.submit(vec![message]).await?.pop().expect("one answer per message")?;

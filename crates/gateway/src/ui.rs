@@ -3,18 +3,17 @@
 
 use std::sync::LazyLock;
 
-use axum::Router;
 use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use clutch_proto::ErrorCode;
 
+use crate::access::Routes;
 use crate::error::ApiError;
 
 /// The page and its assets, served at `/` and `/ui/{path}`.
-pub(crate) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new().route("/", get(index)).route("/ui/{*path}", get(asset))
+pub(crate) fn routes(routes: Routes) -> Routes {
+    routes.add("GET", "/", index).add("GET", "/ui/{*path}", asset)
 }
 
 /// One embedded file, by its path under `ui/`.

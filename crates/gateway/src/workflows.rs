@@ -1,7 +1,7 @@
 //! Workflows over HTTP: `/v1/workflows…`, `/v1/tasks/{id}/…` (claim, release, plan, status,
 //! checkpoints, context) and `/v1/workspaces/{id}`. A thin layer: path ids go into the body, the
-//! caller's token decides which agent a write may act as, and `core::workflow::api` types are what
-//! goes in and out.
+//! caller's token decides which agent a write may act as (an agent token naming another agent is
+//! refused before the body is parsed), and `core::workflow::api` types are what goes in and out.
 
 use axum::Extension;
 use axum::extract::{Path, State};
@@ -19,8 +19,12 @@ use crate::error::ApiError;
 use crate::extract::{JsonValue, Query, RawBody};
 
 /// The body as `T`, with `id` put at `key` (from the path; a different one in the body is refused)
-/// and, for writes, `agent_id` resolved against the caller's token.
+/// and, for writes, `agent_id` resolved against the caller's token: an agent token naming another
+/// agent is refused before anything else in the body is looked at.
 fn input<T: DeserializeOwned>(mut body: Value, key: &str, id: &str, caller: Option<&Caller>) -> Result<T, ApiError> {
+    if let Some(caller) = caller {
+        caller.may_act_as_in(&body, "agent_id").map_err(clutch_core::Error::from)?;
+    }
     if body.is_null() {
         body = json!({});
     }
@@ -76,6 +80,7 @@ pub(crate) async fn create(
     Extension(caller): Extension<Caller>,
     JsonValue(body): JsonValue,
 ) -> Result<Response, ApiError> {
+    caller.may_act_as_in(&body, "agent_id").map_err(clutch_core::Error::from)?;
     let mut body = body;
     let Value::Object(map) = &mut body else {
         return Err(ApiError::new(ErrorCode::InvalidJson, "the body must be a JSON object"));

@@ -22,7 +22,8 @@ pub(crate) fn tools() -> Vec<Tool> {
             Lane::Lifecycle,
             Hints { read_only: false, destructive: false, idempotent: true },
             register,
-        ),
+        )
+        .acting_as("name"),
         tool(
             "agent_heartbeat",
             "Send a heartbeat",
@@ -32,7 +33,8 @@ pub(crate) fn tools() -> Vec<Tool> {
             Lane::Lifecycle,
             Hints { read_only: false, destructive: false, idempotent: true },
             heartbeat,
-        ),
+        )
+        .acting_as("agent_id"),
         tool(
             "agent_unregister",
             "Unregister this agent",
@@ -41,7 +43,8 @@ pub(crate) fn tools() -> Vec<Tool> {
             Lane::Lifecycle,
             Hints { read_only: false, destructive: true, idempotent: false },
             unregister,
-        ),
+        )
+        .acting_as("id"),
         tool(
             "agent_list",
             "List agents",

@@ -127,7 +127,8 @@ impl ServerHandler for Server {
 
 impl Server {
     /// `tools/call` as `caller`: the one implementation behind rmcp's handler and the fast path. An
-    /// unknown tool is a protocol error; a refused call is a tool result with `isError: true`.
+    /// unknown tool is a protocol error; a refused call is a tool result with `isError: true`. Who
+    /// may call the tool is decided on the raw arguments, before they are parsed (`Tool::admit`).
     pub(crate) async fn call(
         &self,
         request: CallToolRequestParams,
@@ -140,8 +141,12 @@ impl Server {
                 None,
             ));
         };
-        let ctx = Context { engine: self.engine.clone(), caller };
-        let result = match tool.call(ctx, request.arguments.unwrap_or_default()).await {
+        let arguments = request.arguments.unwrap_or_default();
+        let answer = match tool.admit(&caller, &arguments) {
+            Ok(()) => tool.call(Context { engine: self.engine.clone(), caller }, arguments).await,
+            Err(refusal) => Err(refusal),
+        };
+        let result = match answer {
             Ok(answer) => CallToolResult::structured(answer),
             Err(refusal) => {
                 tracing::debug!(tool = %request.name, code = refusal.code.as_str(), "tool call refused");

@@ -1,7 +1,9 @@
 //! The tool registry: each tool is a name, a description a model can act on, input and output types
 //! whose JSON Schemas are generated from the Rust types, truthful annotations, and one async handler
-//! that calls one engine method. Arguments are parsed strictly (unknown ones are refused); the list
-//! each profile offers is sorted by name, so it is the same on every call and every daemon.
+//! that calls one engine method. Who may call a tool is decided first: its access follows its
+//! read-only annotation, and the argument naming the agent it acts as is checked against an agent
+//! token, both on the raw arguments. Arguments are then parsed strictly (unknown ones are refused);
+//! the list each profile offers is sorted by name, so it is the same on every call and every daemon.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,7 +12,7 @@ use std::sync::Arc;
 
 use clutch_core::Engine;
 use clutch_core::Refusal;
-use clutch_core::access::Caller;
+use clutch_core::access::{Access, Caller};
 use clutch_proto::ErrorCode;
 use rmcp::handler::server::tool::{schema_for_input, schema_for_output};
 use rmcp::model::{JsonObject, ToolAnnotations};
@@ -94,17 +96,46 @@ pub(crate) struct Context {
 type Answer = Pin<Box<dyn Future<Output = Result<Value, Refusal>> + Send>>;
 type Handler = Box<dyn Fn(Context, JsonObject) -> Answer + Send + Sync>;
 
-/// One tool: its definition as `tools/list` shows it, and its handler.
+/// One tool: its definition as `tools/list` shows it, who may call it, and its handler.
 pub(crate) struct Tool {
     pub(crate) definition: rmcp::model::Tool,
     /// Whether its input schema names SEP-2243 `Mcp-Param-*` headers (`x-mcp-header`), which rmcp
     /// checks against the arguments; the fast path leaves such calls to rmcp.
     pub(crate) param_headers: bool,
     lane: Lane,
+    /// What the caller's role must allow: `Read` for the tools annotated read-only, `Write` for the rest.
+    access: Access,
+    /// The argument naming the agent the tool acts as, if any.
+    acting_as: Option<&'static str>,
     handler: Handler,
 }
 
 impl Tool {
+    /// Names the argument that holds the agent the tool acts as: an agent id, or a bare name
+    /// (`worker-1` for `agent:worker-1`).
+    pub(crate) fn acting_as(mut self, argument: &'static str) -> Tool {
+        self.acting_as = Some(argument);
+        self
+    }
+
+    /// May `caller` make this call? Its role must allow the tool's access and, for an agent token,
+    /// the agent the raw `arguments` name must be its own: decided before the arguments are parsed,
+    /// so a caller without the right learns nothing from their validation. An argument that is
+    /// absent or not a string is left to validation and the handler.
+    pub(crate) fn admit(&self, caller: &Caller, arguments: &JsonObject) -> Result<(), Refusal> {
+        caller.may(self.access)?;
+        let Some(argument) = self.acting_as else {
+            return Ok(());
+        };
+        match arguments.get(argument).and_then(Value::as_str) {
+            Some(raw) => {
+                let name = raw.strip_prefix("agent:").unwrap_or(raw);
+                caller.may_act_as(&format!("agent:{name}"), argument)
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Parses `arguments` into the tool's input type and runs it: the structured answer, or why not.
     pub(crate) fn call(&self, ctx: Context, arguments: JsonObject) -> Answer {
         (self.handler)(ctx, arguments)
@@ -152,7 +183,8 @@ where
         }
         Err(refusal) => Box::pin(std::future::ready(Err(refusal))),
     });
-    Tool { definition, param_headers, lane, handler }
+    let access = if hints.read_only { Access::Read } else { Access::Write };
+    Tool { definition, param_headers, lane, access, acting_as: None, handler }
 }
 
 /// The schema with every `true` property schema (schemars' "any JSON value") written as `{}`: the

@@ -25,7 +25,8 @@ pub(crate) fn tools() -> Vec<Tool> {
             Lane::Coordination,
             WRITE,
             create,
-        ),
+        )
+        .acting_as("agent_id"),
         tool(
             "workflow_set_plan",
             "Set a workflow's plan",
@@ -35,7 +36,8 @@ pub(crate) fn tools() -> Vec<Tool> {
             Lane::Coordination,
             WRITE,
             set_plan,
-        ),
+        )
+        .acting_as("agent_id"),
         tool(
             "workflow_get",
             "Get a workflow",
@@ -81,7 +83,8 @@ pub(crate) fn tools() -> Vec<Tool> {
             Lane::Lifecycle,
             WRITE,
             claim,
-        ),
+        )
+        .acting_as("agent_id"),
         tool(
             "task_release",
             "Release a task",
@@ -89,7 +92,8 @@ pub(crate) fn tools() -> Vec<Tool> {
             Lane::Lifecycle,
             WRITE,
             release,
-        ),
+        )
+        .acting_as("agent_id"),
         tool(
             "task_get",
             "Get a task",
@@ -105,7 +109,8 @@ pub(crate) fn tools() -> Vec<Tool> {
             Lane::Lifecycle,
             WRITE,
             task_set_plan,
-        ),
+        )
+        .acting_as("agent_id"),
         tool(
             "task_update_status",
             "Update a task's status",
@@ -115,7 +120,8 @@ pub(crate) fn tools() -> Vec<Tool> {
             Lane::Lifecycle,
             WRITE,
             update_status,
-        ),
+        )
+        .acting_as("agent_id"),
         tool(
             "task_load_context",
             "Load a task's context",
@@ -135,7 +141,8 @@ pub(crate) fn tools() -> Vec<Tool> {
             Lane::Lifecycle,
             WRITE,
             checkpoint_add,
-        ),
+        )
+        .acting_as("agent_id"),
         tool(
             "checkpoint_list",
             "List checkpoints",
@@ -153,7 +160,8 @@ pub(crate) fn tools() -> Vec<Tool> {
             Lane::Lifecycle,
             WRITE,
             workspace_create,
-        ),
+        )
+        .acting_as("agent_id"),
         tool(
             "workspace_update",
             "Update a workspace",
@@ -162,7 +170,8 @@ pub(crate) fn tools() -> Vec<Tool> {
             Lane::Lifecycle,
             Hints { read_only: false, destructive: true, idempotent: false },
             workspace_update,
-        ),
+        )
+        .acting_as("agent_id"),
     ]
 }
 

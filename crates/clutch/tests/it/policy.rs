@@ -187,7 +187,8 @@ async fn tokens_from_org_yaml_guard_the_api_and_allow_a_non_loopback_bind() {
     std::fs::create_dir(dir.path().join("policy")).unwrap();
     std::fs::write(
         dir.path().join("policy/org.yaml"),
-        "tokens:\n  - {name: ops, role: admin, token: ops-secret}\n  - {name: dash, role: observer, token: dash-secret}\n",
+        "tokens:\n  - {name: ops, role: admin, token: ops-secret}\n  - {name: dash, role: observer, token: dash-secret}\n  \
+         - {name: ken, role: agent, agent_id: agent:ken, token: ken-secret}\n",
     )
     .unwrap();
     let mut cmd = clutch();
@@ -199,6 +200,33 @@ async fn tokens_from_org_yaml_guard_the_api_and_allow_a_non_loopback_bind() {
     let r = http.post(format!("{url}/v1/messages")).json(&message).send().await.unwrap();
     assert_eq!(r.status(), 401);
     let r = http.post(format!("{url}/v1/messages")).bearer_auth("dash-secret").json(&message).send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    // Who may call a route is decided before its body is read: a malformed body tells a caller
+    // without the right nothing.
+    for (token, body, field) in [
+        ("dash-secret", "{not json", None),
+        ("dash-secret", r#"{"from": "nobody", "bogus": 1}"#, None),
+        ("ken-secret", r#"{"from": {"agent_id": "agent:eve"}, "bogus": 1}"#, Some("from.agent_id")),
+    ] {
+        let r = http
+            .post(format!("{url}/v1/messages"))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "{token}: {body}");
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!((answer["error"]["code"].as_str(), answer["error"]["field"].as_str()), (Some("FORBIDDEN"), field));
+    }
+    let r = http
+        .post(format!("{url}/v1/agents"))
+        .bearer_auth("ken-secret")
+        .json(&json!({"agent_id": "agent:eve", "capabilities": "not a list"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403);
     let r = http.post(format!("{url}/v1/messages")).bearer_auth("ops-secret").json(&message).send().await.unwrap();
     assert_eq!(r.status(), 201);

@@ -1,7 +1,8 @@
 //! Core's integration tests, on the real SQLite store: group commit, ordering of live events,
 //! catch-up subscriptions, slow subscribers, shutdown; and, in modules, the writer's flush, the payload schema registry,
-//! the policy configuration, the engine and its workflows.
+//! the policy configuration, who may do what (`access`), the engine and its workflows.
 
+mod access;
 mod config;
 mod flush;
 mod schemas;

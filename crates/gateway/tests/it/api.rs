@@ -373,6 +373,160 @@ mod auth {
     }
 }
 
+mod authorization {
+    //! Every route of the access table, walked with no token, an unknown one, an observer's, an
+    //! agent's acting as another agent and an admin's: who may call a route is decided before its
+    //! body is read, so a caller without the right learns nothing from validation.
+
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use clutch_core::access::{Access, Grant, Role, Tokens};
+    use clutch_gateway::access::ACCESS;
+    use serde_json::{Value, json};
+
+    use crate::{Daemon, msg, run_id, start_full};
+
+    struct Table(HashMap<&'static str, Grant>);
+
+    impl Tokens for Table {
+        fn authenticate(&self, token: &str) -> Option<Grant> {
+            self.0.get(token).cloned()
+        }
+    }
+
+    async fn daemon() -> Daemon {
+        let grant = |name: &str, role, agent: Option<&str>| Grant {
+            name: name.into(),
+            role,
+            agent_id: agent.map(str::to_owned),
+        };
+        let table = Table(HashMap::from([
+            ("ops", grant("ops", Role::Admin, None)),
+            ("ken", grant("ken", Role::Agent, Some("agent:ken"))),
+            ("dash", grant("dash", Role::Observer, None)),
+        ]));
+        let options = clutch_gateway::Options { tokens: Some(Arc::new(table)), ..Default::default() };
+        start_full(clutch_core::Options::default(), clutch_core::engine::Options::default(), options).await
+    }
+
+    /// A route pattern with its parameters filled; path ids name another agent (`agent:eve`).
+    fn fill(pattern: &str) -> String {
+        pattern
+            .replace("{id}", "agent:eve")
+            .replace("{run_id}", "run_01J00000000000000000000000")
+            .replace("{reference}", "sha256:00")
+            .replace("{name}", "nope")
+            .replace("{*path}", "js/main.js")
+    }
+
+    /// Status, error code and field of `method path` with `token` and a raw `body`. Answers that are
+    /// not JSON (a stream, a page) are not read.
+    async fn send(d: &Daemon, method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> (u16, String) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let head = method == reqwest::Method::HEAD;
+        let mut r = d.http.request(method, format!("{}{path}", d.url));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            r = r.header("content-type", "application/json").body(b.to_owned());
+        }
+        let r = r.send().await.unwrap();
+        let status = r.status().as_u16();
+        let json = r.headers().get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+        if head || !json {
+            return (status, "-".into());
+        }
+        let body: Value = r.json().await.unwrap();
+        let error = &body["error"];
+        (status, format!("{} {}", error["code"].as_str().unwrap_or("-"), error["field"].as_str().unwrap_or("-")))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_route_decides_who_may_call_it_before_reading_the_body() {
+        let d = daemon().await;
+        // Valid JSON naming another agent everywhere an agent can be named, and wrong in every other way.
+        let as_eve = json!({
+            "agent_id": "agent:eve", "from": {"agent_id": "agent:eve"}, "bogus": 1,
+            "id": "wrong", "task_id": "wrong", "workflow_id": "wrong", "type": 7,
+        })
+        .to_string();
+        // The write routes that act as no agent: an agent token may use them like an admin.
+        let agentless = [("PUT", "/v1/artifacts"), ("POST", "/v1/schemas")];
+        let mut seen = Vec::new();
+        for &(method, pattern, access) in ACCESS {
+            let path = fill(pattern);
+            let route = format!("{method} {pattern}");
+            let anonymous = send(&d, method, &path, None, Some("{not json")).await;
+            let unknown = send(&d, method, &path, Some("nope"), Some("{not json")).await;
+            let observer = send(&d, method, &path, Some("dash"), Some("{not json")).await;
+            let agent = send(&d, method, &path, Some("ken"), Some(&as_eve)).await;
+            let admin = send(&d, method, &path, Some("ops"), Some(&as_eve)).await;
+            match access {
+                Access::Open => {
+                    assert_ne!(anonymous.0, 401, "{route} is open: {anonymous:?}");
+                    assert_ne!(unknown.0, 401, "{route} is open: {unknown:?}");
+                }
+                Access::Read | Access::Write => {
+                    assert_eq!(anonymous, (401, "UNAUTHORIZED -".into()), "{route} without a token");
+                    assert_eq!(unknown, (401, "UNAUTHORIZED -".into()), "{route} with an unknown token");
+                }
+            }
+            match access {
+                Access::Write => assert_eq!(observer, (403, "FORBIDDEN -".into()), "{route} for an observer"),
+                _ => assert!(![401, 403].contains(&observer.0), "{route} reads for an observer: {observer:?}"),
+            }
+            if access == Access::Write && !agentless.contains(&(method, pattern)) {
+                let field = if pattern == "/v1/messages" { "from.agent_id" } else { "agent_id" };
+                assert_eq!(agent, (403, format!("FORBIDDEN {field}")), "{route} for an agent acting as another");
+            } else {
+                assert!(![401, 403].contains(&agent.0), "{route} for an agent: {agent:?}");
+            }
+            // The admin may do anything: every route of the table is served (not the fallbacks).
+            assert!(![401, 403, 405].contains(&admin.0) && !admin.1.starts_with("NOT_FOUND"), "{route}: {admin:?}");
+            seen.push(route);
+        }
+        assert_eq!(seen.len(), ACCESS.len());
+
+        // HEAD is a GET; another method on a route, or no route at all, tells nothing without a token.
+        assert_eq!(send(&d, "HEAD", "/v1/agents", None, None).await.0, 401);
+        assert_eq!(send(&d, "HEAD", "/v1/agents", Some("dash"), None).await.0, 200);
+        assert_eq!(send(&d, "DELETE", "/v1/messages", None, None).await, (401, "UNAUTHORIZED -".into()));
+        assert_eq!(send(&d, "DELETE", "/v1/messages", Some("dash"), None).await, (405, "METHOD_NOT_ALLOWED -".into()));
+        assert_eq!(send(&d, "GET", "/v1/nothing", None, None).await, (401, "UNAUTHORIZED -".into()));
+        assert_eq!(send(&d, "GET", "/v1/nothing", Some("dash"), None).await, (404, "NOT_FOUND -".into()));
+        d.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_a_batch_each_message_sent_as_another_agent_is_refused_before_validation() {
+        let d = daemon().await;
+        let r = d
+            .http
+            .post(format!("{}/v1/messages", d.url))
+            .bearer_auth("ken")
+            .json(&json!([
+                {"from": {"agent_id": "agent:eve"}, "type": "no.such.type"},
+                msg(&run_id(), "chat.message"),
+                {"from": {"agent_id": "agent:ken"}, "type": "no.such.type"},
+            ]))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let body: Value = r.json().await.unwrap();
+        let results = body["results"].as_array().unwrap();
+        assert_eq!(
+            (results[0]["error"]["code"].as_str(), results[0]["error"]["field"].as_str()),
+            (Some("FORBIDDEN"), Some("from.agent_id"))
+        );
+        assert!(results[1]["seq"].is_u64(), "{body}");
+        assert_eq!(results[2]["error"]["code"], "VALIDATION_FAILED", "its own messages are validated as before");
+        d.shutdown().await;
+    }
+}
+
 mod signatures {
     use std::sync::Arc;
 

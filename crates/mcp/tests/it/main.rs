@@ -1,9 +1,11 @@
 //! The MCP face's integration tests: its endpoints served on 127.0.0.1:0 over a real SQLite store
 //! and the real engine, driven by rmcp's own client over Streamable HTTP in both protocol eras and
-//! by plain HTTP where headers matter (Origin, Host). The daemon's bearer-token layer and the stdio
+//! by plain HTTP where headers matter (Origin, Host); who may call each tool (`access`) with the
+//! caller the daemon's bearer-token layer would have put in the request. That layer and the stdio
 //! bridge are tested with the real binary (crates/clutch/tests/it/mcp.rs); the official Python SDK
 //! and conformance suite run in scripts/test-mcp.
 
+mod access;
 mod docs;
 mod errors;
 mod fast;
