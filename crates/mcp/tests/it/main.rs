@@ -4,6 +4,7 @@
 //! bridge are tested with the real binary (crates/clutch/tests/it/mcp.rs); the official Python SDK
 //! and conformance suite run in scripts/test-mcp.
 
+mod bounded;
 mod docs;
 mod errors;
 mod fast;
