@@ -6,13 +6,15 @@
 //!
 //! Both ways, answers are bounded (`forward`): a POST whose body rmcp cannot read as JSON-RPC gets
 //! the transport's JSON-RPC error, 400 with a parse error (-32700) or an invalid request (-32600),
-//! where rmcp answers 415; and a JSON-RPC error of rmcp's that quotes large input (an unknown method
-//! is echoed whole) is cut to the protocol's bounds (`clutch_proto::error`).
+//! where rmcp answers 415; and an error of rmcp's that quotes large input (an unknown method is
+//! echoed whole, a header value in plain text) is cut to the protocol's bounds
+//! (`clutch_proto::error`).
 //!
 //! **Invariant:** a request the fast path answers gets exactly what rmcp would answer (status,
 //! content type, JSON body); `tests/it/fast.rs` checks it request by request against a router
 //! without the fast path.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
@@ -135,7 +137,7 @@ impl Endpoint {
     /// cannot read the body as a JSON-RPC message, the answer can say whether it was JSON at all.
     async fn forward(&self, request: Request) -> Response {
         if request.method() != Method::POST || !json_content_type(request.headers()) {
-            return self.rmcp.handle(request).await.map(Body::new);
+            return bounded(self.rmcp.handle(request).await.map(Body::new)).await;
         }
         let (parts, body) = request.into_parts();
         let (body, read) = match read_within(body, self.body_limit).await {
@@ -255,46 +257,61 @@ fn unreadable(bytes: &[u8]) -> Response {
     response
 }
 
-/// rmcp's answer, with a JSON-RPC error that quotes large input cut to the protocol's bounds: its
+/// rmcp's answer, cut to the protocol's bounds where it quotes large input: a JSON-RPC error's
 /// message (rmcp's own sentences are short; an unknown method comes back as the whole message) and
-/// its data. Any other answer, and one of at most [`SMALL`] bytes, is passed on as it is.
+/// data, or a plain-text refusal (which may quote a header). Any other answer, a stream, and one of
+/// at most [`SMALL`] bytes, are passed on as they are.
 async fn bounded(response: Response) -> Response {
     use axum::body::HttpBody as _;
-    let json = response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes() == JSON.as_bytes());
-    if !json || response.body().size_hint().exact().is_some_and(|n| n <= SMALL) {
+    if response.body().size_hint().exact().is_none_or(|n| n <= SMALL) {
         return response;
     }
+    let json = response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes() == JSON.as_bytes());
     let (mut parts, body) = response.into_parts();
-    // rmcp's JSON answers are whole in memory: reading cannot fail.
+    // rmcp's answers of a known size are whole in memory: reading cannot fail.
     let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
-    let Ok(mut message) = serde_json::from_slice::<JsonRpcError>(&bytes) else {
-        return Response::from_parts(parts, Body::from(bytes));
-    };
+    match if json { bound_rpc_error(&bytes) } else { bound_plain(&bytes) } {
+        Some(cut) => {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(cut))
+        }
+        None => Response::from_parts(parts, Body::from(bytes)),
+    }
+}
+
+/// A JSON-RPC error with its message and data cut to the protocol's bounds; `None` when the answer
+/// is not an error or nothing in it needs cutting.
+fn bound_rpc_error(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut message = serde_json::from_slice::<JsonRpcError>(bytes).ok()?;
     let error = &mut message.error;
-    let cut = if error.code == ErrorCode::METHOD_NOT_FOUND {
+    let text = if error.code == ErrorCode::METHOD_NOT_FOUND {
         quote(&error.message)
     } else {
         bound_text(&error.message, MESSAGE_MAX)
     };
-    let cut = match cut {
-        std::borrow::Cow::Owned(cut) => Some(cut),
-        std::borrow::Cow::Borrowed(_) => None,
+    let text = match text {
+        Cow::Owned(cut) => Some(cut),
+        Cow::Borrowed(_) => None,
     };
     let large_data = error.data.as_ref().is_some_and(|d| d.to_string().len() > MESSAGE_MAX);
-    if cut.is_none() && !large_data {
-        return Response::from_parts(parts, Body::from(bytes));
+    if text.is_none() && !large_data {
+        return None;
     }
-    if let Some(cut) = cut {
-        error.message = cut.into();
+    if let Some(text) = text {
+        error.message = text.into();
     }
     if large_data {
         error.data = None;
     }
-    let Ok(body) = serde_json::to_vec(&ServerJsonRpcMessage::Error(message)) else {
-        return Response::from_parts(parts, Body::from(bytes));
-    };
-    parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, Body::from(body))
+    serde_json::to_vec(&ServerJsonRpcMessage::Error(message)).ok()
+}
+
+/// A plain-text refusal cut like an error message; `None` when it is short enough.
+fn bound_plain(bytes: &[u8]) -> Option<Vec<u8>> {
+    match bound_text(&String::from_utf8_lossy(bytes), MESSAGE_MAX) {
+        Cow::Owned(cut) => Some(cut.into_bytes()),
+        Cow::Borrowed(_) => None,
+    }
 }
 
 /// `Host` names a loopback host, as rmcp's default `allowed_hosts` requires.

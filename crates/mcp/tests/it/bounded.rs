@@ -153,6 +153,13 @@ async fn five_megabyte_names_yield_errors_under_4_kb() {
         version["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(huge);
         let a = post(&router, body(&version), &modern("tools/list", None)).await;
         assert!(a.status == 400 && a.size < SMALL, "{fast} version: {} bytes, {}", a.size, a.status);
+
+        // A header rmcp quotes in a plain-text refusal.
+        let header = "v".repeat(64 << 10);
+        let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+        let a = post(&router, body(&list), &[("mcp-protocol-version", &header)]).await;
+        assert!(a.status == 400 && a.size < SMALL, "{fast} header: {} bytes, {}", a.size, a.status);
+        assert!(a.body.as_str().unwrap().starts_with("Bad Request: Unsupported MCP-Protocol-Version: vvv"));
     }
     daemon.stop().await;
 }

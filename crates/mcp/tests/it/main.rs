@@ -8,6 +8,7 @@ mod bounded;
 mod docs;
 mod errors;
 mod fast;
+mod fuzz;
 mod lifecycle;
 mod origin;
 mod tools;
