@@ -4,6 +4,7 @@
 
 mod config;
 mod flush;
+mod fuzz;
 mod schemas;
 
 mod engine;
