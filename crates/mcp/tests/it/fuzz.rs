@@ -7,7 +7,7 @@
 //! `clutch_proto::error`, and any answer at most the largest legitimate one plus twice the request
 //! (the id and arguments a result may echo), never a multiple of the input.
 //!
-//! Each target runs 64 cases by default (a few seconds in a debug build); set `CLUTCH_FUZZ_CASES`
+//! Each target runs 128 cases by default (about a second each in a debug build); set `CLUTCH_FUZZ_CASES`
 //! (or `PROPTEST_CASES`) for more, e.g. `CLUTCH_FUZZ_CASES=20000 cargo test -p clutch-mcp --release
 //! --test it fuzz`.
 
@@ -299,7 +299,7 @@ impl Bench {
     }
 
     fn run<S: Strategy>(&self, strategy: S, to_sent: impl Fn(S::Value) -> Sent) {
-        let config = ProptestConfig { cases: cases(64), failure_persistence: None, ..ProptestConfig::default() };
+        let config = ProptestConfig { cases: cases(128), failure_persistence: None, ..ProptestConfig::default() };
         let mut runner = TestRunner::new(config);
         if let Err(e) = runner.run(&strategy, |value| self.check(&to_sent(value))) {
             panic!("{e}");

@@ -5,7 +5,7 @@
 //! `validate::agent_card`. Neither may panic; a refusal's error body, as written, stays within the
 //! bounds of `clutch_proto::error`; an accepted message or card validates again to itself.
 //!
-//! Each target runs 128 cases by default (a few seconds in a debug build). For a longer run set
+//! Each target runs 256 cases by default (about a second each in a debug build). For a longer run set
 //! `CLUTCH_FUZZ_CASES` (or proptest's own `PROPTEST_CASES`), e.g.
 //! `CLUTCH_FUZZ_CASES=100000 cargo test -p clutch-proto --release --test it fuzz`.
 
@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use crate::{defaults, seed_card, seed_envelope};
 
 /// Cases per target: `CLUTCH_FUZZ_CASES`, else `PROPTEST_CASES`, else `default`.
-pub fn cases(default: u32) -> u32 {
+fn cases(default: u32) -> u32 {
     ["CLUTCH_FUZZ_CASES", "PROPTEST_CASES"]
         .iter()
         .find_map(|name| std::env::var(name).ok()?.parse().ok())
@@ -26,7 +26,7 @@ pub fn cases(default: u32) -> u32 {
 }
 
 fn config() -> ProptestConfig {
-    ProptestConfig { cases: cases(128), failure_persistence: None, ..ProptestConfig::default() }
+    ProptestConfig { cases: cases(256), failure_persistence: None, ..ProptestConfig::default() }
 }
 
 /// serde_json refuses nesting deeper than this when it parses text.
