@@ -118,7 +118,9 @@ pub fn quote(input: &str) -> Cow<'_, str> {
 
 /// A message bounded as errors are: each quoted span in it (between a pair of backticks or of
 /// double quotes, as this crate and serde quote input) cut to [`QUOTE_MAX`] characters, then the
-/// whole to `max`. Messages made elsewhere (serde's, a schema validator's) are bounded alike.
+/// whole to `max`. Messages made elsewhere (serde's, a schema validator's) are bounded alike. Input
+/// holding a quote character shifts the pairing, so some prose may be cut as if quoted: the whole
+/// stays within `max` either way.
 pub fn bound_text(text: &str, max: usize) -> Cow<'_, str> {
     let quotes = clip_quotes(text);
     match clip(&quotes, max) {
