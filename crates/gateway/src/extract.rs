@@ -23,7 +23,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonValue {
             if !(ct.starts_with("application/json") || ct.contains("+json")) {
                 return Err(ApiError::new(
                     ErrorCode::UnsupportedMediaType,
-                    format!("expected Content-Type: application/json, got `{ct}`"),
+                    format!("expected Content-Type: application/json, got `{}`", clutch_proto::error::quote(ct)),
                 ));
             }
         }

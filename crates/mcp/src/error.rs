@@ -4,6 +4,7 @@
 
 use clutch_core::Refusal;
 use clutch_proto::ErrorCode;
+use clutch_proto::error::{MESSAGE_MAX, PATH_MAX, PROBLEMS_MAX, bound_text};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
@@ -65,19 +66,24 @@ fn suggestion(code: ErrorCode) -> &'static str {
     }
 }
 
-/// The structured error body of a failed tool call.
+/// The structured error body of a failed tool call, bounded as the protocol's error body is written
+/// (`clutch_proto::error`): however large the arguments it is about, it stays small.
 pub fn body(refusal: &Refusal) -> Value {
+    let suggestion = match &refusal.hint {
+        Some(hint) => bound_text(hint, MESSAGE_MAX),
+        None => suggestion(refusal.code).into(),
+    };
     let mut body = json!({
         "code": refusal.code.as_str(),
-        "message": refusal.message,
+        "message": bound_text(&refusal.message, MESSAGE_MAX),
         "recoverable": recoverable(refusal.code),
-        "suggestion": refusal.hint.as_deref().unwrap_or_else(|| suggestion(refusal.code)),
+        "suggestion": suggestion,
     });
     if let Some(field) = &refusal.field {
-        body["field"] = json!(field);
+        body["field"] = json!(bound_text(field, PATH_MAX));
     }
     if refusal.problems.len() > 1 {
-        body["problems"] = json!(refusal.problems);
+        body["problems"] = json!(refusal.problems[..refusal.problems.len().min(PROBLEMS_MAX)]);
     }
     body
 }

@@ -4,10 +4,17 @@
 //! the same caller. Everything else, and anything it is not sure of, goes to rmcp's
 //! `StreamableHttpService` unchanged.
 //!
+//! Both ways, answers are bounded (`forward`): a POST whose body rmcp cannot read as JSON-RPC gets
+//! the transport's JSON-RPC error, 400 with a parse error (-32700) or an invalid request (-32600),
+//! where rmcp answers 415; and an error of rmcp's that quotes large input (an unknown method is
+//! echoed whole, a header value in plain text) is cut to the protocol's bounds
+//! (`clutch_proto::error`).
+//!
 //! **Invariant:** a request the fast path answers gets exactly what rmcp would answer (status,
 //! content type, JSON body); `tests/it/fast.rs` checks it request by request against a router
 //! without the fast path.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
@@ -15,10 +22,12 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use clutch_core::access::Caller;
+use clutch_proto::error::{MESSAGE_MAX, bound_text, quote};
+use futures_util::StreamExt;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestMethod, CallToolRequestParams, CallToolResponse, ClientCapabilities, ErrorCode, ErrorData,
-    JsonRpcVersion2_0, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
+    JsonRpcError, JsonRpcVersion2_0, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -37,6 +46,8 @@ const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
 const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+/// An answer of rmcp's this small is passed on as it is: nothing it quotes can be long.
+const SMALL: u64 = 1024;
 
 /// One profile's endpoint: the fast path, and rmcp's service for everything else.
 pub(crate) struct Endpoint {
@@ -46,7 +57,8 @@ pub(crate) struct Endpoint {
     any_host: bool,
     /// rmcp's `max_request_body_bytes`.
     body_limit: usize,
-    /// The server accepts 2026-07-28 requests (rmcp refuses versions a server does not list).
+    /// The fast path is on, and the server accepts 2026-07-28 requests (rmcp refuses versions a
+    /// server does not list).
     enabled: bool,
 }
 
@@ -56,8 +68,9 @@ impl Endpoint {
         rmcp: StreamableHttpService<Server, NeverSessionManager>,
         any_host: bool,
         body_limit: usize,
+        fast_path: bool,
     ) -> Endpoint {
-        let enabled = server.supported_protocol_versions().contains(&ProtocolVersion::V_2026_07_28);
+        let enabled = fast_path && server.supported_protocol_versions().contains(&ProtocolVersion::V_2026_07_28);
         Endpoint { server, rmcp, any_host, body_limit, enabled }
     }
 }
@@ -67,14 +80,14 @@ impl Endpoint {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FastPath;
 
-/// The handler of a profile's path.
+/// The handler of a profile's path: the fast path, or rmcp with its answers bounded.
 pub(crate) async fn serve(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Response {
     match endpoint.try_serve(request).await {
         Ok(mut response) => {
             response.extensions_mut().insert(FastPath);
             response
         }
-        Err(request) => endpoint.rmcp.handle(request).await.map(Body::new),
+        Err(request) => endpoint.forward(request).await,
     }
 }
 
@@ -117,6 +130,26 @@ impl Endpoint {
             }
         };
         Ok(json(&message))
+    }
+
+    /// rmcp's answer to `request`, bounded. A POST with a JSON `Content-Type` is read first (up to
+    /// the limit; past it, or broken, rmcp gets it as it came and answers it), so that when rmcp
+    /// cannot read the body as a JSON-RPC message, the answer can say whether it was JSON at all.
+    async fn forward(&self, request: Request) -> Response {
+        if request.method() != Method::POST || !json_content_type(request.headers()) {
+            return bounded(self.rmcp.handle(request).await.map(Body::new)).await;
+        }
+        let (parts, body) = request.into_parts();
+        let (body, read) = match read_within(body, self.body_limit).await {
+            Ok(bytes) => (Body::from(bytes.clone()), Some(bytes)),
+            Err(body) => (body, None),
+        };
+        let response = self.rmcp.handle(Request::from_parts(parts, body)).await.map(Body::new);
+        match read {
+            // The Content-Type was JSON: rmcp's 415 means the body is not a JSON-RPC message.
+            Some(bytes) if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE => unreadable(&bytes),
+            _ => bounded(response).await,
+        }
     }
 
     /// A POST rmcp would read: allowed `Host`, acceptable `Accept` and `Content-Type`, a declared
@@ -181,6 +214,104 @@ fn only<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
         return None;
     }
     value.to_str().ok()
+}
+
+/// `Content-Type` is JSON as rmcp reads it (its first value, parameters aside).
+fn json_content_type(headers: &HeaderMap) -> bool {
+    headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+        let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
+        essence.trim().eq_ignore_ascii_case(JSON)
+    })
+}
+
+/// The whole body when it ends within `limit` bytes; otherwise (too long, or broken) a body that
+/// yields again what was read, then the rest, so that rmcp refuses it as it would have.
+async fn read_within(body: Body, limit: usize) -> Result<Bytes, Body> {
+    let mut stream = body.into_data_stream();
+    let mut read = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(chunk) if read.len() + chunk.len() <= limit => read.extend_from_slice(&chunk),
+            other => {
+                let head = futures_util::stream::iter([Ok(Bytes::from(read)), other]);
+                return Err(Body::from_stream(head.chain(stream)));
+            }
+        }
+    }
+    Ok(Bytes::from(read))
+}
+
+/// The answer to a body that is not a JSON-RPC message, as MCP's transport gives it: 400 with a
+/// JSON-RPC error without an id (none could be read), a parse error when the body is not JSON at
+/// all, else an invalid request.
+fn unreadable(bytes: &[u8]) -> Response {
+    let error = match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+        Err(e) => ErrorData::parse_error(format!("Parse error: the body is not valid JSON: {e}"), None),
+        Ok(_) => ErrorData::invalid_request(
+            "Invalid Request: the body is JSON but not a JSON-RPC request, notification or response MCP knows",
+            None,
+        ),
+    };
+    let mut response = json(&ServerJsonRpcMessage::error(error, None));
+    *response.status_mut() = StatusCode::BAD_REQUEST;
+    response
+}
+
+/// rmcp's answer, cut to the protocol's bounds where it quotes large input: a JSON-RPC error's
+/// message (rmcp's own sentences are short; an unknown method comes back as the whole message) and
+/// data, or a plain-text refusal (which may quote a header). Any other answer, a stream, and one of
+/// at most [`SMALL`] bytes, are passed on as they are.
+async fn bounded(response: Response) -> Response {
+    use axum::body::HttpBody as _;
+    if response.body().size_hint().exact().is_none_or(|n| n <= SMALL) {
+        return response;
+    }
+    let json = response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes() == JSON.as_bytes());
+    let (mut parts, body) = response.into_parts();
+    // rmcp's answers of a known size are whole in memory: reading cannot fail.
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+    match if json { bound_rpc_error(&bytes) } else { bound_plain(&bytes) } {
+        Some(cut) => {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(cut))
+        }
+        None => Response::from_parts(parts, Body::from(bytes)),
+    }
+}
+
+/// A JSON-RPC error with its message and data cut to the protocol's bounds; `None` when the answer
+/// is not an error or nothing in it needs cutting.
+fn bound_rpc_error(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut message = serde_json::from_slice::<JsonRpcError>(bytes).ok()?;
+    let error = &mut message.error;
+    let text = if error.code == ErrorCode::METHOD_NOT_FOUND {
+        quote(&error.message)
+    } else {
+        bound_text(&error.message, MESSAGE_MAX)
+    };
+    let text = match text {
+        Cow::Owned(cut) => Some(cut),
+        Cow::Borrowed(_) => None,
+    };
+    let large_data = error.data.as_ref().is_some_and(|d| d.to_string().len() > MESSAGE_MAX);
+    if text.is_none() && !large_data {
+        return None;
+    }
+    if let Some(text) = text {
+        error.message = text.into();
+    }
+    if large_data {
+        error.data = None;
+    }
+    serde_json::to_vec(&ServerJsonRpcMessage::Error(message)).ok()
+}
+
+/// A plain-text refusal cut like an error message; `None` when it is short enough.
+fn bound_plain(bytes: &[u8]) -> Option<Vec<u8>> {
+    match bound_text(&String::from_utf8_lossy(bytes), MESSAGE_MAX) {
+        Cow::Owned(cut) => Some(cut.into_bytes()),
+        Cow::Borrowed(_) => None,
+    }
 }
 
 /// `Host` names a loopback host, as rmcp's default `allowed_hosts` requires.

@@ -39,8 +39,9 @@ pub struct Options {
     /// Largest request body accepted.
     pub body_limit_bytes: usize,
     /// Answer the common request (one 2026-07-28 `tools/call` with its standard headers) without
-    /// rmcp's per-request service loop, exactly as rmcp would; off, rmcp serves every request. On
-    /// in the daemon; off only to compare the two (tests, `clutch bench mcp`).
+    /// rmcp's per-request service loop, exactly as rmcp would; off, rmcp serves every request (its
+    /// answers bounded either way: see `fast`). On in the daemon; off only to compare the two
+    /// (tests, `clutch bench mcp`).
     pub fast_path: bool,
 }
 
@@ -73,12 +74,9 @@ pub fn router(engine: Engine, options: &Options) -> std::result::Result<Router, 
             Arc::new(NeverSessionManager::default()),
             config.clone(),
         );
-        router = if options.fast_path {
-            let endpoint = fast::Endpoint::new(server, service, options.any_host, options.body_limit_bytes);
-            router.route(profile.path(), axum::routing::any(fast::serve).with_state(Arc::new(endpoint)))
-        } else {
-            router.route_service(profile.path(), service)
-        };
+        let endpoint =
+            fast::Endpoint::new(server, service, options.any_host, options.body_limit_bytes, options.fast_path);
+        router = router.route(profile.path(), axum::routing::any(fast::serve).with_state(Arc::new(endpoint)));
     }
     Ok(router.layer(axum::middleware::from_fn_with_state(allowed, origin::validate)))
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use clutch_core::Engine;
 use clutch_core::access::Caller;
+use clutch_proto::error::quote;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult, PaginatedRequestParams,
     ServerCapabilities, ServerConfig,
@@ -32,16 +33,16 @@ pub(crate) fn capabilities() -> ServerCapabilities {
 /// The answer to `resources/read`: Clutch lists no resources, so every URI is unknown (SEP-2164).
 pub(crate) fn no_resource(uri: &str) -> ErrorData {
     ErrorData::invalid_params(
-        format!("no resource `{uri}`: resources/list names what this server offers (nothing yet)"),
-        Some(serde_json::json!({ "uri": uri })),
+        format!("no resource `{}`: resources/list names what this server offers (nothing yet)", quote(uri)),
+        Some(serde_json::json!({ "uri": quote(uri) })),
     )
 }
 
 /// The answer to `prompts/get`: Clutch lists no prompts, so every name is unknown.
 pub(crate) fn no_prompt(name: &str) -> ErrorData {
     ErrorData::invalid_params(
-        format!("no prompt `{name}`: prompts/list names what this server offers (nothing yet)"),
-        Some(serde_json::json!({ "name": name })),
+        format!("no prompt `{}`: prompts/list names what this server offers (nothing yet)", quote(name)),
+        Some(serde_json::json!({ "name": quote(name) })),
     )
 }
 
@@ -137,7 +138,7 @@ impl Server {
         let Some(tool) = self.registry.find(self.profile, &request.name) else {
             let endpoint = self.profile.path();
             return Err(ErrorData::invalid_params(
-                format!("unknown tool `{}`: tools/list names the tools {endpoint} offers", request.name),
+                format!("unknown tool `{}`: tools/list names the tools {endpoint} offers", quote(&request.name)),
                 None,
             ));
         };

@@ -1,7 +1,12 @@
 //! The one table of stable error codes. Every face (HTTP, WebSocket, MCP, A2A, CLI) reports failures
-//! with these codes, each mapped here, once, to an HTTP status, a JSON-RPC code and retryability.
+//! with these codes, each mapped here, once, to an HTTP status, a JSON-RPC code and retryability; and
+//! the error body they serialize, bounded: however large the input, an error quotes a short prefix of
+//! it and lists a bounded number of problems, so no answer is larger than a small constant.
 
-use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
 
 macro_rules! codes {
     ($( $variant:ident = $name:literal, $http:literal, $rpc:literal, $retry:literal, $doc:literal; )*) => {
@@ -81,18 +86,89 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
-/// The error body every face returns: `{code, message, field?, retryable, hint?}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// How much of one input an error quotes (a field name, a value, a method): the protocol's longest
+/// tokens (a name, a payload type, a trace id) are 128 characters, so input that could be valid is
+/// quoted whole and only what is too long to be valid anyway is cut.
+pub const QUOTE_MAX: usize = 128;
+/// Longest error message or hint: a sentence quoting a few inputs (the longest the protocol writes,
+/// an unknown `type` with the list of known ones, is under 400 characters).
+pub const MESSAGE_MAX: usize = 1024;
+/// Longest problem message: one rule and the input it quotes.
+pub const PROBLEM_MAX: usize = 512;
+/// Longest `field` or problem path: a few field names (each quoted to [`QUOTE_MAX`]) and indices.
+pub const PATH_MAX: usize = 256;
+/// Most problems an error lists; its message says how many there were. Enough to fix a document in
+/// one round trip in practice, and what a client shows a person.
+pub const PROBLEMS_MAX: usize = 20;
+
+/// `text` cut to at most `max` characters (at a character boundary), ending in `…` when cut.
+/// Cutting what was cut changes nothing.
+pub fn clip(text: &str, max: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => Cow::Borrowed(text),
+        Some(_) => {
+            let end = text.char_indices().nth(max.saturating_sub(1)).map_or(0, |(i, _)| i);
+            Cow::Owned(format!("{}…", &text[..end]))
+        }
+    }
+}
+
+/// A piece of input as an error quotes it: at most [`QUOTE_MAX`] characters.
+pub fn quote(input: &str) -> Cow<'_, str> {
+    clip(input, QUOTE_MAX)
+}
+
+/// A message bounded as errors are: each quoted span in it (between a pair of backticks or of
+/// double quotes, as this crate and serde quote input) cut to [`QUOTE_MAX`] characters, then the
+/// whole to `max`. Messages made elsewhere (serde's, a schema validator's) are bounded alike. Input
+/// holding a quote character shifts the pairing, so some prose may be cut as if quoted: the whole
+/// stays within `max` either way.
+pub fn bound_text(text: &str, max: usize) -> Cow<'_, str> {
+    let quotes = clip_quotes(text);
+    match clip(&quotes, max) {
+        Cow::Borrowed(_) => quotes,
+        Cow::Owned(cut) => Cow::Owned(cut),
+    }
+}
+
+fn clip_quotes(text: &str) -> Cow<'_, str> {
+    let mut out = String::new();
+    let mut copied = 0; // bytes of `text` already in `out`
+    let mut rest = 0; // where to look for the next opening quote
+    while let Some(open) = text[rest..].find(['`', '"']).map(|i| rest + i) {
+        let delimiter = text.as_bytes()[open] as char;
+        let start = open + 1;
+        let Some(close) = text[start..].find(delimiter).map(|i| start + i) else { break };
+        if let Cow::Owned(cut) = quote(&text[start..close]) {
+            out.push_str(&text[copied..start]);
+            out.push_str(&cut);
+            copied = close;
+        }
+        rest = close + 1;
+    }
+    if copied == 0 {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    Cow::Owned(out)
+}
+
+/// The error body every face returns: `{code, message, field?, retryable, hint?, problems?}`.
+///
+/// Bounded: the builders cut what they are given, and serializing cuts again whatever was set
+/// directly, so `message` and `hint` hold at most [`MESSAGE_MAX`] characters, `field` at most
+/// [`PATH_MAX`], and at most [`PROBLEMS_MAX`] problems are written. Reading one accepts any size.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ErrorBody {
     pub code: ErrorCode,
     pub message: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub field: Option<String>,
     pub retryable: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub hint: Option<String>,
-    /// Every problem, when validation found several.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// The problems, when validation found several (the first [`PROBLEMS_MAX`] of them).
+    #[serde(default)]
     pub problems: Vec<crate::Problem>,
 }
 
@@ -100,7 +176,7 @@ impl ErrorBody {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ErrorBody {
             code,
-            message: message.into(),
+            message: bounded(message.into(), MESSAGE_MAX),
             field: None,
             retryable: code.retryable(),
             hint: None,
@@ -109,28 +185,60 @@ impl ErrorBody {
     }
 
     pub fn field(mut self, field: impl Into<String>) -> Self {
-        self.field = Some(field.into());
+        self.field = Some(bounded(field.into(), PATH_MAX));
         self
     }
 
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
+        self.hint = Some(bounded(hint.into(), MESSAGE_MAX));
         self
     }
 
-    /// A `VALIDATION_FAILED` (or `UNKNOWN_TYPE`) body listing every problem; `field` is the first one's.
+    /// A `VALIDATION_FAILED` (or `UNKNOWN_TYPE`) body listing the problems (at most [`PROBLEMS_MAX`]);
+    /// `field` is the first one's, and the message counts them all.
     pub fn from_problems(problems: crate::Problems) -> Self {
-        let list = problems.into_vec();
-        let code = if list.len() == 1 && list[0].path == "type" && list[0].message.starts_with("unknown message type") {
+        let total = problems.total();
+        let mut list = problems.into_vec();
+        list.truncate(PROBLEMS_MAX);
+        let code = if total == 1 && list[0].path == "type" && list[0].message.starts_with("unknown message type") {
             ErrorCode::UnknownType
         } else {
             ErrorCode::ValidationFailed
         };
         let message = match list.as_slice() {
-            [one] => format!("{}: {}", one.path, one.message),
-            many => format!("{} problems, first: {}: {}", many.len(), many[0].path, many[0].message),
+            [one] if total == 1 => format!("{}: {}", one.path, one.message),
+            many => format!("{total} problems, first: {}: {}", many[0].path, many[0].message),
         };
         ErrorBody { field: list.first().map(|p| p.path.clone()), problems: list, ..ErrorBody::new(code, message) }
+    }
+}
+
+/// `text` bounded by [`bound_text`], reusing its allocation when nothing is cut.
+pub(crate) fn bounded(text: String, max: usize) -> String {
+    match bound_text(&text, max) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(cut) => cut,
+    }
+}
+
+impl Serialize for ErrorBody {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let problems = &self.problems[..self.problems.len().min(PROBLEMS_MAX)];
+        let fields = 3 + usize::from(self.field.is_some()) + usize::from(self.hint.is_some());
+        let mut s = serializer.serialize_struct("ErrorBody", fields + usize::from(!problems.is_empty()))?;
+        s.serialize_field("code", &self.code)?;
+        s.serialize_field("message", &bound_text(&self.message, MESSAGE_MAX))?;
+        if let Some(field) = &self.field {
+            s.serialize_field("field", &bound_text(field, PATH_MAX))?;
+        }
+        s.serialize_field("retryable", &self.retryable)?;
+        if let Some(hint) = &self.hint {
+            s.serialize_field("hint", &bound_text(hint, MESSAGE_MAX))?;
+        }
+        if !problems.is_empty() {
+            s.serialize_field("problems", problems)?;
+        }
+        s.end()
     }
 }
 
@@ -151,5 +259,54 @@ mod tests {
             assert_eq!(back, *code);
             assert!((400..600).contains(&code.http_status()));
         }
+    }
+
+    #[test]
+    fn clip_cuts_at_a_character_boundary_once() {
+        assert_eq!(clip("short", 8), "short");
+        assert_eq!(clip("exactly8", 8), "exactly8");
+        assert_eq!(clip("nine char", 8), "nine ch…");
+        assert_eq!(clip("ééééé", 3), "éé…");
+        assert_eq!(clip("a☃☃☃", 3), "a☃…");
+        let once = clip(&"x".repeat(1000), 100).into_owned();
+        assert_eq!(once.chars().count(), 100);
+        assert!(matches!(clip(&once, 100), Cow::Borrowed(_)));
+        assert_eq!(quote(&"q".repeat(5000)).chars().count(), QUOTE_MAX);
+    }
+
+    #[test]
+    fn bound_text_cuts_each_quoted_span_and_then_the_whole() {
+        let long = "k".repeat(500);
+        let text = format!("unknown field `{long}`, expected one of `a`, `b`; got string \"{long}\"");
+        let bounded = bound_text(&text, MESSAGE_MAX);
+        let spans: Vec<&str> = bounded.split(['`', '"']).collect();
+        assert_eq!(spans[0], "unknown field ");
+        assert_eq!(spans[1].chars().count(), QUOTE_MAX);
+        assert!(spans[1].ends_with('…'));
+        assert_eq!(&spans[2..8], [", expected one of ", "a", ", ", "b", "; got string ", spans[1]]);
+        assert!(matches!(bound_text("a `short` one and an `unclosed", 100), Cow::Borrowed(_)));
+        assert_eq!(bound_text(&"m".repeat(5000), MESSAGE_MAX).chars().count(), MESSAGE_MAX);
+        let again = bound_text(&bounded, MESSAGE_MAX);
+        assert_eq!(again, bounded);
+    }
+
+    #[test]
+    fn bodies_are_bounded_when_built_and_when_written() {
+        let huge = "h".repeat(1 << 16);
+        let body = ErrorBody::new(ErrorCode::NotFound, format!("no `{huge}`")).field(huge.clone()).hint(huge.clone());
+        assert_eq!(body.message.chars().count(), "no ``".len() + QUOTE_MAX);
+        assert_eq!(body.field.as_deref().map(|f| f.chars().count()), Some(PATH_MAX));
+        assert_eq!(body.hint.as_deref().map(|h| h.chars().count()), Some(MESSAGE_MAX));
+
+        // Set directly, past the builders: written bounded all the same.
+        let mut body = ErrorBody::new(ErrorCode::ValidationFailed, "x");
+        body.message = huge.clone();
+        body.field = Some(huge.clone());
+        body.problems = vec![crate::Problem { path: huge.clone(), message: huge.clone() }; 100];
+        let text = serde_json::to_string(&body).unwrap();
+        let limit = MESSAGE_MAX + PATH_MAX + PROBLEMS_MAX * (PATH_MAX + PROBLEM_MAX + 64) + 256;
+        assert!(text.len() < limit, "{} bytes", text.len());
+        let back: ErrorBody = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.problems.len(), PROBLEMS_MAX);
     }
 }

@@ -185,7 +185,7 @@ macro_rules! message_types {
             fn from_str(s: &str) -> Result<Self, String> {
                 match s {
                     $($name => Ok(MessageType::$variant),)*
-                    other => Err(format!("unknown message type `{other}`")),
+                    other => Err(format!("unknown message type `{}`", crate::error::quote(other))),
                 }
             }
         }

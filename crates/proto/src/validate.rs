@@ -9,37 +9,74 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::card::AgentCard;
+use crate::error::{PATH_MAX, PROBLEM_MAX, PROBLEMS_MAX, bound_text, bounded, quote};
 use crate::id::{self, Kind, Party};
 use crate::message::{Message, MessageType};
 
 /// One thing wrong with the input, at a path such as `to[0].agent_id` (`$` is the whole document).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Written bounded like [`ErrorBody`](crate::error::ErrorBody): at most [`PATH_MAX`] characters of
+/// path and [`PROBLEM_MAX`] of message.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Problem {
     pub path: String,
     pub message: String,
 }
 
-/// Every problem found in one document; never empty.
+impl Problem {
+    /// A problem, its path and message bounded.
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Problem {
+        Problem { path: bounded(path.into(), PATH_MAX), message: bounded(message.into(), PROBLEM_MAX) }
+    }
+}
+
+impl Serialize for Problem {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut s = serializer.serialize_struct("Problem", 2)?;
+        s.serialize_field("path", &bound_text(&self.path, PATH_MAX))?;
+        s.serialize_field("message", &bound_text(&self.message, PROBLEM_MAX))?;
+        s.end()
+    }
+}
+
+/// The problems found in one document: the first [`PROBLEMS_MAX`] of them, and how many there were
+/// in all (so that input with a million mistakes costs no more than one with twenty); never empty.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problems(Vec<Problem>);
+pub struct Problems {
+    list: Vec<Problem>,
+    total: usize,
+}
 
 impl Problems {
+    /// The problems kept (the first [`PROBLEMS_MAX`]).
     pub fn into_vec(self) -> Vec<Problem> {
-        self.0
+        self.list
     }
 
     pub fn as_slice(&self) -> &[Problem] {
-        &self.0
+        &self.list
+    }
+
+    /// How many problems were found, kept or not.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    fn one(path: &str, message: String) -> Problems {
+        Problems { list: vec![Problem::new(path, message)], total: 1 }
     }
 }
 
 impl std::fmt::Display for Problems {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (i, p) in self.0.iter().enumerate() {
+        for (i, p) in self.list.iter().enumerate() {
             if i > 0 {
                 f.write_str("; ")?;
             }
             write!(f, "{}: {}", p.path, p.message)?;
+        }
+        if self.total > self.list.len() {
+            write!(f, "; and {} more", self.total - self.list.len())?;
         }
         Ok(())
     }
@@ -89,7 +126,7 @@ pub fn message(value: &Value, defaults: &Defaults) -> Result<Message, Problems> 
     if let Some(v) = c.opt_str(obj, "", "v")
         && v != crate::VERSION
     {
-        c.add("v", format!("unsupported protocol version `{v}`, expected `{}`", crate::VERSION));
+        c.add("v", format!("unsupported protocol version `{}`, expected `{}`", quote(v), crate::VERSION));
     }
     if let Some(s) = c.opt_str(obj, "", "id") {
         c.id("id", Kind::Message, s);
@@ -232,7 +269,7 @@ pub fn message(value: &Value, defaults: &Defaults) -> Result<Message, Problems> 
     full.entry("ts").or_insert_with(|| Value::from(format_ts(defaults.now)));
     serde_json::from_value(Value::Object(full)).map_err(|e| {
         // Unreachable when the checks above are complete; reported rather than panicking.
-        Problems(vec![Problem { path: "$".into(), message: e.to_string() }])
+        Problems::one("$", e.to_string())
     })
 }
 
@@ -251,7 +288,7 @@ pub fn agent_card(value: &Value) -> Result<AgentCard, Problems> {
     if let Some(v) = c.opt_str(obj, "", "v")
         && v != crate::VERSION
     {
-        c.add("v", format!("unsupported protocol version `{v}`, expected `{}`", crate::VERSION));
+        c.add("v", format!("unsupported protocol version `{}`, expected `{}`", quote(v), crate::VERSION));
     }
     if let Some(s) = c.req_str(obj, "", "agent_id") {
         if !s.starts_with("agent:") {
@@ -269,7 +306,7 @@ pub fn agent_card(value: &Value) -> Result<AgentCard, Problems> {
     }
     if let Some(eps) = c.opt_obj(obj, "", "endpoints") {
         for (name, ep) in eps {
-            let path = format!("endpoints.{name}");
+            let path = format!("endpoints.{}", quote(name));
             match ep.as_object() {
                 Some(ep) => {
                     c.unknown_fields(&path, ep, &["url"]);
@@ -329,8 +366,7 @@ pub fn agent_card(value: &Value) -> Result<AgentCard, Problems> {
     let mut full = obj.clone();
     drop_nulls(&mut full, &["meta"]);
     full.entry("v").or_insert_with(|| Value::from(crate::VERSION));
-    serde_json::from_value(Value::Object(full))
-        .map_err(|e| Problems(vec![Problem { path: "$".into(), message: e.to_string() }]))
+    serde_json::from_value(Value::Object(full)).map_err(|e| Problems::one("$", e.to_string()))
 }
 
 /// Formats a time as the protocol writes it: RFC 3339, UTC, milliseconds (`2026-02-01T13:20:11.123Z`).
@@ -377,6 +413,7 @@ fn is_token(s: &str, max: usize, ok: impl Fn(u8) -> bool) -> bool {
 #[derive(Default)]
 struct Checker {
     problems: Vec<Problem>,
+    total: usize,
 }
 
 fn join(parent: &str, field: &str) -> String {
@@ -384,18 +421,23 @@ fn join(parent: &str, field: &str) -> String {
 }
 
 impl Checker {
+    /// Records a problem; past [`PROBLEMS_MAX`] only counts it.
     fn add(&mut self, path: &str, message: impl Into<String>) {
-        self.problems.push(Problem { path: path.to_string(), message: message.into() });
+        self.total += 1;
+        if self.problems.len() < PROBLEMS_MAX {
+            self.problems.push(Problem::new(path, message));
+        }
     }
 
     fn finish(self) -> Result<(), Problems> {
-        if self.problems.is_empty() { Ok(()) } else { Err(Problems(self.problems)) }
+        if self.problems.is_empty() { Ok(()) } else { Err(Problems { list: self.problems, total: self.total }) }
     }
 
+    /// Every member of `obj` not in `known` is a problem at its own path (the name quoted).
     fn unknown_fields(&mut self, parent: &str, obj: &Map<String, Value>, known: &[&str]) {
         for key in obj.keys().filter(|k| !known.contains(&k.as_str())) {
             let hint = if parent.is_empty() { " (put extensions in `meta`)" } else { "" };
-            self.add(&join(parent, key), format!("unknown field{hint}"));
+            self.add(&join(parent, &quote(key)), format!("unknown field{hint}"));
         }
     }
 
@@ -547,7 +589,7 @@ impl Checker {
             (Some("artifact_ref" | "url"), None) => {}
             (Some(other), _) => self.add(
                 &format!("{path}.kind"),
-                format!("unknown attachment kind `{other}`; expected artifact_ref or url"),
+                format!("unknown attachment kind `{}`; expected artifact_ref or url", quote(other)),
             ),
             (None, _) => {}
         }

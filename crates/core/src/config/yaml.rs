@@ -1,10 +1,12 @@
 //! Reading one YAML file into typed (raw) structs with locations, and collecting errors that name
-//! the file, line, column and field path.
+//! the file, line, column and field path, bounded as the protocol's errors are (each key in a path
+//! quoted to 128 characters, the path to 256, the message to 1,024), however long the text.
 
 use std::cell::RefCell;
 use std::fmt;
 use std::path::Path;
 
+use clutch_proto::error::{MESSAGE_MAX, PATH_MAX, bound_text, quote};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_saphyr::{Location, MessageFormatter as _, Spanned};
 
@@ -104,7 +106,7 @@ pub fn parse<T: for<'de> Deserialize<'de>>(file: &Path, text: &str) -> Result<T,
             if !field.is_empty() {
                 field.push('.');
             }
-            field.push_str(&name);
+            field.push_str(&quote(&name));
         }
     }
     // One line per error: control characters (none are expected) become spaces.
@@ -118,8 +120,8 @@ pub fn parse<T: for<'de> Deserialize<'de>>(file: &Path, text: &str) -> Result<T,
         file: file.to_path_buf(),
         line: location.map_or(0, |l| l.line()),
         column: location.map_or(0, |l| l.column()),
-        path: field,
-        message: friendlier(&message),
+        path: bound_text(&field, PATH_MAX).into_owned(),
+        message: bound_text(&friendlier(&message), MESSAGE_MAX).into_owned(),
     })
 }
 
@@ -153,8 +155,8 @@ impl<'a> Report<'a> {
             file: self.file.to_path_buf(),
             line: location.line(),
             column: location.column(),
-            path: path.to_string(),
-            message: message.to_string(),
+            path: bound_text(&path.to_string(), PATH_MAX).into_owned(),
+            message: bound_text(&message.to_string(), MESSAGE_MAX).into_owned(),
         });
     }
 }

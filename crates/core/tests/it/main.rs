@@ -5,6 +5,7 @@
 mod access;
 mod config;
 mod flush;
+mod fuzz;
 mod schemas;
 
 mod engine;

@@ -2,6 +2,7 @@
 //! driven by real clients (reqwest, tokio-tungstenite); the workflow API in `workflows`.
 
 mod api;
+mod bounded;
 mod push;
 mod stream;
 mod ui;

@@ -6,9 +6,11 @@
 //! and conformance suite run in scripts/test-mcp.
 
 mod access;
+mod bounded;
 mod docs;
 mod errors;
 mod fast;
+mod fuzz;
 mod lifecycle;
 mod origin;
 mod tools;

@@ -89,3 +89,71 @@ fn builder_fields_and_retryability_follow_the_code() {
         assert_eq!(ErrorBody::new(*code, "x").retryable, code.retryable());
     }
 }
+
+/// The serialized body of `input`'s problems, as a face sends it.
+fn wire(problems: clutch_proto::Problems) -> String {
+    serde_json::to_string(&ErrorBody::from_problems(problems)).unwrap()
+}
+
+#[test]
+fn a_five_megabyte_field_name_yields_an_error_under_4_kb() {
+    let name = "n".repeat(5 << 20);
+    let mut input = minimal();
+    input[name.as_str()] = json!(1);
+    let text = wire(validate::message(&input, &defaults()).unwrap_err());
+    assert!(text.len() < 4096, "{} bytes", text.len());
+    let body: Value = serde_json::from_str(&text).unwrap();
+    let quoted = format!("{}…", "n".repeat(clutch_proto::error::QUOTE_MAX - 1));
+    assert_eq!(body["field"], quoted);
+    assert_eq!(body["problems"][0]["path"], quoted);
+    assert!(body["message"].as_str().unwrap().starts_with(&format!("{quoted}: unknown field")), "{body}");
+
+    // Nested, in a card, with characters JSON escapes or that take four bytes.
+    for name in ["\u{1}".repeat(5 << 20), "😀".repeat(1 << 20)] {
+        let mut input = crate::seed_card();
+        input["display"][name.as_str()] = json!(1);
+        let text = wire(validate::agent_card(&input).unwrap_err());
+        assert!(text.len() < 4096, "{} bytes", text.len());
+    }
+}
+
+#[test]
+fn values_are_quoted_short() {
+    let long = "x".repeat(1 << 20);
+    for (field, value) in [("type", long.clone()), ("v", long.clone())] {
+        let input = with(minimal(), json!({ field: value }));
+        let text = wire(validate::message(&input, &defaults()).unwrap_err());
+        assert!(text.len() < 4096, "{field}: {} bytes", text.len());
+    }
+    let mut input = minimal();
+    input["attachments"] = json!([{ "kind": long, "ref": "x" }]);
+    let text = wire(validate::message(&input, &defaults()).unwrap_err());
+    assert!(text.len() < 4096, "{} bytes", text.len());
+    let mut card = crate::seed_card();
+    card["endpoints"][long.as_str()] = json!(5);
+    let text = wire(validate::agent_card(&card).unwrap_err());
+    assert!(text.len() < 4096, "{} bytes", text.len());
+}
+
+#[test]
+fn many_problems_are_counted_and_listed_up_to_the_bound() {
+    use clutch_proto::error::PROBLEMS_MAX;
+    let mut input = minimal();
+    for i in 0..10_000 {
+        input[format!("extra{i}")] = json!(i);
+    }
+    let problems = validate::message(&input, &defaults()).unwrap_err();
+    assert_eq!(problems.total(), 10_000);
+    assert_eq!(problems.as_slice().len(), PROBLEMS_MAX);
+    assert!(problems.to_string().ends_with(&format!("; and {} more", 10_000 - PROBLEMS_MAX)), "{problems}");
+    let body = ErrorBody::from_problems(problems);
+    assert_eq!(body.problems.len(), PROBLEMS_MAX);
+    assert!(body.message.starts_with("10000 problems, first: "), "{}", body.message);
+    let text = serde_json::to_string(&body).unwrap();
+    assert!(text.len() < 4096, "{} bytes", text.len());
+
+    // Many recipients, each wrong: the same bound.
+    let to: Vec<Value> = (0..5000).map(|_| json!({ "agent_id": "nobody", "x": 1 })).collect();
+    let text = wire(validate::message(&with(minimal(), json!({ "to": to })), &defaults()).unwrap_err());
+    assert!(text.len() < 8192, "{} bytes", text.len());
+}

@@ -3,6 +3,7 @@
 
 mod card;
 mod error_body;
+mod fuzz;
 mod message;
 mod props;
 mod schemas;
