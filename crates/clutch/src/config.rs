@@ -562,11 +562,7 @@ pub fn mask_db(db: &str) -> String {
 
 /// At most a short prefix of `text` (an error may quote a key or value of any length).
 fn clip(text: &str) -> std::borrow::Cow<'_, str> {
-    const MAX: usize = 500;
-    match text.char_indices().nth(MAX) {
-        Some((at, _)) => format!("{}…", &text[..at]).into(),
-        None => text.into(),
-    }
+    clutch_proto::error::clip(text, 500)
 }
 
 /// A comma-separated list, blanks dropped.

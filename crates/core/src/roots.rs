@@ -75,12 +75,7 @@ impl Roots {
 
 /// A path as quoted in a refusal: at most a short prefix.
 fn shown(path: &Path) -> String {
-    const MAX: usize = 200;
-    let text = path.to_string_lossy();
-    match text.char_indices().nth(MAX) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.into_owned(),
-    }
+    clutch_proto::error::quote(&path.to_string_lossy()).into_owned()
 }
 
 /// Where `path` (absolute) leads: its longest existing part resolved by the file system, then the

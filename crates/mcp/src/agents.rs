@@ -135,6 +135,7 @@ async fn register(ctx: Context, input: Register) -> Result<Registered, Refusal> 
     });
     // The card is checked exactly as `POST /v1/agents` checks one; problems are named by argument.
     let card = clutch_proto::validate::agent_card(&card).map_err(|problems| {
+        let total = problems.total();
         let mut body = Refusal::from_problems(problems);
         for problem in &mut body.problems {
             problem.path = argument_path(&problem.path);
@@ -142,7 +143,7 @@ async fn register(ctx: Context, input: Register) -> Result<Registered, Refusal> 
         body.field = body.problems.first().map(|p| p.path.clone());
         body.message = match body.problems.as_slice() {
             [one] => format!("{}: {}", one.path, one.message),
-            many => format!("{} problems, first: {}: {}", many.len(), many[0].path, many[0].message),
+            many => format!("{total} problems, first: {}: {}", many[0].path, many[0].message),
         };
         body
     })?;

@@ -14,6 +14,7 @@ use clutch_core::Engine;
 use clutch_core::Refusal;
 use clutch_core::access::{Access, Caller};
 use clutch_proto::ErrorCode;
+use clutch_proto::error::{MESSAGE_MAX, bound_text, quote};
 use rmcp::handler::server::tool::{schema_for_input, schema_for_output};
 use rmcp::model::{JsonObject, ToolAnnotations};
 use schemars::JsonSchema;
@@ -218,13 +219,15 @@ fn objects_only(schema: &JsonObject) -> Arc<JsonObject> {
 /// one included: arguments a tool does not take are refused, not ignored).
 fn parse<I: DeserializeOwned>(arguments: JsonObject) -> Result<I, Refusal> {
     serde_path_to_error::deserialize(Value::Object(arguments)).map_err(|e| {
+        // The path and serde's words may quote an argument's name or value at any length: a prefix.
         let path = e.path().to_string();
-        let inner = e.into_inner().to_string();
+        let path = quote(&path);
+        let inner = bound_text(&e.into_inner().to_string(), MESSAGE_MAX).into_owned();
         let field = if path == "." {
             // serde reports an unknown or missing field at the level that holds it: name it.
-            inner.split('`').nth(1).map(str::to_owned)
+            inner.split('`').nth(1).map(|name| quote(name).into_owned())
         } else {
-            Some(path.clone())
+            Some(path.clone().into_owned())
         };
         let message = if path == "." { inner } else { format!("{path}: {inner}") };
         let mut refusal = Refusal::new(ErrorCode::ValidationFailed, format!("invalid arguments: {message}"))

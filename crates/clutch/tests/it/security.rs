@@ -2,7 +2,8 @@
 //! operator did not allow (every spelling of an address, a name pinned inward, a redirect, a card
 //! registered before), and lets them through once allowed; workspace paths stay inside the declared
 //! roots over HTTP and MCP; secrets planted in every place a secret can be configured show up on no
-//! surface (config dump and check, logs, answers, events, the data directory).
+//! surface (config dump and check, logs, answers, events, the data directory); a 5 MB input gets an
+//! answer of a few hundred bytes. (Authorization before validation: `policy.rs`.)
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -385,4 +386,40 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         if path.is_dir() { files.extend(walk(&path)) } else { files.push(path) }
     }
     files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_input_gets_a_small_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = clutch();
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"]).arg(dir.path());
+    let daemon = Daemon::spawn(cmd);
+    let http = reqwest::Client::new();
+    let huge = "f".repeat(5 << 20);
+    let mut m = crate::support::message(&run_id(), "hi");
+    m[huge.as_str()] = json!(1);
+    let r = http.post(format!("{}/v1/messages", daemon.url)).json(&m).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let body = r.bytes().await.unwrap();
+    assert!(body.len() < 4096, "a 5 MB field name answered with {} bytes", body.len());
+    let error: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(error["error"]["code"], "VALIDATION_FAILED");
+
+    let mcp = format!("{}/mcp", daemon.url);
+    let accept = "application/json, text/event-stream";
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": huge, "params": {}});
+    let r = http.post(&mcp).header("accept", accept).json(&call).send().await.unwrap();
+    let body = r.bytes().await.unwrap();
+    assert!(body.len() < 4096, "a 5 MB method name answered with {} bytes", body.len());
+    let r = http
+        .post(&mcp)
+        .header("accept", accept)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "malformed JSON is the transport's parse error, not a 415");
+    let answer: Value = r.json().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
 }
