@@ -701,12 +701,6 @@ mod tests {
         assert!(!e.contains("hunter2") && e.contains("line 2"), "{e}");
     }
 
-    /// Cases per fuzz target: a few hundred in the test command, more on demand with
-    /// `CLUTCH_FUZZ_CASES=100000 cargo test -p clutch --bin clutch fuzz`.
-    fn fuzz_cases() -> u32 {
-        std::env::var("CLUTCH_FUZZ_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(256)
-    }
-
     /// TOML values of every kind, some of them huge.
     fn toml_value() -> impl proptest::strategy::Strategy<Value = String> {
         use proptest::prelude::*;
@@ -740,7 +734,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig { cases: fuzz_cases(), ..Default::default() })]
+        #![proptest_config(clutch_proto::fuzz::config(256))]
 
         /// The file loader answers any text with a config or an error of bounded size; never a panic.
         #[test]

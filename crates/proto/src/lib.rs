@@ -3,6 +3,8 @@
 
 pub mod card;
 pub mod error;
+#[cfg(feature = "fuzz")]
+pub mod fuzz;
 pub mod id;
 pub mod message;
 pub mod schema;

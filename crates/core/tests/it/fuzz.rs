@@ -16,16 +16,8 @@ use clutch_proto::error::{MESSAGE_MAX, PATH_MAX};
 use proptest::prelude::*;
 use proptest::sample::select;
 
-/// Cases per target: `CLUTCH_FUZZ_CASES`, else `PROPTEST_CASES`, else `default`.
-fn cases(default: u32) -> u32 {
-    ["CLUTCH_FUZZ_CASES", "PROPTEST_CASES"]
-        .iter()
-        .find_map(|name| std::env::var(name).ok()?.parse().ok())
-        .unwrap_or(default)
-}
-
 fn config() -> ProptestConfig {
-    ProptestConfig { cases: cases(128), failure_persistence: None, ..ProptestConfig::default() }
+    clutch_proto::fuzz::config(128)
 }
 
 fn example(file: &str) -> String {

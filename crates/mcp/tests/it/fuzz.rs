@@ -13,55 +13,34 @@
 
 use axum::body::Body;
 use clutch_proto::error::{MESSAGE_MAX, PATH_MAX, PROBLEM_MAX, PROBLEMS_MAX};
+use clutch_proto::fuzz::{self, mutate};
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::{TestCaseError, TestRunner};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::bounded::{Answer, post};
 
-/// Cases per target: `CLUTCH_FUZZ_CASES`, else `PROPTEST_CASES`, else `default`.
-fn cases(default: u32) -> u32 {
-    ["CLUTCH_FUZZ_CASES", "PROPTEST_CASES"]
-        .iter()
-        .find_map(|name| std::env::var(name).ok()?.parse().ok())
-        .unwrap_or(default)
-}
+/// Names the MCP endpoints know, so generated requests often hit real paths.
+const WORDS: &[&str] = &[
+    "2.0",
+    "tools/call",
+    "tools/list",
+    "initialize",
+    "ping",
+    "server/discover",
+    "resources/read",
+    "prompts/get",
+    "agent_list",
+    "agent_register",
+    "agent:fuzz",
+    "2026-07-28",
+    "2025-11-25",
+    "",
+];
 
-/// Strings as a client might get them wrong: method and tool names, ordinary text, control and
-/// quote characters, four-byte characters, long and huge runs.
 fn string() -> impl Strategy<Value = String> {
-    prop_oneof![
-        3 => "\\PC{0,12}",
-        3 => select(vec![
-            "2.0", "tools/call", "tools/list", "initialize", "ping", "server/discover", "resources/read",
-            "prompts/get", "agent_list", "agent_register", "agent:fuzz", "2026-07-28", "2025-11-25", "",
-        ])
-        .prop_map(String::from),
-        1 => "[\\x00-\\x1f`\"\\\\]{0,8}",
-        1 => ("[a-z`\"😀\\x01]", prop_oneof![Just(200usize), Just(5000), Just(200_000)]).prop_map(|(c, n)| c.repeat(n)),
-    ]
-}
-
-fn json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<f64>().prop_filter_map("finite", |f| serde_json::Number::from_f64(f).map(Value::Number)),
-        string().prop_map(Value::String),
-    ];
-    let shallow = leaf.prop_recursive(3, 16, 4, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::vec((string(), inner), 0..4).prop_map(|kv| Value::Object(kv.into_iter().collect())),
-        ]
-    });
-    prop_oneof![8 => shallow, 1 => (1usize..120).prop_map(deep)]
-}
-
-fn deep(depth: usize) -> Value {
-    (0..depth).fold(json!(1), |v, _| Value::Object(Map::from_iter([("k".to_string(), v)])))
+    fuzz::string(WORDS)
 }
 
 fn meta() -> Value {
@@ -96,75 +75,6 @@ fn requests() -> Vec<Value> {
         plain("prompts/get", json!({"name": "p"})),
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
     ]
-}
-
-#[derive(Debug, Clone)]
-enum Mutation {
-    Remove(usize),
-    Replace(usize, Value),
-    Insert(usize, String, Value),
-}
-
-fn mutations() -> impl Strategy<Value = Vec<Mutation>> {
-    let one = prop_oneof![
-        any::<usize>().prop_map(Mutation::Remove),
-        (any::<usize>(), json()).prop_map(|(at, v)| Mutation::Replace(at, v)),
-        (any::<usize>(), string(), json()).prop_map(|(at, k, v)| Mutation::Insert(at, k, v)),
-    ];
-    prop::collection::vec(one, 0..4)
-}
-
-/// Every place in `value` as a JSON pointer, the root first.
-fn spots(value: &Value) -> Vec<String> {
-    fn walk(v: &Value, at: String, out: &mut Vec<String>) {
-        out.push(at.clone());
-        match v {
-            Value::Object(o) => {
-                for (k, v) in o {
-                    walk(v, format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")), out);
-                }
-            }
-            Value::Array(a) => a.iter().enumerate().for_each(|(i, v)| walk(v, format!("{at}/{i}"), out)),
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    walk(value, String::new(), &mut out);
-    out
-}
-
-fn mutate(mut doc: Value, mutations: &[Mutation]) -> Value {
-    for m in mutations {
-        let all = spots(&doc);
-        let pick = |i: usize| all[i % all.len()].clone();
-        match m {
-            Mutation::Remove(i) => {
-                let at = pick(*i);
-                if let Some((parent, last)) = at.rsplit_once('/') {
-                    match doc.pointer_mut(parent) {
-                        Some(Value::Object(o)) => {
-                            o.remove(&last.replace("~1", "/").replace("~0", "~"));
-                        }
-                        Some(Value::Array(a)) => {
-                            a.remove(last.parse::<usize>().unwrap());
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            Mutation::Replace(i, v) => {
-                if let Some(slot) = doc.pointer_mut(&pick(*i)) {
-                    *slot = v.clone();
-                }
-            }
-            Mutation::Insert(i, k, v) => {
-                if let Some(Value::Object(o)) = doc.pointer_mut(&pick(*i)) {
-                    o.insert(k.clone(), v.clone());
-                }
-            }
-        }
-    }
-    doc
 }
 
 /// Headers a request may carry: none, the 2026-07-28 ones matching the body, or mismatching ones.
@@ -217,14 +127,13 @@ fn matching(doc: &Value) -> Vec<(&'static str, String)> {
 }
 
 fn mutated_requests() -> impl Strategy<Value = Sent> {
-    (select(requests()), mutations(), prop_oneof![Just(None), Just(None), headers().prop_map(Some)]).prop_map(
-        |(request, changes, headers)| {
+    (select(requests()), fuzz::mutations(WORDS), prop_oneof![Just(None), Just(None), headers().prop_map(Some)])
+        .prop_map(|(request, changes, headers)| {
             let doc = mutate(request, &changes);
             let headers = headers.unwrap_or_else(|| matching(&doc));
             let headers = headers.into_iter().filter(|(_, v)| axum::http::HeaderValue::from_str(v).is_ok()).collect();
             Sent { body: serde_json::to_vec(&doc).unwrap(), headers }
-        },
-    )
+        })
 }
 
 /// The routers with and without the fast path, the largest legitimate answer, and a runtime.
@@ -299,7 +208,7 @@ impl Bench {
     }
 
     fn run<S: Strategy>(&self, strategy: S, to_sent: impl Fn(S::Value) -> Sent) {
-        let config = ProptestConfig { cases: cases(128), failure_persistence: None, ..ProptestConfig::default() };
+        let config = fuzz::config(128);
         let mut runner = TestRunner::new(config);
         if let Err(e) = runner.run(&strategy, |value| self.check(&to_sent(value))) {
             panic!("{e}");

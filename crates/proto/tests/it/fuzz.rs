@@ -10,144 +10,27 @@
 //! `CLUTCH_FUZZ_CASES=100000 cargo test -p clutch-proto --release --test it fuzz`.
 
 use clutch_proto::error::{ErrorBody, MESSAGE_MAX, PATH_MAX, PROBLEM_MAX, PROBLEMS_MAX};
+use clutch_proto::fuzz::{self, RECURSION_LIMIT, deep, mutate};
 use clutch_proto::validate;
 use proptest::prelude::*;
-use proptest::sample::select;
-use serde_json::{Map, Value};
+
+use serde_json::Value;
 
 use crate::{defaults, seed_card, seed_envelope};
 
-/// Cases per target: `CLUTCH_FUZZ_CASES`, else `PROPTEST_CASES`, else `default`.
-fn cases(default: u32) -> u32 {
-    ["CLUTCH_FUZZ_CASES", "PROPTEST_CASES"]
-        .iter()
-        .find_map(|name| std::env::var(name).ok()?.parse().ok())
-        .unwrap_or(default)
-}
+/// Names the validators know, so generated strings often hit real rules.
+const WORDS: &[&str] = &["agent:ken", "task.request", "clutch/0.1", "msg_", "skill:x", "`", "\"", "\\", ""];
 
 fn config() -> ProptestConfig {
-    ProptestConfig { cases: cases(256), failure_persistence: None, ..ProptestConfig::default() }
+    fuzz::config(256)
 }
 
-/// serde_json refuses nesting deeper than this when it parses text.
-const RECURSION_LIMIT: usize = 128;
-
-/// Strings as clients might get them wrong: empty, ordinary, control characters, four-byte
-/// characters, quote characters, and long or huge runs.
-fn string() -> impl Strategy<Value = String> {
-    prop_oneof![
-        4 => "\\PC{0,16}",
-        2 => select(vec!["agent:ken", "task.request", "clutch/0.1", "msg_", "skill:x", "`", "\"", "\\", ""])
-            .prop_map(String::from),
-        1 => "[\\x00-\\x1f`\"]{0,8}",
-        1 => ("[a-z`\"😀\\x01]", 100usize..400).prop_map(|(c, n)| c.repeat(n)),
-        1 => ("[a-z😀\\x01]", prop_oneof![Just(4096usize), Just(65_536), Just(300_000)]).prop_map(|(c, n)| c.repeat(n)),
-    ]
-}
-
-fn leaf() -> impl Strategy<Value = Value> {
-    prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<f64>().prop_filter_map("finite", |f| serde_json::Number::from_f64(f).map(Value::Number)),
-        string().prop_map(Value::String),
-    ]
-}
-
-/// Any JSON value a few levels deep, or one nested as deep as serde_json reads.
 fn json() -> impl Strategy<Value = Value> {
-    let shallow = leaf().prop_recursive(3, 24, 4, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::vec((string(), inner), 0..4).prop_map(|kv| Value::Object(kv.into_iter().collect())),
-        ]
-    });
-    prop_oneof![8 => shallow, 1 => (1usize..RECURSION_LIMIT - 8, any::<bool>()).prop_map(|(d, o)| deep(d, o))]
+    fuzz::json(WORDS)
 }
 
-/// A value nested `depth` levels: arrays, or objects with one member.
-fn deep(depth: usize, objects: bool) -> Value {
-    let mut v = Value::from(1);
-    for _ in 0..depth {
-        v = if objects { Value::Object(Map::from_iter([("k".to_string(), v)])) } else { Value::Array(vec![v]) };
-    }
-    v
-}
-
-/// One change to a document.
-#[derive(Debug, Clone)]
-enum Mutation {
-    /// Remove the member at this spot.
-    Remove(usize),
-    /// Replace the value at this spot.
-    Replace(usize, Value),
-    /// Add a member under this key to the object at this spot (or the root).
-    Insert(usize, String, Value),
-}
-
-fn mutations() -> impl Strategy<Value = Vec<Mutation>> {
-    let one = prop_oneof![
-        any::<usize>().prop_map(Mutation::Remove),
-        (any::<usize>(), json()).prop_map(|(at, v)| Mutation::Replace(at, v)),
-        (any::<usize>(), string(), json()).prop_map(|(at, k, v)| Mutation::Insert(at, k, v)),
-    ];
-    prop::collection::vec(one, 1..5)
-}
-
-/// Every place in `value` as a JSON pointer, the root first.
-fn spots(value: &Value) -> Vec<String> {
-    fn walk(v: &Value, at: String, out: &mut Vec<String>) {
-        out.push(at.clone());
-        match v {
-            Value::Object(o) => {
-                for (k, v) in o {
-                    walk(v, format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")), out);
-                }
-            }
-            Value::Array(a) => a.iter().enumerate().for_each(|(i, v)| walk(v, format!("{at}/{i}"), out)),
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    walk(value, String::new(), &mut out);
-    out
-}
-
-fn mutate(mut doc: Value, mutations: &[Mutation]) -> Value {
-    for m in mutations {
-        let all = spots(&doc);
-        let pick = |i: usize| all[i % all.len()].clone();
-        match m {
-            Mutation::Remove(i) => {
-                let at = pick(*i);
-                if let Some((parent, last)) = at.rsplit_once('/') {
-                    match doc.pointer_mut(parent) {
-                        Some(Value::Object(o)) => {
-                            o.remove(&last.replace("~1", "/").replace("~0", "~"));
-                        }
-                        Some(Value::Array(a)) => {
-                            let i: usize = last.parse().unwrap();
-                            a.remove(i);
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            Mutation::Replace(i, v) => {
-                if let Some(slot) = doc.pointer_mut(&pick(*i)) {
-                    *slot = v.clone();
-                }
-            }
-            Mutation::Insert(i, k, v) => {
-                if let Some(Value::Object(o)) = doc.pointer_mut(&pick(*i)) {
-                    o.insert(k.clone(), v.clone());
-                }
-            }
-        }
-    }
-    doc
+fn mutations() -> impl Strategy<Value = Vec<fuzz::Mutation>> {
+    fuzz::mutations(WORDS)
 }
 
 /// The most bytes an error body can take when written: each part at its bound in characters, each
