@@ -22,6 +22,7 @@ use crate::config::{Budget, Config};
 use crate::guard;
 use crate::roots::Roots;
 use crate::schemas::{self, Registry};
+use crate::throttle::Throttle;
 
 /// `payload_type` of a schema registered at run time (`chat.system` in the system run).
 pub const SCHEMA_PAYLOAD: &str = "clutch.schema.v1";
@@ -144,6 +145,8 @@ struct Inner {
     saved_at: Mutex<std::time::Instant>,
     /// The `seq` of the snapshot loaded on start (0: none).
     snapshot_seq: u64,
+    /// How many refusals may still be recorded in the log: a burst of 20, then 2 a second.
+    refusal_budget: Throttle,
 }
 
 /// Name of the engine's snapshot in the store.
@@ -276,6 +279,7 @@ impl Engine {
             saved_seq: AtomicU64::new(from_snapshot),
             saved_at: Mutex::new(std::time::Instant::now()),
             snapshot_seq: from_snapshot,
+            refusal_budget: Throttle::new(20, 2.0),
         };
         Ok(Engine { inner: Arc::new(inner) })
     }
@@ -550,14 +554,25 @@ impl Engine {
     }
 
     /// Makes a refusal visible to operators: a `chat.system` event (`clutch.refusal.v1`) in the
-    /// system run, a warning in the log and the refusals counter.
+    /// system run, a warning in the log and the refusals counter. A flood of refusals cannot flood
+    /// the log: past a budget they are only counted, and the next one recorded says how many
+    /// were left out (`unrecorded_before`).
     pub async fn report_refusal(&self, message: &Message, refusal: &Refusal) {
-        self.inner.log.metrics().refusals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let metrics = self.inner.log.metrics();
+        metrics.refusals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let Some(unrecorded) = self.inner.refusal_budget.take() else {
+            metrics.refusals_unrecorded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::debug!(id = %message.id, from = %message.from.agent_id, "message refused (not recorded: over budget)");
+            return;
+        };
         tracing::warn!(
             id = %message.id, from = %message.from.agent_id, code = refusal.code.as_str(),
-            reason = %refusal.message, "message refused"
+            reason = %refusal.message, unrecorded_before = unrecorded, "message refused"
         );
         let mut payload = Map::new();
+        if unrecorded > 0 {
+            payload.insert("unrecorded_before".into(), json!(unrecorded));
+        }
         payload.insert("code".into(), json!(refusal.code.as_str()));
         payload.insert("message".into(), json!(refusal.message));
         payload.insert("claimed_from".into(), json!(message.from.agent_id));
@@ -673,6 +688,11 @@ impl Engine {
     }
 
     async fn answer_forbidden_call(&self, call: &Message, refusal: &Refusal) {
+        // The caller has its answer already; the log's copy is for observers, within the budget.
+        if self.inner.refusal_budget.take().is_none() {
+            self.inner.log.metrics().refusals_unrecorded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
         let tool = tool_name(call).unwrap_or_default();
         let mut payload = Map::new();
         payload.insert("code".into(), json!(ErrorCode::Forbidden.as_str()));

@@ -18,6 +18,7 @@ mod running;
 pub mod schemas;
 mod stream;
 pub mod tasks;
+pub mod throttle;
 pub mod workflow;
 
 pub use engine::Engine;

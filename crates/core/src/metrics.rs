@@ -27,6 +27,8 @@ pub struct Metrics {
     pub http_requests: AtomicU64,
     /// Messages refused by the engine (illegal transition, policy, signature).
     pub refusals: AtomicU64,
+    /// Refusals not recorded in the log (nor logged at `warn`): more came than the record budget.
+    pub refusals_unrecorded: AtomicU64,
     pub routing_decisions: AtomicU64,
     pub routing_failures: AtomicU64,
     pub redeliveries: AtomicU64,
@@ -155,6 +157,12 @@ impl Metrics {
             "clutch_refusals_total",
             "Messages refused by policy or the task state machine.",
             load(&self.refusals),
+        );
+        counter(
+            &mut out,
+            "clutch_refusals_unrecorded_total",
+            "Refusals left out of the event log beyond its budget (a flood of bad input).",
+            load(&self.refusals_unrecorded),
         );
         counter(&mut out, "clutch_routing_decisions_total", "Tasks routed to an agent.", load(&self.routing_decisions));
         counter(

@@ -174,6 +174,10 @@ pub(crate) async fn authenticate(
     }
 }
 
+/// Warnings about unknown tokens the log may still take.
+static UNKNOWN_TOKENS: std::sync::LazyLock<clutch_core::throttle::Throttle> =
+    std::sync::LazyLock::new(|| clutch_core::throttle::Throttle::new(20, 1.0));
+
 /// The caller a request's token names (`Authorization: Bearer TOKEN`, or `?access_token=` for
 /// browsers' WebSockets): anyone when no tokens are configured, else 401 for a missing or unknown one.
 pub(crate) fn identify(tokens: Option<&dyn Tokens>, request: &Request) -> Result<Caller, ApiError> {
@@ -199,7 +203,13 @@ pub(crate) fn identify(tokens: Option<&dyn Tokens>, request: &Request) -> Result
             Ok(Caller(Some(grant)))
         }
         None => {
-            tracing::warn!(path = %request.uri().path(), "request with an unknown API token refused");
+            // A flood of bad tokens must not flood the log: a burst, then a few a second, counted.
+            match UNKNOWN_TOKENS.take() {
+                Some(held) => {
+                    tracing::warn!(path = %request.uri().path(), not_logged_before = held, "request with an unknown API token refused")
+                }
+                None => tracing::debug!(path = %request.uri().path(), "request with an unknown API token refused"),
+            }
             Err(ApiError::new(ErrorCode::Unauthorized, "the API token is not known to this daemon")
                 .hint("check the token against org.yaml's `tokens`"))
         }

@@ -536,6 +536,31 @@ mod signatures {
     use crate::{msg, run_id, start_full};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_flood_of_bad_signatures_does_not_flood_the_log() {
+        let key = clutch_proto::sign::generate();
+        let dir = tempfile::tempdir().unwrap();
+        let org = format!(
+            "agents:\n  agent:ken:\n    keys: [{{kid: k1, public_key: {}}}]\n    require_signature: true\n",
+            key.public_key()
+        );
+        std::fs::write(dir.path().join("org.yaml"), org).unwrap();
+        let policy = Arc::new(clutch_core::config::Config::load(dir.path()).unwrap());
+        let engine = clutch_core::engine::Options { policy, ..Default::default() };
+        let d = start_full(clutch_core::Options::default(), engine, clutch_gateway::Options::default()).await;
+        let batch: Vec<_> = (0..500).map(|_| msg(&run_id(), "chat.message")).collect();
+        let (status, answers) = d.post(&json!(batch)).await;
+        assert_eq!(status, 200);
+        let refused = answers["results"].as_array().unwrap().iter().filter(|r| r["error"]["code"] == "UNAUTHORIZED");
+        assert_eq!(refused.count(), 500, "every message is refused");
+        let recorded = d.log.head().await.unwrap();
+        assert!((1..=25).contains(&recorded), "a burst is recorded, the rest only counted: {recorded} events");
+        let metrics = d.log.metrics();
+        assert_eq!(metrics.refusals.load(std::sync::atomic::Ordering::Relaxed), 500);
+        assert_eq!(metrics.refusals_unrecorded.load(std::sync::atomic::Ordering::Relaxed), 500 - recorded);
+        d.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn signed_messages_are_verified_and_refusals_are_visible() {
         let key = clutch_proto::sign::generate();
         let other = clutch_proto::sign::generate();
