@@ -1,0 +1,164 @@
+//! The messages the engine writes itself (status changes, deliveries, routing failures, task
+//! errors, timeouts, budget notices), each built in one place.
+
+use super::*;
+
+pub(super) fn not_found(agent_id: &str) -> Error {
+    unknown_agent(agent_id).into()
+}
+
+pub(super) fn unknown_agent(agent_id: &str) -> Refusal {
+    Refusal::new(ErrorCode::AgentNotFound, format!("no agent `{agent_id}` is registered"))
+        .field("agent_id")
+        .hint("register it first: POST /v1/agents with its AgentCard")
+}
+
+/// A message from the daemon in the system run (agent lifecycle).
+pub(super) fn system_message(kind: MessageType, to: Vec<String>, payload: Map<String, Value>) -> Message {
+    Message {
+        v: clutch_proto::VERSION.to_owned(),
+        id: id::generate(id::Kind::Message),
+        ts: clutch_proto::validate::format_ts(SystemTime::now()),
+        thread_id: SYSTEM_THREAD.to_owned(),
+        run_id: SYSTEM_RUN.to_owned(),
+        task_id: SYSTEM_TASK.to_owned(),
+        parent_task_id: None,
+        trace: None,
+        from: Sender { agent_id: ORCHESTRATOR.to_owned(), role: None },
+        to: to.into_iter().map(|agent_id| Recipient { agent_id }).collect(),
+        kind,
+        domain: None,
+        payload_type: None,
+        schema_ref: None,
+        payload,
+        requires: Vec::new(),
+        prefers: Vec::new(),
+        security: None,
+        attachments: Vec::new(),
+        idempotency_key: None,
+        attempt: 1,
+        meta: Map::new(),
+    }
+}
+
+/// A message from the daemon about the same run, thread and task as `about`.
+pub(super) fn derived(about: &Message, kind: MessageType, to: Vec<String>, payload: Map<String, Value>) -> Message {
+    let mut m = system_message(kind, to, payload);
+    m.thread_id = about.thread_id.clone();
+    m.run_id = about.run_id.clone();
+    m.task_id = about.task_id.clone();
+    m.parent_task_id = about.parent_task_id.clone();
+    m.trace = about.trace.clone();
+    m
+}
+
+pub(super) fn status_message(agent_id: &str, status: Status, previous: Status) -> Message {
+    let mut payload = Map::new();
+    payload.insert("agent_id".into(), json!(agent_id));
+    payload.insert("status".into(), json!(status.as_str()));
+    payload.insert("previous".into(), json!(previous.as_str()));
+    let mut m = system_message(MessageType::AgentUpdate, Vec::new(), payload);
+    m.payload_type = Some(STATUS_PAYLOAD.to_owned());
+    m
+}
+
+/// The task's request, delivered to `agent` as delivery `attempt`.
+pub(super) fn delivery(task: &Task, agent: String, attempt: u32) -> Message {
+    let original = &task.request;
+    let mut m = derived(original, MessageType::TaskRequest, vec![agent], original.payload.clone());
+    m.domain = original.domain.clone();
+    m.payload_type = original.payload_type.clone();
+    m.schema_ref = original.schema_ref.clone();
+    m.requires = original.requires.clone();
+    m.prefers = original.prefers.clone();
+    m.attachments = original.attachments.clone();
+    m.security =
+        original.security.as_ref().map(|s| clutch_proto::message::Security { auth: None, policy: s.policy.clone() });
+    m.attempt = attempt;
+    m.meta = original.meta.clone();
+    m.meta.insert("clutch_request_id".into(), json!(original.id));
+    m.idempotency_key = Some(format!("clutch:deliver:{}:{attempt}", task.id));
+    m
+}
+
+/// No agent for the task: queued (it waits for one) or not (it fails).
+pub(super) fn routing_failure(task: &Task, reason: &str, excluded: Map<String, Value>, queued: bool) -> Message {
+    let mut payload = Map::new();
+    payload.insert("reason".into(), json!(reason));
+    payload.insert("excluded".into(), Value::Object(excluded));
+    payload.insert("queued".into(), json!(queued));
+    let mut event = derived(&task.request, MessageType::RoutingFailure, Vec::new(), payload);
+    let key = if queued { "queue" } else { "unroutable" };
+    event.idempotency_key = Some(format!("clutch:{key}:{}:{}", task.id, task.routings + 1));
+    event
+}
+
+/// A task of a run over budget fails (`budgets.on_exceed: fail_run`).
+pub(super) fn budget_failure(task: &Task) -> Message {
+    task_error(task, ErrorCode::BudgetExceeded.as_str(), "the run's budget is spent", false, "budget")
+}
+
+pub(super) fn task_error(task: &Task, code: &str, text: &str, retryable: bool, key: &str) -> Message {
+    let mut payload = Map::new();
+    payload.insert("code".into(), json!(code));
+    payload.insert("message".into(), json!(text));
+    payload.insert("retryable".into(), json!(retryable));
+    let to = task.agent.iter().cloned().chain(std::iter::once(task.requester.clone())).collect();
+    let mut m = derived(&task.request, MessageType::TaskError, to, payload);
+    m.attempt = task.attempt;
+    m.idempotency_key = Some(format!("clutch:{key}:{}:{}:{}", task.id, task.routings, task.attempt));
+    m
+}
+
+pub(super) fn timeout(task: &Task) -> Message {
+    let mut payload = Map::new();
+    payload.insert("message".into(), json!("the task ran past its agent's max_runtime_sec"));
+    let to = task.agent.iter().cloned().chain(std::iter::once(task.requester.clone())).collect();
+    let mut m = derived(&task.request, MessageType::TaskTimeout, to, payload);
+    m.attempt = task.attempt;
+    m.idempotency_key = Some(format!("clutch:timeout:{}:{}", task.id, task.attempt));
+    m
+}
+
+pub(super) fn forward_cancel(task: &Task, history: Option<&Vec<Step>>) -> Message {
+    let last_cancel =
+        history.and_then(|h| h.iter().rev().find(|s| s.kind == MessageType::TaskCancel)).map(|s| s.id.clone());
+    let mut payload = Map::new();
+    payload.insert("message".into(), json!("the task was cancelled"));
+    payload.insert("cancel_id".into(), json!(last_cancel));
+    let mut m = derived(&task.request, MessageType::TaskCancel, task.agent.iter().cloned().collect(), payload);
+    m.idempotency_key = Some(format!("clutch:cancel:{}", task.id));
+    m
+}
+
+pub(super) fn budget_notice(
+    scope: &str,
+    id: &str,
+    dimension: &str,
+    used: f64,
+    limit: f64,
+    action: &str,
+    thread: Option<String>,
+) -> Message {
+    let mut payload = Map::new();
+    payload.insert("scope".into(), json!(scope));
+    payload.insert("id".into(), json!(id));
+    payload.insert("dimension".into(), json!(dimension));
+    payload.insert("used".into(), json!(used));
+    payload.insert("limit".into(), json!(limit));
+    payload.insert("action".into(), json!(action));
+    payload.insert(
+        "message".into(),
+        json!(format!("{scope} {id} reached its {dimension} budget ({used} of {limit}): {action}")),
+    );
+    let mut m = system_message(MessageType::ChatSystem, Vec::new(), payload);
+    if scope == "run" {
+        m.run_id = id.to_owned();
+        if let Some(t) = thread {
+            m.thread_id = t;
+        }
+    }
+    m.payload_type = Some(BUDGET_PAYLOAD.to_owned());
+    m.idempotency_key = Some(format!("clutch:budget:{scope}:{id}"));
+    m
+}
