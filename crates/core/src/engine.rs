@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
+use clutch_proto::error::Next;
 use clutch_proto::message::{Recipient, Sender};
 use clutch_proto::{AgentCard, ErrorCode, Message, MessageType, id};
 use clutch_store::{Entry, Filter, Outcome, Snapshot};

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use clutch_proto::error::Next;
 use clutch_proto::{ErrorCode, Message, MessageType};
 
 use crate::Refusal;
@@ -206,7 +207,7 @@ pub fn recipient(message: &Message) -> Option<&str> {
 fn invalid(task: &Task, kind: MessageType, why: String) -> Refusal {
     Refusal::new(ErrorCode::InvalidTransition, format!("{} refused: {why}", kind.as_str()))
         .field("task_id")
-        .hint(format!("GET /v1/tasks/{} shows its state and history", task.id))
+        .next(Next::ShowTask { task_id: task.id.clone() })
 }
 
 /// Serde for a shared message (serde's own `Arc` support is a feature the workspace does not turn on).

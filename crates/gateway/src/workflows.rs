@@ -180,7 +180,11 @@ pub(crate) async fn claim(
     JsonValue(body): JsonValue,
 ) -> Result<Response, ApiError> {
     let req: api::Claim = input(body, "task_id", &id, Some(&caller))?;
-    Ok(ok(state.engine.task_claim(req).await?))
+    let mut answer = state.engine.task_claim(req).await?;
+    if let Some(lease) = &mut answer.lease {
+        lease.renew = format!("POST /v1/agents/{}/heartbeat", lease.agent_id);
+    }
+    Ok(ok(answer))
 }
 
 pub(crate) async fn release(

@@ -205,7 +205,7 @@ pub(crate) struct Beat {
 async fn heartbeat(ctx: Context, input: Heartbeat) -> Result<Beat, Refusal> {
     let agent_id = agent_id(&input.agent_id, "agent_id")?;
     ctx.caller.may_act_as(&agent_id, "agent_id")?;
-    let beat = ctx.engine.heartbeat(&agent_id).await.map_err(|e| unknown_agent_hint(crate::error::from_core(e)))?;
+    let beat = ctx.engine.heartbeat(&agent_id).await.map_err(crate::error::from_core)?;
     let interval = ctx.engine.options().heartbeat_interval.as_millis();
     Ok(Beat {
         success: true,
@@ -232,7 +232,7 @@ async fn unregister(ctx: Context, input: Unregister) -> Result<Unregistered, Ref
     let agent_id = agent_id(&input.id, "id")?;
     ctx.caller.may_act_as(&agent_id, "id")?;
     ctx.engine.unregister(&agent_id).await.map_err(|e| {
-        let mut body = unknown_agent_hint(crate::error::from_core(e));
+        let mut body = crate::error::from_core(e);
         if body.code == ErrorCode::AgentNotFound {
             body.field = Some("id".into());
         }
@@ -305,13 +305,4 @@ fn agent_id(raw: &str, field: &str) -> Result<String, Refusal> {
             .hint("agent ids look like `agent:worker-1`; agent_register answers yours")
     })?;
     Ok(format!("agent:{name}"))
-}
-
-/// The engine's hint for an unknown agent speaks HTTP; an MCP caller registers with a tool.
-fn unknown_agent_hint(body: Refusal) -> Refusal {
-    if body.code == ErrorCode::AgentNotFound {
-        body.hint("call agent_register first (again after an unregister); agent ids look like `agent:<name>`")
-    } else {
-        body
-    }
 }

@@ -4,7 +4,7 @@
 
 use clutch_core::Refusal;
 use clutch_proto::ErrorCode;
-use clutch_proto::error::{MESSAGE_MAX, PATH_MAX, PROBLEMS_MAX, bound_text};
+use clutch_proto::error::{MESSAGE_MAX, Next, PATH_MAX, PROBLEMS_MAX, bound_text};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
@@ -66,12 +66,31 @@ fn suggestion(code: ErrorCode) -> &'static str {
     }
 }
 
+/// A next step the core names by intent, as this face's tools.
+fn words(next: &Next) -> String {
+    match next {
+        Next::RegisterAgent => {
+            "call agent_register first (again after an unregister); agent ids look like `agent:<name>`".into()
+        }
+        Next::Heartbeat => "call agent_heartbeat first".into(),
+        Next::ClaimTask { task_id } => format!(
+            "claim the task ({task_id}) with task_claim before writing to it; keep the lease alive with agent_heartbeat"
+        ),
+        Next::ShowTask { task_id } => format!("task_get shows the state of {task_id}"),
+        Next::NextTasks { workflow_id } => {
+            format!("workflow_next_tasks ({workflow_id}) lists the tasks you can claim now")
+        }
+        Next::ShowWorkflows { .. } => "workflow_list shows the workflows; workflow_get shows one's tasks".into(),
+    }
+}
+
 /// The structured error body of a failed tool call, bounded as the protocol's error body is written
 /// (`clutch_proto::error`): however large the arguments it is about, it stays small.
 pub fn body(refusal: &Refusal) -> Value {
-    let suggestion = match &refusal.hint {
-        Some(hint) => bound_text(hint, MESSAGE_MAX),
-        None => suggestion(refusal.code).into(),
+    let suggestion = match (&refusal.hint, &refusal.next) {
+        (Some(hint), _) => bound_text(hint, MESSAGE_MAX),
+        (None, Some(next)) => words(next).into(),
+        (None, None) => suggestion(refusal.code).into(),
     };
     let mut body = json!({
         "code": refusal.code.as_str(),

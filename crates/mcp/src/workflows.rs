@@ -238,7 +238,11 @@ async fn claim(ctx: Context, mut input: api::Claim) -> Result<api::ClaimAnswer, 
     if let Some(agent) = acting(&ctx, Some(std::mem::take(&mut input.agent_id)))? {
         input.agent_id = agent;
     }
-    ctx.engine.task_claim(input).await.map_err(from_core)
+    let mut answer = ctx.engine.task_claim(input).await.map_err(from_core)?;
+    if let Some(lease) = &mut answer.lease {
+        lease.renew = "agent_heartbeat".into();
+    }
+    Ok(answer)
 }
 
 async fn release(ctx: Context, mut input: api::Release) -> Result<api::TaskSummary, Refusal> {

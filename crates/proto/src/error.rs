@@ -170,6 +170,46 @@ pub struct ErrorBody {
     /// The problems, when validation found several (the first [`PROBLEMS_MAX`] of them).
     #[serde(default)]
     pub problems: Vec<crate::Problem>,
+    /// What to do next, by intent: each face words it (a route, a tool) when there is no `hint`.
+    #[serde(default)]
+    pub next: Option<Box<Next>>,
+}
+
+/// A next step named by what it does, not by the face that offers it: the HTTP face says "POST
+/// /v1/tasks/{id}/claim", the MCP face "call task_claim". On the wire as `{"step": "claim_task",
+/// "task_id": ...}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum Next {
+    /// Register the agent (again) before anything else.
+    RegisterAgent,
+    /// Send a heartbeat: the agent is stale or offline.
+    Heartbeat,
+    /// Claim the task (again) before writing to it.
+    ClaimTask { task_id: String },
+    /// Look at the task's state and history.
+    ShowTask { task_id: String },
+    /// List the tasks of a workflow that can be claimed now.
+    NextTasks { workflow_id: String },
+    /// Look at the workflows, or one of them (its tasks and workspaces).
+    ShowWorkflows {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workflow_id: Option<String>,
+    },
+}
+
+impl Next {
+    /// The step with its ids cut to [`QUOTE_MAX`] (they may come from the request).
+    fn bounded(self) -> Next {
+        let q = |id: String| bounded(id, QUOTE_MAX);
+        match self {
+            Next::ClaimTask { task_id } => Next::ClaimTask { task_id: q(task_id) },
+            Next::ShowTask { task_id } => Next::ShowTask { task_id: q(task_id) },
+            Next::NextTasks { workflow_id } => Next::NextTasks { workflow_id: q(workflow_id) },
+            Next::ShowWorkflows { workflow_id } => Next::ShowWorkflows { workflow_id: workflow_id.map(q) },
+            other => other,
+        }
+    }
 }
 
 impl ErrorBody {
@@ -181,7 +221,14 @@ impl ErrorBody {
             retryable: code.retryable(),
             hint: None,
             problems: Vec::new(),
+            next: None,
         }
+    }
+
+    /// What to do next, for each face to word (see [`Next`]).
+    pub fn next(mut self, next: Next) -> Self {
+        self.next = Some(Box::new(next.bounded()));
+        self
     }
 
     pub fn field(mut self, field: impl Into<String>) -> Self {
@@ -224,7 +271,8 @@ pub(crate) fn bounded(text: String, max: usize) -> String {
 impl Serialize for ErrorBody {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let problems = &self.problems[..self.problems.len().min(PROBLEMS_MAX)];
-        let fields = 3 + usize::from(self.field.is_some()) + usize::from(self.hint.is_some());
+        let fields =
+            3 + usize::from(self.field.is_some()) + usize::from(self.hint.is_some()) + usize::from(self.next.is_some());
         let mut s = serializer.serialize_struct("ErrorBody", fields + usize::from(!problems.is_empty()))?;
         s.serialize_field("code", &self.code)?;
         s.serialize_field("message", &bound_text(&self.message, MESSAGE_MAX))?;
@@ -237,6 +285,9 @@ impl Serialize for ErrorBody {
         }
         if !problems.is_empty() {
             s.serialize_field("problems", problems)?;
+        }
+        if let Some(next) = &self.next {
+            s.serialize_field("next", next)?;
         }
         s.end()
     }

@@ -172,6 +172,57 @@ fn no_placeholder_or_debugging_macros_in_src() {
     );
 }
 
+/// Core is face-neutral: it names no HTTP route (anywhere in its source) and no MCP tool in what
+/// it says (string literals); a next step is a `proto::error::Next`, which each face words.
+#[test]
+fn core_names_no_route_and_no_tool() {
+    let tools = mcp_tool_names();
+    assert!(tools.len() >= 10, "the MCP tool names were not found in crates/mcp/src: {tools:?}");
+    let mut bad = Vec::new();
+    for (path, text) in source_files() {
+        if !rel(&path).starts_with("crates/core/") {
+            continue;
+        }
+        for (i, line) in text.lines().enumerate() {
+            let at = format!("  {}:{}: {}", rel(&path), i + 1, line.trim());
+            if line.contains(concat!("/v1", "/")) {
+                bad.push(format!("{at} (an HTTP route)"));
+            }
+            for literal in line.split('"').skip(1).step_by(2) {
+                if let Some(tool) = tools.iter().find(|t| mentions(literal, t)) {
+                    bad.push(format!("{at} (the MCP tool `{tool}`)"));
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "core speaks to every face: name the next step with `clutch_proto::error::Next` (each face words \
+         it) and leave routes and tools to the faces:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The names of the MCP face's tools: each `tool(` in crates/mcp/src is followed by its name.
+fn mcp_tool_names() -> Vec<String> {
+    let mut names = Vec::new();
+    for (path, text) in source_files() {
+        if !rel(&path).starts_with("crates/mcp/") {
+            continue;
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim_end().ends_with("tool(")
+                && let Some(name) =
+                    lines.get(i + 1).and_then(|l| l.trim().strip_prefix('"')).and_then(|l| l.split('"').next())
+            {
+                names.push(name.to_owned());
+            }
+        }
+    }
+    names
+}
+
 #[test]
 fn proto_stays_synchronous() {
     let proto = manifests().into_iter().find(|m| m.dir == "proto").expect("crates/proto/Cargo.toml");

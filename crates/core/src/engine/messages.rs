@@ -10,7 +10,7 @@ pub(super) fn not_found(agent_id: &str) -> Error {
 pub(super) fn unknown_agent(agent_id: &str) -> Refusal {
     Refusal::new(ErrorCode::AgentNotFound, format!("no agent `{agent_id}` is registered"))
         .field("agent_id")
-        .hint("register it first: POST /v1/agents with its AgentCard")
+        .next(Next::RegisterAgent)
 }
 
 /// A message from the daemon in the system run (agent lifecycle).

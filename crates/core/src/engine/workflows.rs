@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use clutch_proto::error::Next;
 use clutch_proto::id::{self, Kind, Party};
 use clutch_proto::{ErrorCode, Message, MessageType};
 use serde_json::{Map, Value, json};
@@ -14,9 +15,6 @@ use crate::tasks::ORCHESTRATOR;
 use crate::workflow::api::{self, TaskStatus};
 use crate::workflow::{self, Book, Item, Workflow, context, dag, git};
 use crate::{Error, Refusal, Result};
-
-/// How a lease is renewed, as claims answer.
-const RENEW: &str = "agent_heartbeat";
 
 impl Engine {
     /// `workflow_create`: a new run whose root task stands for the workflow.
@@ -228,7 +226,12 @@ impl Engine {
             Refusal::new(ErrorCode::ValidationFailed, why.to_owned()).field(field.to_owned()).into()
         };
         let (kind, payload_type, payload) = match req.status {
-            TaskStatus::Claimed => return Err(refuse("status", "a task is claimed with task_claim")),
+            TaskStatus::Claimed => {
+                return Err(Refusal::new(ErrorCode::ValidationFailed, "a task is claimed with a claim, not a status")
+                    .field("status")
+                    .next(Next::ClaimTask { task_id: req.id.clone() })
+                    .into());
+            }
             TaskStatus::Completed => {
                 let outcome = req.outcome.as_deref().map(str::trim).filter(|o| !o.is_empty());
                 let outcome = outcome.ok_or_else(|| refuse("outcome", "outcome: required for completed"))?;
@@ -442,7 +445,7 @@ impl Engine {
                 Error::from(
                     Refusal::new(ErrorCode::NotFound, format!("no workspace `{}`", req.id))
                         .field("id")
-                        .hint("GET /v1/workflows/{id} lists a workflow's workspaces"),
+                        .next(Next::ShowWorkflows { workflow_id: None }),
                 )
             })?;
             let w =
@@ -515,7 +518,7 @@ impl Engine {
                 format!("{n} no longer holds task {} (its claim was released or expired)", item.id),
             )
             .field("agent_id")
-            .hint("claim the task again (task_claim) before writing to it")
+            .next(Next::ClaimTask { task_id: item.id.clone() })
             .into());
         }
         let from = match named.or_else(|| item.holder.clone()) {
@@ -525,7 +528,7 @@ impl Engine {
                 build(w, item, ORCHESTRATOR)?;
                 return Err(Refusal::new(ErrorCode::LeaseLost, format!("task {} is not claimed by anyone", item.id))
                     .field("agent_id")
-                    .hint("claim the task (task_claim) before writing to it")
+                    .next(Next::ClaimTask { task_id: item.id.clone() })
                     .into());
             }
         };
@@ -550,13 +553,14 @@ impl Engine {
             lease: Some(api::Lease {
                 agent_id: agent.to_owned(),
                 expires_at: clutch_proto::validate::format_ts(at),
-                renew: RENEW.to_owned(),
+                // Each face says how, in its own words.
+                renew: String::new(),
             }),
             already_claimed_by: None,
         }
     }
 
-    /// A workflow task as `GET /v1/tasks/{id}` shows it (root or planned), if it is one.
+    /// A workflow task as the task view shows it (root or planned), if it is one.
     pub(super) fn workflow_task_view(book: &Book, task_id: &str) -> Option<Value> {
         if let Some(w) = book.workflow_of_root(task_id) {
             let detail = book.detail(w);
@@ -612,7 +616,7 @@ fn planned<'a>(book: &'a Book, task_id: &str) -> Result<(&'a Workflow, &'a Item)
         Error::from(
             Refusal::new(ErrorCode::TaskNotFound, format!("no workflow task `{task_id}`"))
                 .field("task_id")
-                .hint("workflow_next_tasks and workflow_get list a workflow's tasks"),
+                .next(Next::ShowWorkflows { workflow_id: None }),
         )
     };
     let item = book.task(task_id).filter(|t| !t.cancelled).ok_or_else(not_found)?;
@@ -623,7 +627,7 @@ fn planned<'a>(book: &'a Book, task_id: &str) -> Result<(&'a Workflow, &'a Item)
 fn no_workflow(id: &str) -> Error {
     Refusal::new(ErrorCode::RunNotFound, format!("no workflow `{id}`"))
         .field("workflow_id")
-        .hint("workflow_list shows the workflows")
+        .next(Next::ShowWorkflows { workflow_id: None })
         .into()
 }
 

@@ -461,14 +461,14 @@ pub struct ClaimAnswer {
     pub already_claimed_by: Option<String>,
 }
 
-/// A claim holds while its agent is alive: heartbeats (`agent_heartbeat`) and the agent's own
-/// messages renew it; once the agent goes offline the task returns to pending.
+/// A claim holds while its agent is alive: heartbeats and the agent's own messages renew it; once the
+/// agent goes offline the task returns to pending.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Lease {
     pub agent_id: String,
     /// When the claim lapses without a further sign of life (RFC 3339).
     pub expires_at: String,
-    /// The tool that renews it.
+    /// How to renew it, in the words of the face that answered (the MCP tool, the HTTP route).
     pub renew: String,
 }
 

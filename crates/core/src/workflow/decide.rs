@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use clutch_proto::error::Next;
 use clutch_proto::{ErrorCode, Message, MessageType};
 use serde_json::{Map, Value};
 
@@ -35,7 +36,7 @@ pub fn check_move(task_id: &str, from: TaskStatus, to: TaskStatus) -> Result<(),
         "none (it has ended)".to_owned()
     } else {
         ok.iter()
-            .map(|s| if *s == TaskStatus::Claimed { "claimed (task_claim)" } else { s.as_str() })
+            .map(|s| if *s == TaskStatus::Claimed { "claimed (by a claim)" } else { s.as_str() })
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -238,7 +239,7 @@ fn writer(item: &Item, from: &str, move_: bool) -> Result<(), Refusal> {
     let lost = |why: String| {
         Err(Refusal::new(ErrorCode::LeaseLost, why)
             .field("agent_id")
-            .hint("claim the task (task_claim) before writing to it; keep the lease alive with agent_heartbeat"))
+            .next(Next::ClaimTask { task_id: item.id.clone() }))
     };
     match &item.holder {
         Some(other) => lost(format!("task {} is held by {other}, not {from}", item.id)),
@@ -427,12 +428,12 @@ fn claim(view: &View<'_>, mut item: Item, live: Live<'_>, m: &Message, seq: u64)
             None | Some(Liveness::Removed) => {
                 return Err(Refusal::new(ErrorCode::AgentNotFound, format!("no agent `{from}` is registered"))
                     .field("agent_id")
-                    .hint("register it first (agent_register, or POST /v1/agents)"));
+                    .next(Next::RegisterAgent));
             }
             Some(Liveness::Offline) => {
                 return Err(Refusal::new(ErrorCode::Forbidden, format!("{from} is offline and cannot take a lease"))
                     .field("agent_id")
-                    .hint("send a heartbeat first"));
+                    .next(Next::Heartbeat));
             }
             Some(_) => {}
         }
@@ -450,7 +451,7 @@ fn claim(view: &View<'_>, mut item: Item, live: Live<'_>, m: &Message, seq: u64)
             item.id,
             unfinished.join(", ")
         ))
-        .hint("workflow_next_tasks lists the tasks that can be claimed now"));
+        .next(Next::NextTasks { workflow_id: item.workflow_id.clone() }));
     }
     check_move(&item.id, item.status, TaskStatus::Claimed)?;
     item.status = TaskStatus::Claimed;

@@ -72,7 +72,10 @@ async fn messages_reach_a_push_agent_through_failures_in_order() {
     let got = tokio::time::timeout(Duration::from_secs(20), async {
         loop {
             let seqs: Vec<u64> = seen.lock().unwrap().1.iter().map(|v| v["seq"].as_u64().unwrap()).collect();
-            if seqs.len() >= 3 {
+            // The worker counts a push once it has read the endpoint's answer, a moment after the
+            // endpoint recorded it.
+            let counted = d.log.metrics().pushes.load(std::sync::atomic::Ordering::Relaxed);
+            if seqs.len() >= 3 && counted >= 3 {
                 return seqs;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;

@@ -112,7 +112,7 @@ async fn an_agent_goes_through_the_lifecycle_over_http() {
     assert_eq!((status, &claim["success"]), (200, &json!(true)), "{claim}");
     assert_eq!(
         (claim["lease"]["agent_id"].as_str(), claim["lease"]["renew"].as_str()),
-        (Some("agent:a"), Some("agent_heartbeat"))
+        (Some("agent:a"), Some("POST /v1/agents/agent:a/heartbeat"))
     );
     assert!(claim["lease"]["expires_at"].as_str().unwrap().ends_with('Z'));
     let (status, lost) =
@@ -122,6 +122,9 @@ async fn an_agent_goes_through_the_lifecycle_over_http() {
     let (status, body) =
         d.call("POST", &format!("/v1/tasks/{}/claim", id(1)), Some(json!({"agent_id": "agent:nobody"}))).await;
     assert_eq!((status, error(&body)), (404, ("AGENT_NOT_FOUND", "agent_id")), "{body}");
+    // Core names the next step by intent; this face words it as its route.
+    assert_eq!(body["error"]["next"], json!({"step": "register_agent"}), "{body}");
+    assert!(body["error"]["hint"].as_str().unwrap().contains("POST /v1/agents"), "{body}");
     let (status, body) =
         d.call("POST", "/v1/tasks/task_01J00000000000000000000000/claim", Some(json!({"agent_id": "agent:a"}))).await;
     assert_eq!((status, error(&body).0), (404, "TASK_NOT_FOUND"));
