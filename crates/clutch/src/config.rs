@@ -156,7 +156,9 @@ impl Default for Config {
             data_dir: PathBuf::from(".clutch"),
             db: None,
             config_dir: None,
-            log: "info".into(),
+            // rmcp logs three `info` lines for each MCP request it serves (a service started and
+            // ended per stateless request): the daemon's own lines stay at info, the library's at warn.
+            log: "info,rmcp=warn".into(),
             limits: Limits::default(),
             log_service: LogService::default(),
             stream: Stream::default(),

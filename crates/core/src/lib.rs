@@ -57,8 +57,8 @@ impl Error {
         }
     }
 
-    /// The error body every face answers with. Store and task failures are logged here and answered
-    /// without their details.
+    /// The error body every face answers with. Store and task failures are answered without their
+    /// details, which were logged where they happened: converting logs nothing.
     pub fn body(&self) -> Refusal {
         match self {
             Error::Store(clutch_store::Error::IdConflict { id, seq }) => {
@@ -69,18 +69,18 @@ impl Error {
             Error::ArtifactTooLarge { .. } => Refusal::new(ErrorCode::PayloadTooLarge, self.to_string()),
             Error::ShuttingDown => Refusal::new(ErrorCode::Unavailable, "the daemon is shutting down; retry shortly"),
             Error::Refused(r) => r.clone(),
-            Error::Task(detail) => {
-                tracing::error!(error = %detail, "core task failure");
-                Refusal::new(ErrorCode::Internal, "an internal task failed (details in the daemon log)")
-            }
-            Error::Store(inner) => {
-                tracing::error!(error = %inner, "store failure");
-                Refusal::new(
-                    inner.kind(),
-                    "the event store failed; the request was not applied (details in the daemon log)",
-                )
-            }
+            Error::Task(_) => Refusal::new(ErrorCode::Internal, "an internal task failed (details in the daemon log)"),
+            Error::Store(inner) => Refusal::new(
+                inner.kind(),
+                "the event store failed; the request was not applied (details in the daemon log)",
+            ),
         }
+    }
+
+    /// A background task's failure, logged here, where it happened.
+    pub(crate) fn task(detail: impl std::fmt::Display) -> Error {
+        tracing::error!(error = %detail, "core task failure");
+        Error::Task(detail.to_string())
     }
 }
 

@@ -525,13 +525,13 @@ impl Handle {
     /// The message stored under `id`, once it is visible (durable and published).
     pub async fn get(&self, id: &str) -> Result<Option<Event>> {
         let visible = self.visible();
-        Ok(self.backend.get(id).await?.filter(|e| e.seq <= visible))
+        Ok(self.backend.get(id).await.map_err(failed("get a message"))?.filter(|e| e.seq <= visible))
     }
 
     /// Up to `limit` visible events matching `filter` after `after`, in `seq` order.
     pub async fn read(&self, filter: &Filter, after: u64, limit: usize) -> Result<Vec<Event>> {
         let visible = self.visible();
-        let mut events = self.backend.read(filter, after, limit).await?;
+        let mut events = self.backend.read(filter, after, limit).await.map_err(failed("read events"))?;
         visible_only(&mut events, visible);
         Ok(events)
     }
@@ -539,7 +539,7 @@ impl Handle {
     /// The highest visible `seq`.
     pub async fn head(&self) -> Result<u64> {
         let visible = self.visible();
-        Ok(self.backend.head().await?.min(visible))
+        Ok(self.backend.head().await.map_err(failed("read the head"))?.min(visible))
     }
 
     /// Append requests waiting for the writer (sent, not yet taken into a batch).
@@ -572,22 +572,22 @@ impl Handle {
 
     /// A consumer's saved position (push delivery), if any.
     pub async fn cursor(&self, name: &str) -> Result<Option<u64>> {
-        Ok(self.backend.cursor(name).await?)
+        Ok(self.backend.cursor(name).await.map_err(failed("read a cursor"))?)
     }
 
     /// Saves a consumer's position durably.
     pub async fn set_cursor(&self, name: &str, seq: u64) -> Result<()> {
-        Ok(self.backend.set_cursor(name, seq).await?)
+        Ok(self.backend.set_cursor(name, seq).await.map_err(failed("save a cursor"))?)
     }
 
     /// The snapshot saved under `name`, if any.
     pub async fn snapshot(&self, name: &str) -> Result<Option<Snapshot>> {
-        Ok(self.backend.snapshot(name).await?)
+        Ok(self.backend.snapshot(name).await.map_err(failed("read a snapshot"))?)
     }
 
     /// Saves a snapshot durably, replacing the one of the same name.
     pub async fn set_snapshot(&self, name: &str, snapshot: &Snapshot) -> Result<()> {
-        Ok(self.backend.set_snapshot(name, snapshot).await?)
+        Ok(self.backend.set_snapshot(name, snapshot).await.map_err(failed("save a snapshot"))?)
     }
 
     pub async fn put_artifact(&self, bytes: Bytes) -> Result<Artifact> {
@@ -595,11 +595,11 @@ impl Handle {
         if size > self.artifact_max_bytes {
             return Err(Error::ArtifactTooLarge { size, limit: self.artifact_max_bytes });
         }
-        Ok(self.backend.put_artifact(bytes).await?)
+        Ok(self.backend.put_artifact(bytes).await.map_err(failed("store an artifact"))?)
     }
 
     pub async fn get_artifact(&self, sha256: &str) -> Result<Option<Bytes>> {
-        Ok(self.backend.get_artifact(sha256).await?)
+        Ok(self.backend.get_artifact(sha256).await.map_err(failed("read an artifact"))?)
     }
 
     pub fn artifact_max_bytes(&self) -> u64 {
@@ -626,4 +626,13 @@ impl Handle {
 pub(crate) fn visible_only(events: &mut Vec<Event>, visible: u64) {
     let keep = events.partition_point(|e| e.seq <= visible);
     events.truncate(keep);
+}
+
+/// A store failure as the core's error, logged here, where it happened (a caller answers it without
+/// its details, and logs nothing more).
+fn failed(doing: &'static str) -> impl FnOnce(clutch_store::Error) -> Error {
+    move |e| {
+        tracing::error!(error = %e, doing, "store failure");
+        Error::Store(e)
+    }
 }

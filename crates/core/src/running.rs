@@ -42,13 +42,13 @@ impl Running {
     /// Stops the reactor, then the writer (which commits what is queued and closes the store).
     pub async fn stop(self) -> Result<()> {
         let _ = self.stop_engine.send(());
-        self.engine_task.await.map_err(|e| Error::Task(e.to_string()))?;
+        self.engine_task.await.map_err(Error::task)?;
         // What the writer commits after this is replayed on the next start.
         if let Err(e) = self.engine.save_snapshot().await {
             tracing::warn!(error = %e, "engine snapshot not saved on stop; the next start replays more of the log");
         }
         let _ = self.stop_log.send(());
-        self.log_task.await.map_err(|e| Error::Task(e.to_string()))?;
+        self.log_task.await.map_err(Error::task)?;
         Ok(())
     }
 }

@@ -18,6 +18,10 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
     ("gateway", Some(FACE_DEPS)),
     ("mcp", Some(FACE_DEPS)),
     ("a2a", Some(FACE_DEPS)),
+    // The MCP client (other servers' tools, run for `tool.call`s) lives in `tools`, beside the other
+    // tool adapters; runtime's agents call tools through the log (`tool.call` → `tool.result`), so
+    // runtime depends on neither `tools` nor the `mcp` face.
+    ("tools", Some(&["core", "proto", "outbound"])),
     ("runtime", Some(&["core", "proto", "outbound"])),
     ("clutch", None),
 ];

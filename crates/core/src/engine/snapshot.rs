@@ -84,7 +84,7 @@ impl Engine {
         let (seq, body) = {
             let state = self.state();
             let saved = Saved { format: SNAPSHOT_FORMAT, fingerprint: self.inner.fingerprint.clone(), state: &*state };
-            let body = serde_json::to_vec(&saved).map_err(|e| Error::Task(format!("engine snapshot: {e}")))?;
+            let body = serde_json::to_vec(&saved).map_err(|e| Error::task(format!("engine snapshot: {e}")))?;
             (state.seq, body)
         };
         let locked_ms = serializing.elapsed().as_millis() as u64;

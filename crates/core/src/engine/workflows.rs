@@ -349,7 +349,7 @@ impl Engine {
         let max = req.max_tokens;
         tokio::task::spawn_blocking(move || context::build(material, &include, max))
             .await
-            .map_err(|e| Error::Task(e.to_string()))?
+            .map_err(Error::task)?
             .map_err(Error::from)
     }
 
