@@ -40,7 +40,7 @@ use crate::schemas::{self, Registry};
 use crate::stream::Live;
 use crate::tasks::{self, Effect, ORCHESTRATOR, Phase, Policy, Step, Task};
 use crate::throttle::Throttle;
-use crate::workflow::{self, Book};
+use crate::workflow::{self, Workflows};
 use crate::{Error, Refusal, Result};
 
 mod apply;
@@ -61,7 +61,7 @@ pub const SYSTEM_RUN: &str = "run_00000000000000000000000000";
 pub const SYSTEM_THREAD: &str = "thr_00000000000000000000000000";
 pub const SYSTEM_TASK: &str = "task_00000000000000000000000000";
 /// `payload_type` of agent status transitions (`agent.update`).
-pub const STATUS_PAYLOAD: &str = "clutch.agent.status.v1";
+pub const AGENT_STATUS_PAYLOAD: &str = "clutch.agent.status.v1";
 /// `payload_type` of budget notices (`chat.system`).
 pub const BUDGET_PAYLOAD: &str = "clutch.budget.v1";
 
@@ -193,7 +193,7 @@ struct State {
     routing_clock: u64,
     next_agent_check_ms: i64,
     /// Workflows: pull work, claimed by agents (see [`crate::workflow`]).
-    book: Book,
+    workflows: Workflows,
 }
 
 #[derive(Default, serde::Serialize, serde::Deserialize)]

@@ -572,22 +572,22 @@ impl Handle {
 
     /// A consumer's saved position (push delivery), if any.
     pub async fn cursor(&self, name: &str) -> Result<Option<u64>> {
-        Ok(self.backend.cursor(name).await.map_err(failed("read a cursor"))?)
+        self.backend.cursor(name).await.map_err(failed("read a cursor"))
     }
 
     /// Saves a consumer's position durably.
     pub async fn set_cursor(&self, name: &str, seq: u64) -> Result<()> {
-        Ok(self.backend.set_cursor(name, seq).await.map_err(failed("save a cursor"))?)
+        self.backend.set_cursor(name, seq).await.map_err(failed("save a cursor"))
     }
 
     /// The snapshot saved under `name`, if any.
     pub async fn snapshot(&self, name: &str) -> Result<Option<Snapshot>> {
-        Ok(self.backend.snapshot(name).await.map_err(failed("read a snapshot"))?)
+        self.backend.snapshot(name).await.map_err(failed("read a snapshot"))
     }
 
     /// Saves a snapshot durably, replacing the one of the same name.
     pub async fn set_snapshot(&self, name: &str, snapshot: &Snapshot) -> Result<()> {
-        Ok(self.backend.set_snapshot(name, snapshot).await.map_err(failed("save a snapshot"))?)
+        self.backend.set_snapshot(name, snapshot).await.map_err(failed("save a snapshot"))
     }
 
     pub async fn put_artifact(&self, bytes: Bytes) -> Result<Artifact> {
@@ -595,11 +595,11 @@ impl Handle {
         if size > self.artifact_max_bytes {
             return Err(Error::ArtifactTooLarge { size, limit: self.artifact_max_bytes });
         }
-        Ok(self.backend.put_artifact(bytes).await.map_err(failed("store an artifact"))?)
+        self.backend.put_artifact(bytes).await.map_err(failed("store an artifact"))
     }
 
     pub async fn get_artifact(&self, sha256: &str) -> Result<Option<Bytes>> {
-        Ok(self.backend.get_artifact(sha256).await.map_err(failed("read an artifact"))?)
+        self.backend.get_artifact(sha256).await.map_err(failed("read an artifact"))
     }
 
     pub fn artifact_max_bytes(&self) -> u64 {

@@ -44,8 +44,8 @@ impl State {
             }
             _ => {}
         }
-        if self.book.concerns(None, message) {
-            self.book.apply(seq, message);
+        if self.workflows.concerns(None, message) {
+            self.workflows.apply(seq, message);
             return;
         }
         let is_task_kind = matches!(
@@ -190,7 +190,7 @@ impl State {
     }
 
     pub(super) fn apply_agent(&mut self, options: &Options, seq: u64, message: &Message, at: i64) {
-        if message.payload_type.as_deref() == Some(STATUS_PAYLOAD) {
+        if message.payload_type.as_deref() == Some(AGENT_STATUS_PAYLOAD) {
             let id = message.payload.get("agent_id").and_then(Value::as_str).unwrap_or_default();
             let status = match message.payload.get("status").and_then(Value::as_str) {
                 Some("online") => Status::Online,

@@ -58,7 +58,7 @@ pub(super) fn status_message(agent_id: &str, status: Status, previous: Status) -
     payload.insert("status".into(), json!(status.as_str()));
     payload.insert("previous".into(), json!(previous.as_str()));
     let mut m = system_message(MessageType::AgentUpdate, Vec::new(), payload);
-    m.payload_type = Some(STATUS_PAYLOAD.to_owned());
+    m.payload_type = Some(AGENT_STATUS_PAYLOAD.to_owned());
     m
 }
 

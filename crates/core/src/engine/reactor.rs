@@ -162,9 +162,9 @@ impl State {
             }
         }
         let agents = &self.agents;
-        let expired = self.book.expired(|a| agents.get(a).map(|x| x.status));
+        let expired = self.workflows.expired(|a| agents.get(a).map(|x| x.status));
         if !expired.is_empty() {
-            let messages = expired.iter().flat_map(|(_, task)| self.book.lease_expiry(task)).collect();
+            let messages = expired.iter().flat_map(|(_, task)| self.workflows.lease_expiry(task)).collect();
             actions.push(Action { label: "leases", messages, retry: Vec::new() });
         }
         let budget = self.budget_notices(options);

@@ -160,7 +160,7 @@ impl State {
             "task.request" => true,
             k if k.starts_with("agent.") || k.starts_with("routing.") => true,
             k if k.starts_with("task.") => {
-                self.tasks.contains_key(head.task_id.as_ref()) || self.book.knows(head.task_id.as_ref())
+                self.tasks.contains_key(head.task_id.as_ref()) || self.workflows.knows(head.task_id.as_ref())
             }
             "chat.system" => head.payload_type.as_deref().is_some_and(|p| p.starts_with("clutch.")),
             _ => false,
@@ -173,7 +173,7 @@ pub(super) const SNAPSHOT: &str = "engine";
 
 /// Bump whenever what [`State`] holds or how events are applied to it changes: snapshots of another
 /// format are ignored and the state is rebuilt from the whole log.
-pub(super) const SNAPSHOT_FORMAT: u32 = 3;
+pub(super) const SNAPSHOT_FORMAT: u32 = 4;
 
 /// A snapshot as stored (JSON).
 #[derive(serde::Serialize, serde::Deserialize)]

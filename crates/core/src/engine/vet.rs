@@ -14,7 +14,7 @@ impl State {
         message: &'a Message,
     ) -> Result<(), Refusal> {
         let daemon = message.from.agent_id == ORCHESTRATOR;
-        if self.book.concerns(Some(flows), message) {
+        if self.workflows.concerns(Some(flows), message) {
             if message.kind == MessageType::TaskRequest && self.tasks.contains_key(&message.task_id) {
                 return Err(Refusal::new(
                     ErrorCode::InvalidTransition,
@@ -23,7 +23,7 @@ impl State {
                 .field("task_id"));
             }
             let agents = &self.agents;
-            return self.book.check(flows, &|a| agents.get(a).map(|x| x.status), message);
+            return self.workflows.check(flows, &|a| agents.get(a).map(|x| x.status), message);
         }
         match message.kind {
             MessageType::AgentRegister | MessageType::AgentUpdate => return self.check_agent(options, message, daemon),
@@ -93,7 +93,7 @@ impl State {
     }
 
     pub(super) fn check_agent(&self, options: &Options, message: &Message, daemon: bool) -> Result<(), Refusal> {
-        if message.payload_type.as_deref() == Some(STATUS_PAYLOAD) {
+        if message.payload_type.as_deref() == Some(AGENT_STATUS_PAYLOAD) {
             if !daemon {
                 return Err(Refusal::new(ErrorCode::Forbidden, "agent status changes are the daemon's own")
                     .field("payload_type"));

@@ -31,7 +31,7 @@ impl Engine {
     pub fn task(&self, task_id: &str) -> Option<Value> {
         let state = self.state();
         let Some(task) = state.tasks.get(task_id) else {
-            return Engine::workflow_task_view(&state.book, task_id);
+            return Engine::workflow_task_view(&state.workflows, task_id);
         };
         let mut view = task_view(task);
         view["history"] = state
@@ -50,15 +50,15 @@ impl Engine {
     pub fn run_tasks(&self, run_id: &str) -> Option<Value> {
         let state = self.state();
         let Some(run) = state.runs.get(run_id) else {
-            let w = state.book.workflow(run_id)?;
-            let mut root = Engine::workflow_task_view(&state.book, &w.root_task_id)?;
+            let w = state.workflows.workflow(run_id)?;
+            let mut root = Engine::workflow_task_view(&state.workflows, &w.root_task_id)?;
             root["children"] = state
-                .book
+                .workflows
                 .plan_order(w)
                 .into_iter()
-                .filter_map(|t| Engine::workflow_task_view(&state.book, &t.id))
+                .filter_map(|t| Engine::workflow_task_view(&state.workflows, &t.id))
                 .collect();
-            let progress = state.book.progress(w);
+            let progress = state.workflows.progress(w);
             return Some(json!({"run_id": run_id, "tasks": [root], "counts": progress.counts, "workflow_id": w.id}));
         };
         let mut children: HashMap<&str, Vec<&Task>> = HashMap::new();

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use super::Engine;
 use crate::tasks::ORCHESTRATOR;
 use crate::workflow::api::{self, TaskStatus};
-use crate::workflow::{self, Book, Item, Workflow, context, dag, git};
+use crate::workflow::{self, PlannedTask, Workflow, Workflows, context, dag, git};
 use crate::{Error, Refusal, Result};
 
 impl Engine {
@@ -52,36 +52,36 @@ impl Engine {
             workflow::event(&shell, &root, &from, MessageType::TaskRequest, workflow::WORKFLOW_PAYLOAD, payload);
         self.inner.log.append_one(message).await?;
         let state = self.state();
-        let w = state.book.workflow(&shell.id).ok_or_else(|| lost_write("the workflow"))?;
-        Ok(state.book.summary(w))
+        let w = state.workflows.workflow(&shell.id).ok_or_else(|| lost_write("the workflow"))?;
+        Ok(state.workflows.summary(w))
     }
 
     /// `workflow_list`: newest first, filtered by status.
     pub fn workflow_list(&self, req: &api::ListWorkflows) -> Vec<api::WorkflowSummary> {
-        self.state().book.list(&req.status, req.limit.unwrap_or(100))
+        self.state().workflows.list(&req.status, req.limit.unwrap_or(100))
     }
 
     /// `workflow_get`.
     pub fn workflow_get(&self, workflow_id: &str) -> Result<api::WorkflowDetail> {
         let state = self.state();
-        let w = state.book.workflow(workflow_id).ok_or_else(|| no_workflow(workflow_id))?;
-        Ok(state.book.detail(w))
+        let w = state.workflows.workflow(workflow_id).ok_or_else(|| no_workflow(workflow_id))?;
+        Ok(state.workflows.detail(w))
     }
 
     /// `workflow_progress`.
     pub fn workflow_progress(&self, workflow_id: &str) -> Result<api::Progress> {
         let state = self.state();
-        let w = state.book.workflow(workflow_id).ok_or_else(|| no_workflow(workflow_id))?;
-        Ok(state.book.progress(w))
+        let w = state.workflows.workflow(workflow_id).ok_or_else(|| no_workflow(workflow_id))?;
+        Ok(state.workflows.progress(w))
     }
 
     /// `workflow_next_tasks`: pending tasks whose dependencies are completed, in plan order.
     pub fn workflow_next_tasks(&self, req: &api::NextTasks) -> Result<api::NextTasksAnswer> {
         let state = self.state();
-        let w = state.book.workflow(&req.workflow_id).ok_or_else(|| no_workflow(&req.workflow_id))?;
+        let w = state.workflows.workflow(&req.workflow_id).ok_or_else(|| no_workflow(&req.workflow_id))?;
         Ok(api::NextTasksAnswer {
             workflow_id: w.id.clone(),
-            tasks: state.book.next(w, req.limit.unwrap_or(usize::MAX)),
+            tasks: state.workflows.next(w, req.limit.unwrap_or(usize::MAX)),
         })
     }
 
@@ -99,8 +99,9 @@ impl Engine {
         }
         let (w, replaced) = {
             let state = self.state();
-            let w = state.book.workflow(&req.workflow_id).ok_or_else(|| no_workflow(&req.workflow_id))?;
-            if let Some(t) = w.tasks.iter().filter_map(|t| state.book.task(t)).find(|t| t.status != TaskStatus::Pending)
+            let w = state.workflows.workflow(&req.workflow_id).ok_or_else(|| no_workflow(&req.workflow_id))?;
+            if let Some(t) =
+                w.tasks.iter().filter_map(|t| state.workflows.task(t)).find(|t| t.status != TaskStatus::Pending)
             {
                 return Err(Refusal::new(
                     ErrorCode::InvalidTransition,
@@ -166,7 +167,7 @@ impl Engine {
         let state = self.state();
         let tasks = ids
             .iter()
-            .map(|id| state.book.task(id).map(workflow::task_summary).ok_or_else(|| lost_write("a planned task")))
+            .map(|id| state.workflows.task(id).map(workflow::task_summary).ok_or_else(|| lost_write("a planned task")))
             .collect::<Result<Vec<_>>>()?;
         Ok(api::PlanSet { workflow_id: w.id.clone(), tasks, replaced })
     }
@@ -177,7 +178,7 @@ impl Engine {
         let agent = sender(Some(&req.agent_id), false)?;
         let message = {
             let state = self.state();
-            let (w, item) = planned(&state.book, &req.task_id)?;
+            let (w, item) = planned(&state.workflows, &req.task_id)?;
             match &item.holder {
                 Some(h) if *h == agent => return Ok(self.granted(&state, &agent)),
                 Some(h) => return Ok(refused_claim(h)),
@@ -213,7 +214,7 @@ impl Engine {
             if item.holder.is_none() {
                 return Err(release_unheld(item));
             }
-            Ok(workflow::event(w, &item.id, from, MessageType::TaskProgress, workflow::STATUS_PAYLOAD, payload))
+            Ok(workflow::event(w, &item.id, from, MessageType::TaskProgress, workflow::TASK_STATUS_PAYLOAD, payload))
         })?;
         self.inner.log.append_one(message).await?;
         self.summary_of(&req.task_id)
@@ -263,7 +264,7 @@ impl Engine {
                 if let Some(r) = reason {
                     p.insert("reason".into(), json!(r));
                 }
-                (MessageType::TaskProgress, workflow::STATUS_PAYLOAD, p)
+                (MessageType::TaskProgress, workflow::TASK_STATUS_PAYLOAD, p)
             }
         };
         let to = req.status;
@@ -313,7 +314,7 @@ impl Engine {
         self.inner.log.append_one(message).await?;
         let state = self.state();
         state
-            .book
+            .workflows
             .checkpoints(&req.task_id)
             .iter()
             .rev()
@@ -325,15 +326,15 @@ impl Engine {
     /// A task's checkpoints, oldest first.
     pub fn checkpoints(&self, task_id: &str) -> Result<Vec<api::Checkpoint>> {
         let state = self.state();
-        planned(&state.book, task_id)?;
-        Ok(state.book.checkpoints(task_id).to_vec())
+        planned(&state.workflows, task_id)?;
+        Ok(state.workflows.checkpoints(task_id).to_vec())
     }
 
     /// A planned task with its plan, outcome and checkpoints.
     pub fn task_detail(&self, task_id: &str) -> Result<api::TaskDetail> {
         let state = self.state();
-        let (_, item) = planned(&state.book, task_id)?;
-        Ok(state.book.task_detail(item))
+        let (_, item) = planned(&state.workflows, task_id)?;
+        Ok(state.workflows.task_detail(item))
     }
 
     /// `task_load_context`: the task, its plan and checkpoints, its dependencies' and the workflow's
@@ -341,8 +342,8 @@ impl Engine {
     pub async fn task_load_context(&self, req: api::LoadContext) -> Result<api::ContextAnswer> {
         let material = {
             let state = self.state();
-            let (_, item) = planned(&state.book, &req.task_id)?;
-            state.book.material(item).ok_or_else(|| lost_write("the task's workflow"))?
+            let (_, item) = planned(&state.workflows, &req.task_id)?;
+            state.workflows.material(item).ok_or_else(|| lost_write("the task's workflow"))?
         };
         // Counting tokens is CPU work: off the async threads, and never under the engine's lock.
         let include = req.include;
@@ -363,7 +364,7 @@ impl Engine {
         }
         let w = {
             let state = self.state();
-            let w = state.book.workflow(&req.workflow_id).ok_or_else(|| no_workflow(&req.workflow_id))?;
+            let w = state.workflows.workflow(&req.workflow_id).ok_or_else(|| no_workflow(&req.workflow_id))?;
             if let Some(t) = req.task_ids.iter().find(|t| !w.tasks.contains(t)) {
                 return Err(Refusal::new(
                     ErrorCode::ValidationFailed,
@@ -441,15 +442,18 @@ impl Engine {
         let from = sender(req.agent_id.as_deref(), true)?;
         let (w, mut ws) = {
             let state = self.state();
-            let ws = state.book.workspace(&req.id).cloned().ok_or_else(|| {
+            let ws = state.workflows.workspace(&req.id).cloned().ok_or_else(|| {
                 Error::from(
                     Refusal::new(ErrorCode::NotFound, format!("no workspace `{}`", req.id))
                         .field("id")
                         .next(Next::ShowWorkflows { workflow_id: None }),
                 )
             })?;
-            let w =
-                state.book.workflow(&ws.workflow_id).cloned().ok_or_else(|| lost_write("the workspace's workflow"))?;
+            let w = state
+                .workflows
+                .workflow(&ws.workflow_id)
+                .cloned()
+                .ok_or_else(|| lost_write("the workspace's workflow"))?;
             (w, ws)
         };
         if let Some(c) = &req.merge_commit
@@ -496,11 +500,11 @@ impl Engine {
         &self,
         task_id: &str,
         agent: Option<&str>,
-        build: impl FnOnce(&Workflow, &Item, &str) -> std::result::Result<Message, Refusal>,
+        build: impl FnOnce(&Workflow, &PlannedTask, &str) -> std::result::Result<Message, Refusal>,
     ) -> Result<Message> {
         let named = agent.map(|a| sender(Some(a), false)).transpose()?;
         let state = self.state();
-        let (w, item) = planned(&state.book, task_id)?;
+        let (w, item) = planned(&state.workflows, task_id)?;
         if item.status.is_final() {
             return Err(Refusal::new(
                 ErrorCode::InvalidTransition,
@@ -537,7 +541,7 @@ impl Engine {
 
     fn summary_of(&self, task_id: &str) -> Result<api::TaskSummary> {
         let state = self.state();
-        let (_, item) = planned(&state.book, task_id)?;
+        let (_, item) = planned(&state.workflows, task_id)?;
         Ok(workflow::task_summary(item))
     }
 
@@ -561,9 +565,9 @@ impl Engine {
     }
 
     /// A workflow task as the task view shows it (root or planned), if it is one.
-    pub(super) fn workflow_task_view(book: &Book, task_id: &str) -> Option<Value> {
-        if let Some(w) = book.workflow_of_root(task_id) {
-            let detail = book.detail(w);
+    pub(super) fn workflow_task_view(workflows: &Workflows, task_id: &str) -> Option<Value> {
+        if let Some(w) = workflows.workflow_of_root(task_id) {
+            let detail = workflows.detail(w);
             let mut v = json!({
                 "task_id": task_id, "run_id": w.id, "thread_id": w.thread_id, "parent_task_id": null,
                 "kind": "workflow", "state": detail.summary.status, "requester": w.created_by,
@@ -571,8 +575,8 @@ impl Engine {
             v["workflow"] = serde_json::to_value(detail).unwrap_or(Value::Null);
             return Some(v);
         }
-        let item = book.task(task_id)?;
-        let detail = book.task_detail(item);
+        let item = workflows.task(task_id)?;
+        let detail = workflows.task_detail(item);
         let mut v = json!({
             "task_id": item.id, "run_id": item.workflow_id, "parent_task_id": detail.parent_task_id,
             "kind": "workflow_task", "state": if item.cancelled { "cancelled" } else { item.status.as_str() },
@@ -603,8 +607,8 @@ fn sender(agent: Option<&str>, anonymous: bool) -> Result<String> {
 }
 
 /// A planned task and its workflow; `TASK_NOT_FOUND` otherwise.
-fn planned<'a>(book: &'a Book, task_id: &str) -> Result<(&'a Workflow, &'a Item)> {
-    if book.workflow_of_root(task_id).is_some() {
+fn planned<'a>(workflows: &'a Workflows, task_id: &str) -> Result<(&'a Workflow, &'a PlannedTask)> {
+    if workflows.workflow_of_root(task_id).is_some() {
         return Err(Refusal::new(
             ErrorCode::InvalidTransition,
             format!("task {task_id} is a workflow's root: claim and update its planned tasks instead"),
@@ -619,8 +623,8 @@ fn planned<'a>(book: &'a Book, task_id: &str) -> Result<(&'a Workflow, &'a Item)
                 .next(Next::ShowWorkflows { workflow_id: None }),
         )
     };
-    let item = book.task(task_id).filter(|t| !t.cancelled).ok_or_else(not_found)?;
-    let w = book.workflow(&item.workflow_id).ok_or_else(not_found)?;
+    let item = workflows.task(task_id).filter(|t| !t.cancelled).ok_or_else(not_found)?;
+    let w = workflows.workflow(&item.workflow_id).ok_or_else(not_found)?;
     Ok((w, item))
 }
 
@@ -635,7 +639,7 @@ fn refused_claim(holder: &str) -> api::ClaimAnswer {
     api::ClaimAnswer { success: false, lease: None, already_claimed_by: Some(holder.to_owned()) }
 }
 
-fn release_unheld(item: &Item) -> Refusal {
+fn release_unheld(item: &PlannedTask) -> Refusal {
     match item.status {
         TaskStatus::Pending => Refusal::new(
             ErrorCode::InvalidTransition,

@@ -1,6 +1,6 @@
-//! The book: workflows, their planned tasks and claims, checkpoints and workspaces as the log says,
-//! and what the engine asks of them (vet an event, apply one, list and show). Vetting and applying
-//! both go through the decision function in `decide`.
+//! The workflows as the log says ([`Workflows`]): each workflow, its planned tasks and their claims,
+//! checkpoints and workspaces, and what the engine asks of them (vet an event, apply one, list and
+//! show). Vetting and applying both go through the decision function in `decide`.
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -42,7 +42,7 @@ impl Workflow {
     /// Records `item` joining or leaving the task list. A planned task costs the same whatever the
     /// plan's size: nothing here (or in vetting it) walks the list, except a cancelled task's
     /// removal.
-    fn list(&mut self, item: &Item, listing: Listing) {
+    fn list(&mut self, item: &PlannedTask, listing: Listing) {
         match listing {
             Listing::Same => {}
             Listing::Added => {
@@ -69,7 +69,7 @@ pub(super) enum Listing {
 
 /// A planned task as the log says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Item {
+pub struct PlannedTask {
     pub id: String,
     pub workflow_id: String,
     pub name: String,
@@ -100,9 +100,9 @@ pub struct Item {
 
 /// Every workflow, as the log says.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Book {
+pub struct Workflows {
     workflows: BTreeMap<String, Workflow>,
-    tasks: HashMap<String, Item>,
+    tasks: HashMap<String, PlannedTask>,
     /// Root task id → workflow id.
     roots: HashMap<String, String>,
     /// Agent → the tasks it holds.
@@ -115,7 +115,7 @@ pub struct Book {
 #[derive(Debug, Default)]
 pub struct Stage {
     workflows: HashMap<String, Workflow>,
-    tasks: HashMap<String, Item>,
+    tasks: HashMap<String, PlannedTask>,
     roots: HashMap<String, String>,
     /// Plan events admitted in this batch.
     pub(super) plans: HashSet<String>,
@@ -126,7 +126,7 @@ pub struct Stage {
 pub(super) enum Change {
     Workflow(Workflow),
     /// A task's new version, and how its workflow's task list changes.
-    Task(Item, Listing),
+    Task(PlannedTask, Listing),
     Checkpoint(api::Checkpoint),
     Workspace(api::Workspace),
     Nothing,
@@ -135,21 +135,21 @@ pub(super) enum Change {
 /// How an agent is, when the caller knows (vetting), else nothing is checked (applying).
 pub(super) type Live<'a> = Option<&'a dyn Fn(&str) -> Option<Liveness>>;
 
-/// The book seen through a stage.
+/// The workflows seen through a stage.
 pub(super) struct View<'a> {
-    pub(super) book: &'a Book,
+    pub(super) workflows: &'a Workflows,
     pub(super) stage: Option<&'a Stage>,
 }
 
 impl View<'_> {
-    pub(super) fn task(&self, id: &str) -> Option<&Item> {
-        self.stage.and_then(|s| s.tasks.get(id)).or_else(|| self.book.tasks.get(id))
+    pub(super) fn task(&self, id: &str) -> Option<&PlannedTask> {
+        self.stage.and_then(|s| s.tasks.get(id)).or_else(|| self.workflows.tasks.get(id))
     }
     pub(super) fn workflow(&self, id: &str) -> Option<&Workflow> {
-        self.stage.and_then(|s| s.workflows.get(id)).or_else(|| self.book.workflows.get(id))
+        self.stage.and_then(|s| s.workflows.get(id)).or_else(|| self.workflows.workflows.get(id))
     }
     pub(super) fn root(&self, task_id: &str) -> Option<&str> {
-        self.stage.and_then(|s| s.roots.get(task_id)).or_else(|| self.book.roots.get(task_id)).map(String::as_str)
+        self.stage.and_then(|s| s.roots.get(task_id)).or_else(|| self.workflows.roots.get(task_id)).map(String::as_str)
     }
 }
 
@@ -168,14 +168,14 @@ pub(super) fn is_lifecycle(kind: MessageType) -> bool {
     )
 }
 
-impl Book {
+impl Workflows {
     /// Whether the workflow code decides about `message` (a workflow request, or a lifecycle event
     /// of a workflow's task), rather than the routed-task state machine.
     pub fn concerns(&self, stage: Option<&Stage>, message: &Message) -> bool {
         if !is_lifecycle(message.kind) {
             return false;
         }
-        let view = View { book: self, stage };
+        let view = View { workflows: self, stage };
         (message.kind == MessageType::TaskRequest
             && message.payload_type.as_deref().is_some_and(|p| p.starts_with("clutch.workflow")))
             || view.task(&message.task_id).is_some()
@@ -195,7 +195,7 @@ impl Book {
         live: &dyn Fn(&str) -> Option<Liveness>,
         message: &Message,
     ) -> Result<(), Refusal> {
-        let change = decide(&View { book: self, stage: Some(stage) }, Some(live), message, 0)?;
+        let change = decide(&View { workflows: self, stage: Some(stage) }, Some(live), message, 0)?;
         if message.payload_type.as_deref() == Some(PLAN_PAYLOAD) {
             stage.plans.insert(message.id.clone());
         }
@@ -222,10 +222,10 @@ impl Book {
         Ok(())
     }
 
-    /// Applies a committed event (vetted by [`Book::check`]; one that no longer passes is history, not
+    /// Applies a committed event (vetted by [`Workflows::check`]; one that no longer passes is history, not
     /// state).
     pub fn apply(&mut self, seq: u64, message: &Message) {
-        let change = match decide(&View { book: self, stage: None }, None, message, seq) {
+        let change = match decide(&View { workflows: self, stage: None }, None, message, seq) {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(seq, task_id = %message.task_id, reason = %e.message, "workflow event changes nothing");
@@ -305,7 +305,8 @@ impl Book {
         status.insert("status".into(), json!("pending"));
         status.insert("reason".into(), json!(LEASE_EXPIRED));
         status.insert("previous_agent".into(), json!(holder));
-        let mut release = event(workflow, &item.id, ORCHESTRATOR, MessageType::TaskProgress, STATUS_PAYLOAD, status);
+        let mut release =
+            event(workflow, &item.id, ORCHESTRATOR, MessageType::TaskProgress, TASK_STATUS_PAYLOAD, status);
         release.idempotency_key = Some(format!("clutch:lease:{}:{}", item.id, item.claim_seq));
         let summary = match last {
             Some(c) => format!(
@@ -331,7 +332,7 @@ impl Book {
         self.workflows.get(id)
     }
 
-    pub fn task(&self, id: &str) -> Option<&Item> {
+    pub fn task(&self, id: &str) -> Option<&PlannedTask> {
         self.tasks.get(id)
     }
 
@@ -344,12 +345,12 @@ impl Book {
         self.roots.get(task_id).and_then(|w| self.workflows.get(w))
     }
 
-    fn items<'a>(&'a self, w: &'a Workflow) -> impl Iterator<Item = &'a Item> + 'a {
+    fn items<'a>(&'a self, w: &'a Workflow) -> impl Iterator<Item = &'a PlannedTask> + 'a {
         w.tasks.iter().filter_map(|id| self.tasks.get(id))
     }
 
     /// Whether every dependency of `item` is completed.
-    fn ready(&self, item: &Item) -> bool {
+    fn ready(&self, item: &PlannedTask) -> bool {
         item.depends_on.iter().all(|d| self.tasks.get(d).is_some_and(|t| t.status == TaskStatus::Completed))
     }
 
@@ -370,7 +371,7 @@ impl Book {
         if w.tasks.is_empty() {
             return WorkflowStatus::Planning;
         }
-        let items: Vec<&Item> = self.items(w).collect();
+        let items: Vec<&PlannedTask> = self.items(w).collect();
         if items.iter().all(|t| t.status == TaskStatus::Completed) {
             return WorkflowStatus::Completed;
         }
@@ -418,8 +419,8 @@ impl Book {
     }
 
     /// The workflow's tasks in plan order.
-    pub fn plan_order<'a>(&'a self, w: &'a Workflow) -> Vec<&'a Item> {
-        let mut items: Vec<&Item> = self.items(w).collect();
+    pub fn plan_order<'a>(&'a self, w: &'a Workflow) -> Vec<&'a PlannedTask> {
+        let mut items: Vec<&PlannedTask> = self.items(w).collect();
         items.sort_by_key(|t| t.order);
         items
     }
@@ -513,7 +514,7 @@ impl Book {
         self.checkpoints.get(task_id).map_or(&[], Vec::as_slice)
     }
 
-    pub fn task_detail(&self, item: &Item) -> api::TaskDetail {
+    pub fn task_detail(&self, item: &PlannedTask) -> api::TaskDetail {
         let parent = self.workflows.get(&item.workflow_id).map(|w| w.root_task_id.clone()).unwrap_or_default();
         api::TaskDetail {
             summary: task_summary(item),
@@ -527,9 +528,9 @@ impl Book {
     }
 
     /// Everything [`context::build`] may use for `item`.
-    pub fn material(&self, item: &Item) -> Option<context::Material> {
+    pub fn material(&self, item: &PlannedTask) -> Option<context::Material> {
         let w = self.workflows.get(&item.workflow_id)?;
-        let outcome = |t: &Item| api::TaskOutcome {
+        let outcome = |t: &PlannedTask| api::TaskOutcome {
             id: t.id.clone(),
             name: t.name.clone(),
             status: t.status,
@@ -538,7 +539,7 @@ impl Book {
             error: t.error.clone(),
         };
         let dependencies = item.depends_on.iter().filter_map(|d| self.tasks.get(d)).map(outcome).collect();
-        let mut ended: Vec<&Item> = self
+        let mut ended: Vec<&PlannedTask> = self
             .items(w)
             .filter(|t| t.id != item.id && t.status.is_final() && !item.depends_on.contains(&t.id))
             .collect();
@@ -580,7 +581,7 @@ impl Book {
     }
 }
 
-pub fn task_summary(t: &Item) -> api::TaskSummary {
+pub fn task_summary(t: &PlannedTask) -> api::TaskSummary {
     api::TaskSummary {
         id: t.id.clone(),
         workflow_id: t.workflow_id.clone(),

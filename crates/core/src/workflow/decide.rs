@@ -1,5 +1,5 @@
-//! The one decision function: what a workflow event does against the state the book (and the batch
-//! being vetted) shows, one function per kind of event; refused events change nothing.
+//! The one decision function: what a workflow event does to the workflows as they stand (with the
+//! batch being vetted), one function per kind of event; a refused event changes nothing.
 
 use std::collections::HashMap;
 
@@ -147,7 +147,7 @@ fn new_task(view: &View<'_>, m: &Message) -> Result<Change, Refusal> {
         depends_on.push(d.to_owned());
     }
     let order = m.payload.get("order").and_then(Value::as_u64).map_or(w.tasks.len() as u32, |o| o as u32);
-    let item = Item {
+    let item = PlannedTask {
         id: m.task_id.clone(),
         workflow_id: w.id.clone(),
         name,
@@ -225,7 +225,7 @@ fn workspace(view: &View<'_>, w: &Workflow, m: &Message) -> Result<Change, Refus
 
 /// Who may write to `item`: its holder (or the daemon). Otherwise `LEASE_LOST` when someone else
 /// holds it or the writer held it before; `move_` writes to an unheld task fall to the move table.
-fn writer(item: &Item, from: &str, move_: bool) -> Result<(), Refusal> {
+fn writer(item: &PlannedTask, from: &str, move_: bool) -> Result<(), Refusal> {
     if item.status.is_final() {
         return Err(invalid(format!(
             "task {} has ended ({}); nothing more can be written to it",
@@ -252,7 +252,7 @@ fn writer(item: &Item, from: &str, move_: bool) -> Result<(), Refusal> {
 }
 
 /// An event on a planned task, by kind and payload type.
-fn on_task(view: &View<'_>, mut item: Item, live: Live<'_>, m: &Message, seq: u64) -> Result<Change, Refusal> {
+fn on_task(view: &View<'_>, mut item: PlannedTask, live: Live<'_>, m: &Message, seq: u64) -> Result<Change, Refusal> {
     if item.cancelled {
         return Err(invalid(format!("task {} was cancelled when its workflow's plan was replaced", item.id)));
     }
@@ -261,7 +261,7 @@ fn on_task(view: &View<'_>, mut item: Item, live: Live<'_>, m: &Message, seq: u6
     match (m.kind, m.payload_type.as_deref().unwrap_or("")) {
         (MessageType::TaskCancel, _) => cancel(view, item, from),
         (MessageType::TaskAccept, _) => claim(view, item, live, m, seq),
-        (MessageType::TaskProgress, STATUS_PAYLOAD) => status(item, live, m),
+        (MessageType::TaskProgress, TASK_STATUS_PAYLOAD) => status(item, live, m),
         (MessageType::TaskProgress, CHECKPOINT_PAYLOAD) => checkpoint(item, m, seq),
         (MessageType::TaskProgress, TASK_PLAN_PAYLOAD) => task_plan(item, m),
         (MessageType::TaskProgress, p) if p.starts_with("clutch.") => {
@@ -278,7 +278,7 @@ fn on_task(view: &View<'_>, mut item: Item, live: Live<'_>, m: &Message, seq: u6
 }
 
 /// `task.cancel`: a pending task leaves the plan, by its workflow's creator, a user or the daemon.
-fn cancel(view: &View<'_>, mut item: Item, from: &str) -> Result<Change, Refusal> {
+fn cancel(view: &View<'_>, mut item: PlannedTask, from: &str) -> Result<Change, Refusal> {
     let creator = view.workflow(&item.workflow_id).map(|w| w.created_by.as_str());
     if !(from == ORCHESTRATOR || from.starts_with("user:") || creator == Some(from)) {
         return Err(Refusal::new(
@@ -296,7 +296,7 @@ fn cancel(view: &View<'_>, mut item: Item, from: &str) -> Result<Change, Refusal
 
 /// `clutch.workflow.status.v1`: in progress, blocked, or back to pending (a release; the daemon's
 /// when the holder's lease expired, which needs the holder gone).
-fn status(mut item: Item, live: Live<'_>, m: &Message) -> Result<Change, Refusal> {
+fn status(mut item: PlannedTask, live: Live<'_>, m: &Message) -> Result<Change, Refusal> {
     let from = m.from.agent_id.as_str();
     let to = match text(&m.payload, "status") {
         Some("in_progress") => TaskStatus::InProgress,
@@ -338,7 +338,7 @@ fn status(mut item: Item, live: Live<'_>, m: &Message) -> Result<Change, Refusal
 }
 
 /// `clutch.checkpoint.v1`: by the holder, or by the daemon on an unheld task (recovery).
-fn checkpoint(item: Item, m: &Message, seq: u64) -> Result<Change, Refusal> {
+fn checkpoint(item: PlannedTask, m: &Message, seq: u64) -> Result<Change, Refusal> {
     let from = m.from.agent_id.as_str();
     writer(&item, from, false)?;
     if from == ORCHESTRATOR && item.holder.is_some() {
@@ -368,7 +368,7 @@ fn checkpoint(item: Item, m: &Message, seq: u64) -> Result<Change, Refusal> {
 }
 
 /// `clutch.workflow.task_plan.v1`: the holder's plan for its task.
-fn task_plan(mut item: Item, m: &Message) -> Result<Change, Refusal> {
+fn task_plan(mut item: PlannedTask, m: &Message) -> Result<Change, Refusal> {
     writer(&item, &m.from.agent_id, false)?;
     let plan = m.payload.get("plan").filter(|p| !p.is_null()).cloned();
     if plan.is_none() {
@@ -379,7 +379,7 @@ fn task_plan(mut item: Item, m: &Message) -> Result<Change, Refusal> {
 }
 
 /// `task.result`: completed, with its outcome.
-fn result(mut item: Item, m: &Message) -> Result<Change, Refusal> {
+fn result(mut item: PlannedTask, m: &Message) -> Result<Change, Refusal> {
     let from = m.from.agent_id.as_str();
     writer(&item, from, true)?;
     check_move(&item.id, item.status, TaskStatus::Completed)?;
@@ -390,7 +390,7 @@ fn result(mut item: Item, m: &Message) -> Result<Change, Refusal> {
 }
 
 /// `task.error`: failed, with what went wrong.
-fn error(mut item: Item, m: &Message) -> Result<Change, Refusal> {
+fn error(mut item: PlannedTask, m: &Message) -> Result<Change, Refusal> {
     let from = m.from.agent_id.as_str();
     writer(&item, from, true)?;
     check_move(&item.id, item.status, TaskStatus::Failed)?;
@@ -403,13 +403,13 @@ fn error(mut item: Item, m: &Message) -> Result<Change, Refusal> {
     Ok(Change::Task(item, Listing::Same))
 }
 
-fn end(item: &mut Item, status: TaskStatus, from: &str) {
+fn end(item: &mut PlannedTask, status: TaskStatus, from: &str) {
     item.status = status;
     item.last_agent = item.holder.take().or_else(|| Some(from.to_owned()));
     item.reason = None;
 }
 
-fn claim(view: &View<'_>, mut item: Item, live: Live<'_>, m: &Message, seq: u64) -> Result<Change, Refusal> {
+fn claim(view: &View<'_>, mut item: PlannedTask, live: Live<'_>, m: &Message, seq: u64) -> Result<Change, Refusal> {
     let from = m.from.agent_id.as_str();
     // A task another agent took and finished meanwhile lost the race like one it still holds: the
     // claimer learns who, as data, and moves on to the next task.

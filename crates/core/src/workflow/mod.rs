@@ -1,8 +1,8 @@
 //! Durable workflows for agents that pull their work: a workflow is a run whose root task stands for
-//! it, its planned tasks are child tasks, and every change is an event in the log. [`Book`] holds
+//! it, its planned tasks are child tasks, and every change is an event in the log. [`Workflows`] holds
 //! them as the log says (workflows, planned tasks and their claims, checkpoints, workspaces); the
-//! engine's gate asks it to vet each workflow event ([`Book::check`]) and to apply each committed one
-//! ([`Book::apply`]), both through the one decision function, so the state is exactly the log's.
+//! engine's gate asks it to vet each workflow event ([`Workflows::check`]) and to apply each committed one
+//! ([`Workflows::apply`]), both through the one decision function, so the state is exactly the log's.
 //!
 //! Events (all on the workflow's run and thread):
 //! - `task.request` `clutch.workflow.v1` `{name, source?, description?}`: the root task (a new run);
@@ -27,13 +27,13 @@ pub mod dag;
 mod decide;
 pub mod git;
 
-pub use self::book::{Book, Item, Stage, Workflow, event, task_summary};
+pub use self::book::{PlannedTask, Stage, Workflow, Workflows, event, task_summary};
 pub use self::decide::{allowed, check_move};
 
 pub const WORKFLOW_PAYLOAD: &str = "clutch.workflow.v1";
 pub const PLAN_PAYLOAD: &str = "clutch.workflow.plan.v1";
 pub const TASK_PAYLOAD: &str = "clutch.workflow.task.v1";
-pub const STATUS_PAYLOAD: &str = "clutch.workflow.status.v1";
+pub const TASK_STATUS_PAYLOAD: &str = "clutch.workflow.status.v1";
 pub const TASK_PLAN_PAYLOAD: &str = "clutch.workflow.task_plan.v1";
 pub const CHECKPOINT_PAYLOAD: &str = "clutch.checkpoint.v1";
 pub const WORKSPACE_PAYLOAD: &str = "clutch.workspace.v1";
