@@ -45,12 +45,17 @@ use crate::{Error, Refusal, Result};
 
 mod apply;
 mod client;
+#[cfg(feature = "testing")]
+mod machine;
 mod messages;
 mod reactor;
 mod snapshot;
 mod vet;
 mod views;
 mod workflows;
+
+#[cfg(feature = "testing")]
+pub use self::machine::Machine;
 
 /// `payload_type` of a schema registered at run time (`chat.system` in the system run).
 pub const SCHEMA_PAYLOAD: &str = "clutch.schema.v1";

@@ -307,7 +307,7 @@ impl State {
 /// a second later.
 pub(super) struct Action {
     label: &'static str,
-    messages: Vec<Message>,
+    pub(super) messages: Vec<Message>,
     retry: Vec<String>,
 }
 

@@ -6,6 +6,7 @@ mod access;
 mod config;
 mod flush;
 mod fuzz;
+mod machine;
 mod schemas;
 
 mod engine;
