@@ -7,6 +7,8 @@ use std::cmp::Ordering;
 use clutch_proto::card::{AgentCard, TrustLevel};
 use semver::{Version, VersionReq};
 
+use crate::registry::Status;
+
 /// A name with its hash, so that most comparisons are one integer compare.
 #[derive(Debug, Clone)]
 struct Name {
@@ -215,26 +217,6 @@ pub struct Ask {
     pub sandbox: Option<bool>,
     /// `security.policy.tool_allowlist`: every tool listed must be available to the agent.
     pub tools: Vec<String>,
-}
-
-/// Availability of an agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Status {
-    Online,
-    Stale,
-    Offline,
-    Removed,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Online => "online",
-            Status::Stale => "stale",
-            Status::Offline => "offline",
-            Status::Removed => "removed",
-        }
-    }
 }
 
 /// One agent as the router sees it at decision time.

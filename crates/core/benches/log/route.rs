@@ -3,7 +3,8 @@
 
 use std::hint::black_box;
 
-use clutch_core::router::{self, Ask, Candidate, Need, Profile, Status};
+use clutch_core::registry::Status;
+use clutch_core::router::{self, Ask, Candidate, Need, Profile};
 use criterion::Criterion;
 use serde_json::json;
 

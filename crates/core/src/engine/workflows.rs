@@ -187,7 +187,7 @@ impl Engine {
                 }
                 None => {}
             }
-            if state.agents.get(&agent).is_none_or(|a| a.status == crate::router::Status::Removed) {
+            if state.agents.get(&agent).is_none_or(|a| a.status == crate::registry::Status::Removed) {
                 return Err(super::not_found(&agent));
             }
             workflow::event(w, &item.id, &agent, MessageType::TaskAccept, "", Map::new())

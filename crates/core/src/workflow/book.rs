@@ -14,7 +14,7 @@ use super::api::{TaskStatus, WorkflowStatus};
 use super::decide::*;
 use super::*;
 use crate::Refusal;
-use crate::router::Status as Liveness;
+use crate::registry;
 use crate::tasks::ORCHESTRATOR;
 
 /// A workflow as the log says.
@@ -133,7 +133,7 @@ pub(super) enum Change {
 }
 
 /// How an agent is, when the caller knows (vetting), else nothing is checked (applying).
-pub(super) type Live<'a> = Option<&'a dyn Fn(&str) -> Option<Liveness>>;
+pub(super) type Live<'a> = Option<&'a dyn Fn(&str) -> Option<registry::Status>>;
 
 /// The workflows seen through a stage.
 pub(super) struct View<'a> {
@@ -192,7 +192,7 @@ impl Workflows {
     pub fn check(
         &self,
         stage: &mut Stage,
-        live: &dyn Fn(&str) -> Option<Liveness>,
+        live: &dyn Fn(&str) -> Option<registry::Status>,
         message: &Message,
     ) -> Result<(), Refusal> {
         let change = decide(&View { workflows: self, stage: Some(stage) }, Some(live), message, 0)?;
@@ -285,10 +285,10 @@ impl Workflows {
     }
 
     /// Tasks whose holder is no longer alive (offline, removed or unknown): (holder, task).
-    pub fn expired(&self, live: impl Fn(&str) -> Option<Liveness>) -> Vec<(String, String)> {
+    pub fn expired(&self, live: impl Fn(&str) -> Option<registry::Status>) -> Vec<(String, String)> {
         let mut out = Vec::new();
         for (agent, tasks) in &self.holds {
-            if matches!(live(agent), None | Some(Liveness::Offline | Liveness::Removed)) {
+            if matches!(live(agent), None | Some(registry::Status::Offline | registry::Status::Removed)) {
                 out.extend(tasks.iter().map(|t| (agent.clone(), t.clone())));
             }
         }

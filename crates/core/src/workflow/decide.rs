@@ -11,7 +11,7 @@ use super::api::{CheckpointType, TaskStatus};
 use super::book::*;
 use super::*;
 use crate::Refusal;
-use crate::router::Status as Liveness;
+use crate::registry;
 use crate::tasks::ORCHESTRATOR;
 
 /// The moves a planned task may make from `from` (one table; everything else is refused).
@@ -316,7 +316,7 @@ fn status(mut item: PlannedTask, live: Live<'_>, m: &Message) -> Result<Change, 
             return Err(invalid(format!("task {} is not held; no lease can expire", item.id)));
         };
         if let Some(live) = live
-            && matches!(live(&holder), Some(Liveness::Online | Liveness::Stale))
+            && matches!(live(&holder), Some(registry::Status::Online | registry::Status::Stale))
         {
             return Err(invalid(format!("{holder} is alive and keeps its claim on task {}", item.id)));
         }
@@ -425,12 +425,12 @@ fn claim(view: &View<'_>, mut item: PlannedTask, live: Live<'_>, m: &Message, se
     }
     if let Some(live) = live {
         match live(from) {
-            None | Some(Liveness::Removed) => {
+            None | Some(registry::Status::Removed) => {
                 return Err(Refusal::new(ErrorCode::AgentNotFound, format!("no agent `{from}` is registered"))
                     .field("agent_id")
                     .next(Next::RegisterAgent));
             }
-            Some(Liveness::Offline) => {
+            Some(registry::Status::Offline) => {
                 return Err(Refusal::new(ErrorCode::Forbidden, format!("{from} is offline and cannot take a lease"))
                     .field("agent_id")
                     .next(Next::Heartbeat));

@@ -1,7 +1,8 @@
 //! The router, table-driven: each hard filter, requirement (with semver), preference and tie-breaker,
 //! and properties: a selected agent passes every filter and requirement; decisions are deterministic.
 
-use clutch_core::router::{self, Ask, Candidate, Exclusion, Need, Profile, Status};
+use clutch_core::registry::Status;
+use clutch_core::router::{self, Ask, Candidate, Exclusion, Need, Profile};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
