@@ -8,8 +8,6 @@ use serde_json::Value;
 
 use crate::Refusal;
 
-pub use crate::config::{TokenGrant as Grant, TokenRole as Role};
-
 /// What a route or a tool needs from its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
@@ -29,6 +27,43 @@ impl Access {
             Access::Write => "write",
         }
     }
+}
+
+/// What a token lets its bearer do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Everything.
+    Admin,
+    /// Act as one agent.
+    Agent,
+    /// Read only.
+    Observer,
+}
+
+impl Role {
+    pub const ALL: &'static [Role] = &[Role::Admin, Role::Agent, Role::Observer];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Agent => "agent",
+            Role::Observer => "observer",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who a valid token says the caller is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub name: String,
+    pub role: Role,
+    pub agent_id: Option<String>,
 }
 
 /// The caller of a request: `None` when the daemon runs without tokens (loopback only).

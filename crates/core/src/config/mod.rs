@@ -15,7 +15,7 @@ use clutch_proto::sign::PublicKey;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-pub use org::{Agent, Budget, Budgets, Key, OnExceed, Org, Role, SignaturePolicy, Token, TokenGrant, TokenRole};
+pub use org::{Agent, Budget, Budgets, Key, OnExceed, Org, Role, SignaturePolicy, Token};
 pub use workflows::{Step, Workflow, Workflows};
 
 use crate::schemas::Registry;
@@ -119,7 +119,7 @@ impl Config {
 
     /// Who `token` (the secret a client sends) belongs to. Compares SHA-256 digests in constant time,
     /// against every configured token.
-    pub fn authenticate(&self, token: &str) -> Option<TokenGrant> {
+    pub fn authenticate(&self, token: &str) -> Option<crate::access::Grant> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let mut found = None;
         for t in &self.org.tokens {
@@ -127,7 +127,7 @@ impl Config {
                 found = Some(t);
             }
         }
-        found.map(|t| TokenGrant { name: t.name.clone(), role: t.role, agent_id: t.agent_id.clone() })
+        found.map(|t| crate::access::Grant { name: t.name.clone(), role: t.role, agent_id: t.agent_id.clone() })
     }
 
     /// A workflow by name.

@@ -12,6 +12,7 @@ use serde_saphyr::Spanned;
 use sha2::{Digest, Sha256};
 
 use super::yaml::{Entries, Report};
+use crate::access;
 
 /// Everything `org.yaml` says. Empty when the file is absent.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -94,7 +95,7 @@ pub struct Key {
 #[derive(Clone, PartialEq, Eq)]
 pub struct Token {
     pub name: String,
-    pub role: TokenRole,
+    pub role: access::Role,
     /// For `agent` tokens: the agent the bearer acts as.
     pub agent_id: Option<String>,
     pub(super) sha256: [u8; 32],
@@ -108,43 +109,6 @@ impl std::fmt::Debug for Token {
             .field("agent_id", &self.agent_id)
             .finish_non_exhaustive()
     }
-}
-
-/// What a token lets its bearer do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TokenRole {
-    /// Everything.
-    Admin,
-    /// Act as one agent.
-    Agent,
-    /// Read only.
-    Observer,
-}
-
-impl TokenRole {
-    pub const ALL: &'static [TokenRole] = &[TokenRole::Admin, TokenRole::Agent, TokenRole::Observer];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TokenRole::Admin => "admin",
-            TokenRole::Agent => "agent",
-            TokenRole::Observer => "observer",
-        }
-    }
-}
-
-impl std::fmt::Display for TokenRole {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Who a valid token says the caller is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TokenGrant {
-    pub name: String,
-    pub role: TokenRole,
-    pub agent_id: Option<String>,
 }
 
 /// `signatures.require`.
@@ -498,9 +462,9 @@ fn token(
     }
 
     let role = match raw.role.value.as_str() {
-        "admin" => Some(TokenRole::Admin),
-        "agent" => Some(TokenRole::Agent),
-        "observer" => Some(TokenRole::Observer),
+        "admin" => Some(access::Role::Admin),
+        "agent" => Some(access::Role::Agent),
+        "observer" => Some(access::Role::Observer),
         other => {
             report.at(
                 &raw.role.referenced,
@@ -511,7 +475,7 @@ fn token(
         }
     };
     match (&raw.agent_id, role) {
-        (None, Some(TokenRole::Agent)) => {
+        (None, Some(access::Role::Agent)) => {
             report.at(
                 &raw.role.referenced,
                 format!("{path}.agent_id"),
@@ -519,7 +483,7 @@ fn token(
             );
             ok = false;
         }
-        (Some(a), Some(TokenRole::Agent)) => {
+        (Some(a), Some(access::Role::Agent)) => {
             if let Err(e) =
                 a.value.strip_prefix("agent:").map(id::check_name).unwrap_or(Err("must look like `agent:NAME`".into()))
             {

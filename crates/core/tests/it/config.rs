@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use clutch_core::config::{Budget, Config, OnExceed, SignaturePolicy, TokenGrant, TokenRole};
+use clutch_core::access::{self, Grant};
+use clutch_core::config::{Budget, Config, OnExceed, SignaturePolicy};
 use clutch_proto::MessageType;
 
 fn example_dir() -> PathBuf {
@@ -80,13 +81,13 @@ fn the_documented_example_loads() {
     assert!(config.tokens_required());
     assert_eq!(
         config.authenticate("ops-token-change-me"),
-        Some(TokenGrant { name: "ops".into(), role: TokenRole::Admin, agent_id: None })
+        Some(Grant { name: "ops".into(), role: access::Role::Admin, agent_id: None })
     );
     assert_eq!(
         config.authenticate("replace with a long random secret"),
-        Some(TokenGrant { name: "ken".into(), role: TokenRole::Agent, agent_id: Some("agent:ken".into()) })
+        Some(Grant { name: "ken".into(), role: access::Role::Agent, agent_id: Some("agent:ken".into()) })
     );
-    assert_eq!(config.authenticate("dashboard-token-change-me").unwrap().role, TokenRole::Observer);
+    assert_eq!(config.authenticate("dashboard-token-change-me").unwrap().role, access::Role::Observer);
     assert_eq!(config.authenticate("ops-token-change-m"), None);
     assert_eq!(config.authenticate(""), None);
 
@@ -376,11 +377,11 @@ fn tokens_authenticate_by_secret_or_digest() {
     let config = load(Some(&org), None).unwrap();
     assert_eq!(
         config.authenticate("s3cret"),
-        Some(TokenGrant { name: "plain".into(), role: TokenRole::Agent, agent_id: Some("agent:ken".into()) })
+        Some(Grant { name: "plain".into(), role: access::Role::Agent, agent_id: Some("agent:ken".into()) })
     );
     assert_eq!(
         config.authenticate("test"),
-        Some(TokenGrant { name: "hashed".into(), role: TokenRole::Observer, agent_id: None })
+        Some(Grant { name: "hashed".into(), role: access::Role::Observer, agent_id: None })
     );
     assert_eq!(config.authenticate("s3cret "), None);
     assert_eq!(config.authenticate(digest), None, "the digest itself is no token");
