@@ -19,6 +19,7 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
     ("mcp", Some(FACE_DEPS)),
     ("a2a", Some(FACE_DEPS)),
     ("runtime", Some(&["core", "proto", "outbound"])),
+    ("app", Some(&["core", "proto", "store", "gateway", "mcp", "a2a"])),
     ("clutch", None),
 ];
 
@@ -32,6 +33,9 @@ const BACKENDS: &[&str] = &["store-sqlite", "store-postgres"];
 /// Crates whose `[dev-dependencies]` may not add a backend: the layers below the backends, and the
 /// backends themselves.
 const NO_BACKEND_IN_TESTS: &[&str] = &["proto", "store", "store-sqlite", "store-postgres"];
+/// The app builder, which a face's tests may use to build their daemon as the binary does (a cycle
+/// through [dev-dependencies] only, which Cargo allows for tests).
+const APP: &str = "app";
 
 const HOW_TO_CHANGE: &str = "If the new edge is intended, change RULES in crates/clutch/tests/it/tidy.rs and \
      the code map in ARCHITECTURE.md together.";
@@ -60,7 +64,8 @@ fn internal_dependencies_point_the_allowed_way() {
     assert!(
         bad.is_empty(),
         "dependencies break the layering (proto <- store <- store backends; proto, store <- core <- outbound; \
-         core, outbound <- faces (gateway, mcp, a2a) and runtime <- clutch):\n{}\n{HOW_TO_CHANGE}",
+         core, outbound <- faces (gateway, mcp, a2a) and runtime; core, faces <- app; everything <- clutch):\n{}\n\
+         {HOW_TO_CHANGE}",
         bad.join("\n")
     );
 }
@@ -79,7 +84,8 @@ fn layering_violations(manifests: &[Manifest]) -> Vec<String> {
                 dep.section == Section::Dev && BACKENDS.contains(&to) && !NO_BACKEND_IN_TESTS.contains(&from);
             // A crate's tests may turn on its own test-only features (proto's `fuzz`).
             let own_feature = dep.section == Section::Dev && to == from;
-            if allowed.contains(&to) || test_backend || own_feature {
+            let test_app = dep.section == Section::Dev && to == APP && FACES.contains(&from);
+            if allowed.contains(&to) || test_backend || own_feature || test_app {
                 continue;
             }
             let why = if FACES.contains(&from) && FACES.contains(&to) {
@@ -571,10 +577,17 @@ fn the_layering_check_catches_wrong_edges() {
         manifest("store-sqlite", &[("store", Normal), ("proto", Normal), ("store", Dev)]),
         manifest("store-postgres", &[("store", Normal), ("proto", Normal)]),
         manifest("core", &[("proto", Normal), ("store", Normal), ("store-sqlite", Dev), ("store-postgres", Dev)]),
-        manifest("gateway", &[("core", Normal), ("proto", Normal), ("store", Normal), ("store-sqlite", Dev)]),
-        manifest("mcp", &[("core", Normal), ("proto", Normal)]),
+        manifest(
+            "gateway",
+            &[("core", Normal), ("proto", Normal), ("store", Normal), ("store-sqlite", Dev), ("app", Dev)],
+        ),
+        manifest("mcp", &[("core", Normal), ("proto", Normal), ("app", Dev)]),
         manifest("runtime", &[("core", Normal), ("proto", Normal), ("store-sqlite", Dev)]),
-        manifest("clutch", &[("gateway", Normal), ("mcp", Normal), ("store-sqlite", Normal), ("runtime", Normal)]),
+        manifest(
+            "app",
+            &[("core", Normal), ("store", Normal), ("gateway", Normal), ("mcp", Normal), ("store-sqlite", Dev)],
+        ),
+        manifest("clutch", &[("app", Normal), ("gateway", Normal), ("store-sqlite", Normal), ("runtime", Normal)]),
     ];
     assert_eq!(layering_violations(&fine), Vec::<String>::new());
 
@@ -587,7 +600,8 @@ fn the_layering_check_catches_wrong_edges() {
         manifest("gateway", &[("core", Normal), ("mcp", Normal)]),
         manifest("mcp", &[("core", Normal), ("a2a", Dev)]),
         manifest("a2a", &[("core", Normal)]),
-        manifest("runtime", &[("core", Normal), ("store", Normal)]),
+        manifest("runtime", &[("core", Normal), ("store", Normal), ("app", Dev)]),
+        manifest("app", &[("core", Normal), ("store-sqlite", Normal)]),
     ];
     let found = layering_violations(&wrong).join("\n");
     for expected in [
@@ -600,8 +614,10 @@ fn the_layering_check_catches_wrong_edges() {
         "crates/gateway/Cargo.toml:2: `clutch-gateway` depends on `clutch-mcp` in [dependencies]: faces never depend on each other",
         "crates/mcp/Cargo.toml:2: `clutch-mcp` depends on `clutch-a2a` in [dev-dependencies]: faces never depend on each other",
         "crates/runtime/Cargo.toml:2: `clutch-runtime` depends on `clutch-store` in [dependencies]: runtime may only depend on core, proto",
+        "crates/runtime/Cargo.toml:3: `clutch-runtime` depends on `clutch-app` in [dev-dependencies]",
+        "crates/app/Cargo.toml:2: `clutch-app` depends on `clutch-store-sqlite` in [dependencies]: store backends are chosen by the binary",
     ] {
         assert!(found.contains(expected), "missing {expected:?} in:\n{found}");
     }
-    assert_eq!(found.lines().count(), 9, "{found}");
+    assert_eq!(found.lines().count(), 11, "{found}");
 }
