@@ -86,17 +86,22 @@ impl Builder {
     pub async fn build(self) -> Result<App> {
         let core = clutch_core::start(self.store, self.core, self.engine).await.map_err(Error::Start)?;
         let mut routes = Router::new();
+        let mut refused = None;
         for face in &self.faces {
             match face.routes(&core) {
                 Ok(more) => routes = routes.merge(more),
                 Err(message) => {
-                    // Nothing was served or spawned: close the log cleanly before saying why.
-                    if let Err(e) = core.stop().await {
-                        tracing::warn!(error = %e, "the core failed while stopping");
-                    }
-                    return Err(Error::Face { face: face.name(), message });
+                    refused = Some(Error::Face { face: face.name(), message });
+                    break;
                 }
             }
+        }
+        if let Some(refused) = refused {
+            // Nothing was served or spawned: close the log cleanly before saying why.
+            if let Err(e) = core.stop().await {
+                tracing::warn!(error = %e, "the core failed while stopping");
+            }
+            return Err(refused);
         }
         let router = match self.gateway {
             Some(options) => clutch_gateway::router_with(core.log.clone(), core.engine.clone(), options, routes),
