@@ -73,9 +73,10 @@ pub enum Command {
     #[command(after_help = MCP_EXAMPLES)]
     Mcp(McpArgs),
     /// Measure the daemon on this machine, each figure beside a plain-SQL anchor on the same disk.
+    #[cfg(feature = "bench")]
     Bench {
         #[command(subcommand)]
-        command: crate::bench::BenchCommand,
+        command: clutch_bench::Command,
     },
     /// Inspect the daemon's configuration.
     #[command(after_help = CONFIG_EXAMPLES)]

@@ -3,7 +3,6 @@
 //! about (agent, task, run) that does not exist.
 
 mod agents;
-mod bench;
 mod cli;
 mod client;
 mod config;
@@ -93,7 +92,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Runs { command: RunsCommand::Tasks(args) } => tasks::run_tree(args).await,
                     Command::Agents { command } => agents::run(command).await,
                     Command::Tasks { command } => tasks::run(command).await,
-                    Command::Bench { command } => bench::run(command).await,
+                    #[cfg(feature = "bench")]
+                    Command::Bench { command } => clutch_bench::run(command).await,
                     Command::Mcp(args) => mcp::run(args).await,
                     Command::Serve(_) | Command::Config { .. } | Command::Keys { .. } => {
                         unreachable!("handled above")

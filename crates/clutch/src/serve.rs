@@ -1,12 +1,14 @@
-//! `clutch serve`: wires the daemon together (store → event log service → HTTP gateway), serves
-//! until SIGINT or SIGTERM, then drains in order: streams end, requests in flight finish (bounded),
-//! queued appends are committed and the store is closed.
+//! `clutch serve`: opens the store the config names, builds the daemon over it (`clutch-app`: core,
+//! HTTP API, MCP endpoints, push delivery), serves until SIGINT or SIGTERM, then drains in order:
+//! streams end, requests in flight finish (bounded), push workers save their positions, queued
+//! appends are committed and the store is closed.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use clutch_app::{App, face};
 use clutch_core::config::Config as Policy;
 use clutch_store::Backend;
 use tokio::net::TcpListener;
@@ -61,32 +63,23 @@ pub async fn run(loaded: Loaded, policy: Policy) -> anyhow::Result<()> {
             "the outbound guard allows more than public addresses"
         );
     }
-    let core = clutch_core::start(backend, config.core_options(), engine)
-        .await
-        .context("cannot rebuild the engine's state from the event log")?;
-
-    let (stop_push, push_stopped) = oneshot::channel::<()>();
-    let push = tokio::spawn(clutch_gateway::push::run(
-        core.log.clone(),
-        core.engine.clone(),
-        clutch_gateway::push::Options::default(),
-        async move {
-            let _ = push_stopped.await;
-        },
-    ));
     let mut gateway = config.gateway_options();
     gateway.tokens = tokens;
-    let served = serve(&config, gateway, core.log.clone(), core.engine.clone(), signals, started).await;
+    let app = App::builder(backend)
+        .core(config.core_options())
+        .engine(engine)
+        .gateway(gateway)
+        .face(face::Mcp(config.mcp_options()))
+        .face(face::Push(clutch_gateway::push::Options::default()))
+        .build()
+        .await?;
+    let served = serve(&config, &app, signals, started).await;
 
-    // Push workers save their positions, then, with no request left that could append, the engine
+    // With no request left that could append, push workers save their positions, then the engine
     // and the log writer stop.
-    let _ = stop_push.send(());
-    if push.await.is_err() {
-        tracing::warn!("push delivery ended abnormally");
-    }
-    match tokio::time::timeout(CLOSE_TIMEOUT, core.stop()).await {
+    match tokio::time::timeout(CLOSE_TIMEOUT, app.stop()).await {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => bail!("the core failed while stopping: {e}"),
+        Ok(Err(e)) => return Err(e.into()),
         Err(_) => bail!("the event log did not close within {} s", CLOSE_TIMEOUT.as_secs()),
     }
     served?;
@@ -129,14 +122,7 @@ async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Backend>> {
 }
 
 /// Binds, announces the address, and serves until a signal and the drain that follows are done.
-async fn serve(
-    config: &Config,
-    gateway: clutch_gateway::Options,
-    handle: clutch_core::Handle,
-    engine: clutch_core::Engine,
-    mut signals: Signals,
-    started: Instant,
-) -> anyhow::Result<()> {
+async fn serve(config: &Config, app: &App, mut signals: Signals, started: Instant) -> anyhow::Result<()> {
     let listener = TcpListener::bind(config.listen).await.map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
             "; is another daemon running? Choose another address with --listen"
@@ -146,17 +132,14 @@ async fn serve(
         anyhow::anyhow!("cannot listen on {}: {e}{hint}", config.listen)
     })?;
     let addr = listener.local_addr().context("cannot read the bound address")?;
-    let mcp = clutch_mcp::router(engine.clone(), &config.mcp_options()).map_err(|e| anyhow::anyhow!("mcp: {e}"))?;
-    let router = clutch_gateway::router_with(handle.clone(), engine, gateway, mcp);
 
     let (signalled, on_signal) = oneshot::channel::<Signals>();
     let graceful = async move {
         let name = signals.recv().await;
         tracing::info!(signal = name, "shutting down: ending streams, finishing requests in flight");
-        handle.close_streams();
         let _ = signalled.send(signals);
     };
-    let mut server = tokio::spawn(async move { axum::serve(listener, router).with_graceful_shutdown(graceful).await });
+    let mut server = tokio::spawn(app.serve(listener, graceful));
 
     eprintln!("clutch: listening on http://{addr}");
     tracing::info!(%addr, startup_ms = started.elapsed().as_millis() as u64, "ready");

@@ -2,6 +2,7 @@
 //! talks to it as a user or a client would.
 
 mod agents;
+#[cfg(feature = "bench")]
 mod bench;
 mod cli;
 mod config;

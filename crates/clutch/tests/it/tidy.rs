@@ -23,6 +23,8 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
     // runtime depends on neither `tools` nor the `mcp` face.
     ("tools", Some(&["core", "proto", "outbound"])),
     ("runtime", Some(&["core", "proto", "outbound"])),
+    ("app", Some(&["core", "proto", "store", "gateway", "mcp", "a2a"])),
+    ("bench", Some(&["app", "core", "proto", "store", "store-sqlite", "store-postgres", "gateway", "mcp"])),
     ("clutch", None),
 ];
 
@@ -31,11 +33,17 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
 const FACE_DEPS: &[&str] = &["core", "proto", "store", "outbound"];
 /// The faces, which never depend on each other.
 const FACES: &[&str] = &["gateway", "mcp", "a2a"];
-/// The storage backends: chosen by the binary, used elsewhere only by tests.
+/// The storage backends: chosen by the binary (and by the bench for its own stores), used elsewhere
+/// only by tests.
 const BACKENDS: &[&str] = &["store-sqlite", "store-postgres"];
 /// Crates whose `[dev-dependencies]` may not add a backend: the layers below the backends, and the
 /// backends themselves.
 const NO_BACKEND_IN_TESTS: &[&str] = &["proto", "store", "store-sqlite", "store-postgres"];
+/// The app builder, which a face's tests may use to build their daemon as the binary does (a cycle
+/// through [dev-dependencies] only, which Cargo allows for tests).
+const APP: &str = "app";
+/// The load drivers: only the binary links them, behind its `bench` feature.
+const BENCH: &str = "bench";
 
 const HOW_TO_CHANGE: &str = "If the new edge is intended, change RULES in crates/clutch/tests/it/tidy.rs and \
      the code map in ARCHITECTURE.md together.";
@@ -64,7 +72,8 @@ fn internal_dependencies_point_the_allowed_way() {
     assert!(
         bad.is_empty(),
         "dependencies break the layering (proto <- store <- store backends; proto, store <- core <- outbound; \
-         core, outbound <- faces (gateway, mcp, a2a) and runtime <- clutch):\n{}\n{HOW_TO_CHANGE}",
+         core, outbound <- faces (gateway, mcp, a2a) and runtime; core, faces <- app <- bench; everything <- \
+         clutch):\n{}\n{HOW_TO_CHANGE}",
         bad.join("\n")
     );
 }
@@ -83,10 +92,14 @@ fn layering_violations(manifests: &[Manifest]) -> Vec<String> {
                 dep.section == Section::Dev && BACKENDS.contains(&to) && !NO_BACKEND_IN_TESTS.contains(&from);
             // A crate's tests may turn on its own test-only features (proto's `fuzz`).
             let own_feature = dep.section == Section::Dev && to == from;
-            if allowed.contains(&to) || test_backend || own_feature {
+            let test_app = dep.section == Section::Dev && to == APP && FACES.contains(&from);
+            if allowed.contains(&to) || test_backend || own_feature || test_app {
                 continue;
             }
-            let why = if FACES.contains(&from) && FACES.contains(&to) {
+            let why = if to == BENCH {
+                "the bench measures the daemon and is no part of it: only the binary's `bench` feature links it"
+                    .to_string()
+            } else if FACES.contains(&from) && FACES.contains(&to) {
                 "faces never depend on each other; move what they share into core (or proto)".to_string()
             } else if BACKENDS.contains(&to) && !NO_BACKEND_IN_TESTS.contains(&from) {
                 format!(
@@ -293,6 +306,69 @@ fn architecture_md_mentions_every_crate() {
     );
 }
 
+/// The daemon ships without the load drivers: the binary links `clutch-bench` only through its
+/// `bench` feature, nothing the daemon is built from reaches it (Cargo.lock), and in the binary's
+/// sources only the CLI names it, each time in an item under `#[cfg(feature = "bench")]`, so that
+/// `cargo build -p clutch --no-default-features` builds the daemon alone.
+#[test]
+fn the_bench_stays_out_of_the_daemon() {
+    let mut bad = Vec::new();
+    let binary = manifests().into_iter().find(|m| m.dir == "clutch").expect("crates/clutch/Cargo.toml");
+    for dep in binary.deps.iter().filter(|d| d.name == "clutch-bench") {
+        if dep.section != Section::Normal || !dep.optional {
+            bad.push(format!(
+                "  {}:{}: `clutch-bench` must be an optional entry of [dependencies], turned on by the `bench` feature",
+                binary.rel_path(),
+                dep.line
+            ));
+        }
+    }
+    let manifest = fs::read_to_string(root().join(binary.rel_path())).unwrap();
+    let naming: Vec<(String, String)> =
+        features(&manifest).into_iter().filter(|(_, enables)| enables.contains("clutch-bench")).collect();
+    if naming != [("bench".to_string(), r#"["dep:clutch-bench"]"#.to_string())] {
+        bad.push(format!(
+            "  {}: [features] must hold `bench = [\"dep:clutch-bench\"]` and no other feature may name the bench; \
+             found {naming:?}",
+            binary.rel_path()
+        ));
+    }
+
+    let lock = fs::read_to_string(root().join("Cargo.lock")).expect("Cargo.lock");
+    let graph = lock_graph(&lock);
+    let mut seen = BTreeSet::new();
+    let mut queue = VecDeque::from(["clutch-app".to_string()]);
+    while let Some(name) = queue.pop_front() {
+        for dep in graph.get(&name).into_iter().flatten() {
+            if seen.insert(dep.clone()) {
+                queue.push_back(dep.clone());
+            }
+        }
+    }
+    if seen.contains("clutch-bench") {
+        bad.push("  Cargo.lock: `clutch-app` (the daemon) reaches `clutch-bench`".to_string());
+    }
+
+    let cli = ["main.rs", "cli.rs"].map(|f| root().join("crates/clutch/src").join(f).canonicalize().unwrap());
+    for (path, text) in source_files() {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate().filter(|(_, l)| l.contains("clutch_bench")) {
+            let gated = lines[i.saturating_sub(3)..i].iter().any(|l| l.trim() == r#"#[cfg(feature = "bench")]"#);
+            let allowed =
+                path.starts_with(root().join("crates/bench")) || (gated && cli.contains(&path.canonicalize().unwrap()));
+            if !allowed {
+                bad.push(format!("  {}:{}: {}", rel(&path), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "the daemon must not depend on the bench (crates/bench); only the binary's CLI reaches it, behind its \
+         `bench` feature:\n{}",
+        bad.join("\n")
+    );
+}
+
 // ---- reading the tree ----
 
 fn root() -> PathBuf {
@@ -389,6 +465,8 @@ struct Dep {
     line: usize,
     /// Written `x.workspace = true` or `x = { workspace = true, ... }`.
     workspace: bool,
+    /// `optional = true`: only a feature turns it on.
+    optional: bool,
 }
 
 #[derive(Debug)]
@@ -457,7 +535,8 @@ fn parse_manifest(dir: String, text: &str) -> Manifest {
                 Some(at) if at + 1 == segments.len() => Table::Deps(Section::parse(segments[at]).unwrap()),
                 Some(at) if at + 2 == segments.len() => {
                     let section = Section::parse(segments[at]).unwrap();
-                    m.deps.push(Dep { name: unquote(segments[at + 1]), section, line: i + 1, workspace: false });
+                    let name = unquote(segments[at + 1]);
+                    m.deps.push(Dep { name, section, line: i + 1, workspace: false, optional: false });
                     Table::Dep
                 }
                 _ => Table::Other,
@@ -477,13 +556,15 @@ fn parse_manifest(dir: String, text: &str) -> Manifest {
                 let (dep, rest) = key.split_once('.').unwrap_or((key, ""));
                 let workspace = rest == "workspace" || inline_value(value, "workspace").as_deref() == Some("true");
                 let name = inline_value(value, "package").map_or_else(|| unquote(dep), |p| unquote(&p));
-                m.deps.push(Dep { name, section, line: i + 1, workspace });
+                let optional = inline_value(value, "optional").as_deref() == Some("true");
+                m.deps.push(Dep { name, section, line: i + 1, workspace, optional });
             }
             Table::Dep => {
                 let dep = m.deps.last_mut().unwrap();
                 match key {
                     "package" => dep.name = unquote(value),
                     "workspace" => dep.workspace = value == "true",
+                    "optional" => dep.optional = value == "true",
                     _ => {}
                 }
             }
@@ -517,6 +598,21 @@ fn inline_value(value: &str, key: &str) -> Option<String> {
         let (k, v) = pair.split_once('=')?;
         (k.trim() == key).then(|| v.trim().to_string())
     })
+}
+
+/// The `[features]` table as (feature, what it enables as written), one line each.
+fn features(manifest: &str) -> Vec<(String, String)> {
+    let mut in_features = false;
+    let mut out = Vec::new();
+    for raw in manifest.lines() {
+        let line = strip_comment(raw).trim();
+        if line.starts_with('[') && line.ends_with(']') && !line.contains('=') {
+            in_features = line == "[features]";
+        } else if in_features && let Some((name, value)) = line.split_once('=') {
+            out.push((unquote(name), value.trim().to_string()));
+        }
+    }
+    out
 }
 
 /// Cargo.lock as package name → the names of its dependencies (all versions merged).
@@ -616,6 +712,7 @@ fn the_layering_check_catches_wrong_edges() {
                 section: *section,
                 line: i + 1,
                 workspace: true,
+                optional: false,
             })
             .collect(),
     };
@@ -626,10 +723,21 @@ fn the_layering_check_catches_wrong_edges() {
         manifest("store-sqlite", &[("store", Normal), ("proto", Normal), ("store", Dev)]),
         manifest("store-postgres", &[("store", Normal), ("proto", Normal)]),
         manifest("core", &[("proto", Normal), ("store", Normal), ("store-sqlite", Dev), ("store-postgres", Dev)]),
-        manifest("gateway", &[("core", Normal), ("proto", Normal), ("store", Normal), ("store-sqlite", Dev)]),
-        manifest("mcp", &[("core", Normal), ("proto", Normal)]),
+        manifest(
+            "gateway",
+            &[("core", Normal), ("proto", Normal), ("store", Normal), ("store-sqlite", Dev), ("app", Dev)],
+        ),
+        manifest("mcp", &[("core", Normal), ("proto", Normal), ("app", Dev)]),
         manifest("runtime", &[("core", Normal), ("proto", Normal), ("store-sqlite", Dev)]),
-        manifest("clutch", &[("gateway", Normal), ("mcp", Normal), ("store-sqlite", Normal), ("runtime", Normal)]),
+        manifest(
+            "app",
+            &[("core", Normal), ("store", Normal), ("gateway", Normal), ("mcp", Normal), ("store-sqlite", Dev)],
+        ),
+        manifest("bench", &[("app", Normal), ("store-sqlite", Normal), ("store-postgres", Normal), ("mcp", Normal)]),
+        manifest(
+            "clutch",
+            &[("app", Normal), ("bench", Normal), ("gateway", Normal), ("store-sqlite", Normal), ("runtime", Normal)],
+        ),
     ];
     assert_eq!(layering_violations(&fine), Vec::<String>::new());
 
@@ -642,7 +750,9 @@ fn the_layering_check_catches_wrong_edges() {
         manifest("gateway", &[("core", Normal), ("mcp", Normal)]),
         manifest("mcp", &[("core", Normal), ("a2a", Dev)]),
         manifest("a2a", &[("core", Normal)]),
-        manifest("runtime", &[("core", Normal), ("store", Normal)]),
+        manifest("runtime", &[("core", Normal), ("store", Normal), ("app", Dev)]),
+        manifest("app", &[("core", Normal), ("bench", Normal), ("store-sqlite", Normal)]),
+        manifest("bench", &[("app", Normal), ("runtime", Normal)]),
     ];
     let found = layering_violations(&wrong).join("\n");
     for expected in [
@@ -655,8 +765,12 @@ fn the_layering_check_catches_wrong_edges() {
         "crates/gateway/Cargo.toml:2: `clutch-gateway` depends on `clutch-mcp` in [dependencies]: faces never depend on each other",
         "crates/mcp/Cargo.toml:2: `clutch-mcp` depends on `clutch-a2a` in [dev-dependencies]: faces never depend on each other",
         "crates/runtime/Cargo.toml:2: `clutch-runtime` depends on `clutch-store` in [dependencies]: runtime may only depend on core, proto",
+        "crates/runtime/Cargo.toml:3: `clutch-runtime` depends on `clutch-app` in [dev-dependencies]",
+        "crates/app/Cargo.toml:2: `clutch-app` depends on `clutch-bench` in [dependencies]: the bench measures the daemon and is no part of it",
+        "crates/app/Cargo.toml:3: `clutch-app` depends on `clutch-store-sqlite` in [dependencies]: store backends are chosen by the binary",
+        "crates/bench/Cargo.toml:2: `clutch-bench` depends on `clutch-runtime` in [dependencies]: bench may only depend on app,",
     ] {
         assert!(found.contains(expected), "missing {expected:?} in:\n{found}");
     }
-    assert_eq!(found.lines().count(), 9, "{found}");
+    assert_eq!(found.lines().count(), 13, "{found}");
 }

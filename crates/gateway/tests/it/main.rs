@@ -11,21 +11,21 @@ mod workflows;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use clutch_core::{Engine, Handle, Running};
+use clutch_app::App;
+use clutch_core::{Engine, Handle};
 use clutch_proto::id::{self, Kind};
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
+/// The daemon as `clutch serve` builds it (`clutch-app`), with the HTTP API only: no MCP endpoints,
+/// no push delivery (the push tests start their own workers).
 pub struct Daemon {
     pub url: String,
     pub addr: SocketAddr,
     pub log: Handle,
     pub engine: Engine,
     pub http: reqwest::Client,
-    stop_http: Option<oneshot::Sender<()>>,
-    server: Option<tokio::task::JoinHandle<()>>,
-    core: Option<Running>,
-    _dir: tempfile::TempDir,
+    app: App,
+    dir: tempfile::TempDir,
 }
 
 pub async fn start() -> Daemon {
@@ -52,51 +52,31 @@ async fn start_in(
     options: clutch_gateway::Options,
 ) -> Daemon {
     let store = clutch_store_sqlite::Store::open(dir.path()).unwrap();
-    let running = clutch_core::start(Arc::new(store), core, engine).await.unwrap();
-    let log = running.log.clone();
-    let engine = running.engine.clone();
+    let mut app = App::builder(Arc::new(store)).core(core).engine(engine).gateway(options).build().await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let router = clutch_gateway::router(log.clone(), engine.clone(), options);
-    let (stop_http, http_stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                let _ = http_stopped.await;
-            })
-            .await
-            .unwrap();
-    });
+    app.listen(listener);
     Daemon {
         url: format!("http://{addr}"),
         addr,
-        log,
-        engine,
+        log: app.log.clone(),
+        engine: app.engine.clone(),
         http: reqwest::Client::new(),
-        stop_http: Some(stop_http),
-        server: Some(server),
-        core: Some(running),
-        _dir: dir,
+        app,
+        dir,
     }
 }
 
 impl Daemon {
     /// Shuts down as the binary does: end streams, drain HTTP, then close the log.
-    pub async fn shutdown(mut self) {
-        self.log.close_streams();
-        let _ = self.stop_http.take().unwrap().send(());
-        self.server.take().unwrap().await.unwrap();
-        self.core.take().unwrap().stop().await.unwrap();
+    pub async fn shutdown(self) {
+        self.app.stop().await.unwrap();
     }
 
     /// Shuts down, then starts again on the same store (with default options and `engine`).
-    pub async fn restart(mut self, engine: clutch_core::engine::Options) -> Daemon {
-        self.log.close_streams();
-        let _ = self.stop_http.take().unwrap().send(());
-        self.server.take().unwrap().await.unwrap();
-        self.core.take().unwrap().stop().await.unwrap();
-        let dir = std::mem::replace(&mut self._dir, tempfile::tempdir().unwrap());
-        start_in(dir, clutch_core::Options::default(), engine, clutch_gateway::Options::default()).await
+    pub async fn restart(self, engine: clutch_core::engine::Options) -> Daemon {
+        self.app.stop().await.unwrap();
+        start_in(self.dir, clutch_core::Options::default(), engine, clutch_gateway::Options::default()).await
     }
 
     pub async fn post(&self, body: &Value) -> (u16, Value) {

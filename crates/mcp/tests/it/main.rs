@@ -18,22 +18,20 @@ mod workflows;
 
 use std::sync::Arc;
 
-use clutch_core::Running;
+use clutch_app::{App, face};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceError};
 use serde_json::{Map, Value};
-use tokio::sync::oneshot;
 
-/// A daemon with only the MCP endpoints: store, engine and `clutch_mcp::router` on 127.0.0.1:0.
+/// A daemon with only the MCP endpoints (`clutch-app` with the MCP face and no gateway) on
+/// 127.0.0.1:0, over a SQLite store.
 pub struct Daemon {
     pub url: String,
     pub engine: clutch_core::Engine,
-    stop_http: Option<oneshot::Sender<()>>,
-    server: Option<tokio::task::JoinHandle<()>>,
-    core: Option<Running>,
+    app: App,
     _dir: tempfile::TempDir,
 }
 
@@ -48,35 +46,16 @@ pub async fn start_with(options: clutch_mcp::Options) -> Daemon {
         heartbeat_interval: std::time::Duration::from_millis(2500),
         ..clutch_core::engine::Options::default()
     };
-    let running = clutch_core::start(Arc::new(store), clutch_core::Options::default(), engine).await.unwrap();
-    let engine = running.engine.clone();
+    let mut app = App::builder(Arc::new(store)).engine(engine).face(face::Mcp(options)).build().await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let router = clutch_mcp::router(engine.clone(), &options).unwrap();
-    let (stop_http, http_stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                let _ = http_stopped.await;
-            })
-            .await
-            .unwrap();
-    });
-    Daemon {
-        url: format!("http://{addr}"),
-        engine,
-        stop_http: Some(stop_http),
-        server: Some(server),
-        core: Some(running),
-        _dir: dir,
-    }
+    app.listen(listener);
+    Daemon { url: format!("http://{addr}"), engine: app.engine.clone(), app, _dir: dir }
 }
 
 impl Daemon {
-    pub async fn stop(mut self) {
-        let _ = self.stop_http.take().unwrap().send(());
-        self.server.take().unwrap().await.unwrap();
-        self.core.take().unwrap().stop().await.unwrap();
+    pub async fn stop(self) {
+        self.app.stop().await.unwrap();
     }
 }
 

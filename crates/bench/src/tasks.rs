@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use clap::Args;
+use clutch_app::App;
 use clutch_core::Engine;
 use clutch_proto::id::{self, Kind};
 use clutch_proto::validate::{self, Defaults};
@@ -51,14 +52,19 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
     let dir = args.dir.join(format!("tasks-{stamp}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let store = clutch_store_sqlite::Store::open(&dir).context("cannot open the SQLite store")?;
-    let core = clutch_core::start(Arc::new(store), clutch_core::Options::default(), engine_options()).await?;
-    let engine = core.engine.clone();
+    let mut builder = App::builder(Arc::new(store)).engine(engine_options());
+    if args.http {
+        builder = builder.gateway(clutch_gateway::Options::default());
+    }
+    let app = builder.build().await?;
+    let engine = app.engine.clone();
     let (server, transport) = if args.http {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
-        let router = clutch_gateway::router(core.log.clone(), engine.clone(), clutch_gateway::Options::default());
+        // Never stopped gracefully: the measurement ends by dropping it.
+        let serve = app.serve(listener, std::future::pending());
         let server = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
+            if let Err(e) = serve.await {
                 tracing::error!(error = %e, "bench server failed");
             }
         });
@@ -74,7 +80,7 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
         });
         engine.register(&validate::agent_card(&card).map_err(|p| anyhow::anyhow!("{p}"))?).await?;
     }
-    let head = core.log.head().await?;
+    let head = app.log.head().await?;
     let started: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let latencies: Arc<Mutex<Vec<Duration>>> = Arc::default();
     let done = Arc::new(AtomicU64::new(0));
@@ -82,12 +88,12 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
     let mut workers = Vec::new();
     for i in 0..args.agents {
         let me = format!("agent:w{i}");
-        workers.push(tokio::spawn(agent(transport.clone(), core.log.clone(), me, head, args.batch.max(1))));
+        workers.push(tokio::spawn(agent(transport.clone(), app.log.clone(), me, head, args.batch.max(1))));
     }
     // Completion watcher: every task.result ends one request.
     let watcher = {
         let (log, started, latencies, done, window) =
-            (core.log.clone(), started.clone(), latencies.clone(), done.clone(), window.clone());
+            (app.log.clone(), started.clone(), latencies.clone(), done.clone(), window.clone());
         tokio::spawn(async move {
             let filter = Filter { kind: Some(MessageType::TaskResult), ..Filter::default() };
             let Ok(mut sub) = log.subscribe(filter, Some(head)).await else { return };
@@ -150,7 +156,7 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
     lat.sort();
     let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied();
     let rate = (to - from) as f64 / elapsed.as_secs_f64();
-    let metrics = core.log.metrics();
+    let metrics = app.log.metrics();
     let batches = metrics.batches.load(Ordering::Relaxed).max(1);
     let appended = metrics.appended.load(Ordering::Relaxed);
     println!(
@@ -186,7 +192,7 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
     if let Some(server) = server {
         server.abort();
     }
-    core.stop().await?;
+    app.stop().await?;
     std::fs::remove_dir_all(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
     Ok(())
 }
@@ -261,12 +267,20 @@ async fn agent(transport: Transport, log: clutch_core::Handle, me: String, head:
                 .header("accept", "text/event-stream");
             tokio::spawn(async move {
                 let Ok(mut response) = request.send().await else { return };
-                let mut parser = crate::sse::Parser::default();
+                // The daemon writes each event's JSON on one `data:` line; nothing else here is JSON.
+                let mut line = Vec::new();
                 while let Ok(Some(chunk)) = response.chunk().await {
-                    for event in parser.feed(&chunk) {
-                        if let Ok(v) = serde_json::from_str::<Value>(&event.data) {
+                    for &b in chunk.iter() {
+                        if b != b'\n' {
+                            line.push(b);
+                            continue;
+                        }
+                        if let Some(data) = line.strip_prefix(b"data:")
+                            && let Ok(v) = serde_json::from_slice::<Value>(data)
+                        {
                             let _ = tx.send(v);
                         }
+                        line.clear();
                     }
                 }
             })

@@ -1,6 +1,9 @@
 //! `clutch bench`: load drivers that measure the daemon end to end on this machine, each beside an
 //! anchor measured in the same run on the same disk (a plain insert or select loop with the same
-//! durability), so a figure means something on any hardware.
+//! durability), so a figure means something on any hardware. A crate of its own so that the daemon
+//! ships without it: the binary links it only with its `bench` feature (on by default). The
+//! in-process daemons are built by `clutch-app`, as `clutch serve` builds its own; the `startup` and
+//! `mcp` drivers also run the executable they are part of (`clutch serve`, `clutch mcp`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+use clutch_app::{App, face};
 use clutch_proto::id::{self, Kind};
 use clutch_proto::validate::{self, Defaults};
 use clutch_store::Backend;
@@ -19,7 +23,7 @@ mod tasks;
 mod workflow;
 
 #[derive(Debug, Subcommand)]
-pub enum BenchCommand {
+pub enum Command {
     /// Durable appends through the HTTP API from N concurrent writers, beside a plain insert loop.
     #[command(after_help = "EXAMPLES:
   clutch bench append --writers 16 --duration 10
@@ -105,61 +109,42 @@ pub struct StartupArgs {
     pub rounds: usize,
 }
 
-pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
+pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        BenchCommand::Append(args) => append(args).await,
-        BenchCommand::Replay(args) => replay(args).await,
-        BenchCommand::Startup(args) => startup(args).await,
-        BenchCommand::Tasks(args) => tasks::run(args).await,
-        BenchCommand::Mcp(args) => mcp::run(args).await,
-        BenchCommand::Workflow(args) => workflow::run(args).await,
+        Command::Append(args) => append(args).await,
+        Command::Replay(args) => replay(args).await,
+        Command::Startup(args) => startup(args).await,
+        Command::Tasks(args) => tasks::run(args).await,
+        Command::Mcp(args) => mcp::run(args).await,
+        Command::Workflow(args) => workflow::run(args).await,
     }
 }
 
-/// A daemon inside this process: the real store, log service and router (with the MCP endpoints) on
-/// 127.0.0.1:0.
+/// A daemon inside this process, as `clutch serve` builds it (the real store, core, HTTP API and
+/// MCP endpoints; no push delivery) on 127.0.0.1:0.
 struct Daemon {
     url: String,
     log: clutch_core::Handle,
     engine: clutch_core::Engine,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    app: App,
 }
 
 impl Daemon {
     async fn start(backend: Arc<dyn Backend>) -> anyhow::Result<Daemon> {
-        let core =
-            clutch_core::start(backend, clutch_core::Options::default(), clutch_core::engine::Options::default())
-                .await?;
-        let log = core.log.clone();
-        let engine = core.engine.clone();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let mut app = App::builder(backend)
+            .gateway(clutch_gateway::Options::default())
+            .face(face::Mcp(clutch_mcp::Options::default()))
+            .build()
+            .await?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
-        let mcp = clutch_mcp::router(engine.clone(), &clutch_mcp::Options::default()).map_err(anyhow::Error::msg)?;
-        let router = clutch_gateway::router_with(log.clone(), engine.clone(), clutch_gateway::Options::default(), mcp);
-        let closing = log.clone();
-        let server = tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = stopped.await;
-                closing.close_streams();
-            };
-            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
-                tracing::error!(error = %e, "bench server failed");
-            }
-            if let Err(e) = core.stop().await {
-                tracing::error!(error = %e, "bench core failed while stopping");
-            }
-        });
-        Ok(Daemon { url, log, engine, stop: Some(stop), tasks: vec![server] })
+        app.listen(listener);
+        Ok(Daemon { url, log: app.log.clone(), engine: app.engine.clone(), app })
     }
 
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        for task in self.tasks.drain(..) {
-            let _ = task.await;
+    async fn stop(self) {
+        if let Err(e) = self.app.stop().await {
+            tracing::error!(error = %e, "bench daemon failed while stopping");
         }
     }
 }

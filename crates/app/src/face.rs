@@ -1,0 +1,74 @@
+//! Faces as the app sees them: what each adds to the daemon (routes, work in the background) over
+//! the running core. A new face is its own crate and a `Face` here; the daemon names it with one
+//! `.face(...)` line.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::Router;
+use clutch_core::Running;
+use futures_util::future::BoxFuture;
+use tokio::sync::oneshot;
+
+/// One way into the daemon over the core.
+pub trait Face: Send {
+    /// Names the face in errors and logs.
+    fn name(&self) -> &'static str;
+
+    /// Routes to merge into the daemon's router; their paths must not clash with another face's.
+    /// An error is the face's reason, in words.
+    fn routes(&self, _core: &Running) -> Result<Router, String> {
+        Ok(Router::new())
+    }
+
+    /// Work that runs until `stop` resolves, which happens once HTTP has drained and before the core
+    /// stops.
+    fn background(&self, _core: &Running, _stop: Stop) -> Option<BoxFuture<'static, ()>> {
+        None
+    }
+}
+
+/// Resolves when the daemon stops its faces' background work (or drops the way to ask).
+pub struct Stop(oneshot::Receiver<()>);
+
+impl Stop {
+    pub(crate) fn new(stopped: oneshot::Receiver<()>) -> Stop {
+        Stop(stopped)
+    }
+}
+
+impl Future for Stop {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.0).poll(cx).map(|_| ())
+    }
+}
+
+/// The MCP endpoints (`/mcp`, `/mcp/worker`).
+pub struct Mcp(pub clutch_mcp::Options);
+
+impl Face for Mcp {
+    fn name(&self) -> &'static str {
+        "mcp"
+    }
+
+    fn routes(&self, core: &Running) -> Result<Router, String> {
+        clutch_mcp::router(core.engine.clone(), &self.0)
+    }
+}
+
+/// Push delivery, the gateway's client side: the inboxes of agents with an `endpoints.clutch.url`
+/// POSTed there, each worker's position saved when it stops.
+pub struct Push(pub clutch_gateway::push::Options);
+
+impl Face for Push {
+    fn name(&self) -> &'static str {
+        "push"
+    }
+
+    fn background(&self, core: &Running, stop: Stop) -> Option<BoxFuture<'static, ()>> {
+        Some(Box::pin(clutch_gateway::push::run(core.log.clone(), core.engine.clone(), self.0.clone(), stop)))
+    }
+}
