@@ -56,7 +56,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             // The policy is checked before anything is opened or bound: an error in it stops the start.
             let policy = match &loaded.config.config_dir {
                 Some(dir) => policy::load(dir)?,
-                None => clutch_core::config::Config::default(),
+                None => clutch_core::config::Policy::default(),
             };
             init_tracing(&loaded.config.log)?;
             runtime.block_on(serve::run(loaded, policy))

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use clutch_core::config::{Config as Policy, ORG_FILE, SignaturePolicy, WORKFLOWS_FILE};
+use clutch_core::config::{ORG_FILE, Policy, SignaturePolicy, WORKFLOWS_FILE};
 
 /// Loads the policy directory. Every error is on its own line of the returned error, after a line
 /// saying how many there are.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clutch_app::{App, face};
-use clutch_core::config::Config as Policy;
+use clutch_core::config::Policy;
 use clutch_store::Backend;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;

@@ -140,8 +140,8 @@ pub trait Tokens: Send + Sync {
     fn authenticate(&self, token: &str) -> Option<Grant>;
 }
 
-impl Tokens for crate::config::Config {
+impl Tokens for crate::config::Policy {
     fn authenticate(&self, token: &str) -> Option<Grant> {
-        crate::config::Config::authenticate(self, token)
+        crate::config::Policy::authenticate(self, token)
     }
 }

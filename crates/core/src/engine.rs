@@ -30,7 +30,7 @@ use self::vet::*;
 use self::views::*;
 use crate::clock::Clock;
 pub use crate::config::OnExceed;
-use crate::config::{Budget, Config};
+use crate::config::{Budget, Policy};
 use crate::guard;
 use crate::log::{Gate, Handle};
 use crate::registry::{Agent, Status, Usage};
@@ -38,7 +38,7 @@ use crate::roots::Roots;
 use crate::router::{self, Ask, Candidate, Need};
 use crate::schemas::{self, Registry};
 use crate::stream::Live;
-use crate::tasks::{self, Effect, ORCHESTRATOR, Phase, Policy, Step, Task};
+use crate::tasks::{self, Effect, ORCHESTRATOR, Phase, Retries, Step, Task};
 use crate::throttle::Throttle;
 use crate::workflow::{self, Workflows};
 use crate::{Error, Refusal, Result};
@@ -94,7 +94,7 @@ pub struct Options {
     pub default_max_runtime: Option<Duration>,
     /// The operator's policy (org.yaml, workflows.yaml): tool allowlists, budgets, signing keys,
     /// workflow steps and payload schemas.
-    pub policy: Arc<Config>,
+    pub policy: Arc<Policy>,
     /// Save a snapshot of the state after this many events (0: only on a clean stop)...
     pub snapshot_every: u64,
     /// ...and not sooner than this after the start or the last one: saving stalls the writer in
@@ -124,7 +124,7 @@ impl Default for Options {
             retry_backoff_max: Duration::from_secs(60),
             queue_timeout: Duration::from_secs(300),
             default_max_runtime: None,
-            policy: Arc::new(Config::default()),
+            policy: Arc::new(Policy::default()),
             snapshot_every: 100_000,
             snapshot_interval: Duration::from_secs(60),
             clock: Clock::system(),

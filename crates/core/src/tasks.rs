@@ -123,13 +123,13 @@ pub enum Effect {
 
 /// Options of the state machine that come from the retry policy.
 #[derive(Debug, Clone, Copy)]
-pub struct Policy {
+pub struct Retries {
     /// Routings a task gets in all (the first and each retry after a retryable error).
     pub max_routings: u32,
 }
 
 /// Decides what `message` (from a client, or from the daemon when `daemon` is true) does to `task`.
-pub fn next(task: &Task, message: &Message, daemon: bool, policy: Policy) -> Result<Effect, Refusal> {
+pub fn next(task: &Task, message: &Message, daemon: bool, retries: Retries) -> Result<Effect, Refusal> {
     use MessageType as T;
     use Phase as P;
     let from = message.from.agent_id.as_str();
@@ -177,7 +177,7 @@ pub fn next(task: &Task, message: &Message, daemon: bool, policy: Policy) -> Res
         T::TaskResult => Ok(Effect::To(P::Completed)),
         T::TaskError if by_assignee || daemon => {
             let retryable = message.payload.get("retryable").and_then(|v| v.as_bool()).unwrap_or(false);
-            if retryable && task.routings < policy.max_routings && task.routed_by_orchestrator {
+            if retryable && task.routings < retries.max_routings && task.routed_by_orchestrator {
                 Ok(Effect::To(P::Retrying))
             } else {
                 Ok(Effect::To(P::Failed))

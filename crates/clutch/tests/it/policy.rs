@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use clutch_core::config::Config as Policy;
+use clutch_core::config::Policy;
 use clutch_proto::id::{self, Kind};
 use clutch_proto::sign::{self, SigningKey};
 use serde_json::{Value, json};

@@ -27,7 +27,7 @@ pub const WORKFLOWS_FILE: &str = "workflows.yaml";
 
 /// The whole policy configuration.
 #[derive(Debug, Clone, Default)]
-pub struct Config {
+pub struct Policy {
     pub org: Org,
     pub workflows: Workflows,
 }
@@ -49,10 +49,10 @@ pub struct Error {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Errors(Vec<Error>);
 
-impl Config {
+impl Policy {
     /// Loads `org.yaml` and `workflows.yaml` from `dir`; either may be absent. `dir` itself must be a
     /// directory.
-    pub fn load(dir: &Path) -> Result<Config, Errors> {
+    pub fn load(dir: &Path) -> Result<Policy, Errors> {
         if !dir.is_dir() {
             let message =
                 if dir.exists() { "is not a directory" } else { "does not exist (expected a directory of YAML files)" };
@@ -67,7 +67,7 @@ impl Config {
         let workflows = read(&workflows_file, &mut errors)
             .and_then(|text| parse(&workflows_file, &text, workflows::check, &mut errors))
             .unwrap_or_default();
-        if errors.is_empty() { Ok(Config { org, workflows }) } else { Err(Errors(errors)) }
+        if errors.is_empty() { Ok(Policy { org, workflows }) } else { Err(Errors(errors)) }
     }
 
     /// A configured agent.

@@ -65,7 +65,7 @@ impl Budget {
 }
 
 /// One configured agent. Its effective tool allowlist and budget merge in its role's: see
-/// [`super::Config::tool_allowlist`] and [`super::Config::budget`].
+/// [`super::Policy::tool_allowlist`] and [`super::Policy::budget`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Agent {
     /// `agent:NAME`.

@@ -70,8 +70,8 @@ impl State {
             }
             return;
         };
-        let policy = Policy { max_routings: options.max_routings };
-        let Ok(effect) = tasks::next(task, message, daemon, policy) else {
+        let retries = Retries { max_routings: options.max_routings };
+        let Ok(effect) = tasks::next(task, message, daemon, retries) else {
             // Stored before a rule existed, or by an older version: history, not state.
             return;
         };

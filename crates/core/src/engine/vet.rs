@@ -63,7 +63,7 @@ impl State {
                 return Err(invalid_payload(why, problems));
             }
         }
-        let policy = Policy { max_routings: options.max_routings };
+        let retries = Retries { max_routings: options.max_routings };
         let key = message.task_id.as_str();
         if let Some(task) = self.tasks.get(key)
             && message.kind == MessageType::TaskRequest
@@ -77,7 +77,7 @@ impl State {
         }
         let task = match staged.get(key).or_else(|| self.tasks.get(key)) {
             Some(task) => {
-                let effect = tasks::next(task, message, daemon, policy)?;
+                let effect = tasks::next(task, message, daemon, retries)?;
                 if effect == Effect::Stay {
                     return Ok(());
                 }

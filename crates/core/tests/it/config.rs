@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use clutch_core::access::{self, Grant};
-use clutch_core::config::{Budget, Config, OnExceed, SignaturePolicy};
+use clutch_core::config::{Budget, OnExceed, Policy, SignaturePolicy};
 use clutch_proto::MessageType;
 
 fn example_dir() -> PathBuf {
@@ -13,7 +13,7 @@ fn example_dir() -> PathBuf {
 
 /// Writes the given files into a fresh directory and loads it; errors come back one per line with the
 /// directory written `DIR`.
-fn load(org: Option<&str>, workflows: Option<&str>) -> Result<Config, Vec<String>> {
+fn load(org: Option<&str>, workflows: Option<&str>) -> Result<Policy, Vec<String>> {
     let dir = tempfile::tempdir().unwrap();
     if let Some(text) = org {
         std::fs::write(dir.path().join("org.yaml"), text).unwrap();
@@ -21,7 +21,7 @@ fn load(org: Option<&str>, workflows: Option<&str>) -> Result<Config, Vec<String
     if let Some(text) = workflows {
         std::fs::write(dir.path().join("workflows.yaml"), text).unwrap();
     }
-    Config::load(dir.path()).map_err(|e| {
+    Policy::load(dir.path()).map_err(|e| {
         let prefix = format!("{}/", dir.path().display());
         e.to_string().lines().map(|l| l.replace(&prefix, "DIR/")).collect()
     })
@@ -39,7 +39,7 @@ const KEY: &str = "XlK93Sz6r5r3-SiJNc7QhxqTExhuDXVYn_KdD8ABTEE";
 
 #[test]
 fn the_documented_example_loads() {
-    let config = Config::load(&example_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let config = Policy::load(&example_dir()).unwrap_or_else(|e| panic!("{e}"));
     let org = &config.org;
     assert_eq!(org.roles.keys().collect::<Vec<_>>(), ["researcher", "reviewer"]);
     assert_eq!(org.agents.keys().collect::<Vec<_>>(), ["agent:ken", "agent:rita"]);
@@ -136,21 +136,21 @@ fn no_files_is_an_empty_config() {
     assert!(config.org.agents.is_empty() && config.workflows.workflows.is_empty());
     let config = load(Some("roles:\nagents:\ntokens:\n"), Some("workflows:\n")).unwrap();
     assert!(config.org.agents.is_empty());
-    assert_eq!(Config::default().schemas().list().count(), 5);
+    assert_eq!(Policy::default().schemas().list().count(), 5);
 }
 
 #[test]
 fn a_missing_directory_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope");
-    let e = Config::load(&missing).unwrap_err().to_string();
+    let e = Policy::load(&missing).unwrap_err().to_string();
     assert_eq!(e, format!("{}: does not exist (expected a directory of YAML files)", missing.display()));
     let file = dir.path().join("file");
     std::fs::write(&file, "").unwrap();
-    assert_eq!(Config::load(&file).unwrap_err().to_string(), format!("{}: is not a directory", file.display()));
+    assert_eq!(Policy::load(&file).unwrap_err().to_string(), format!("{}: is not a directory", file.display()));
     // A file that is there but cannot be read.
     std::fs::create_dir(dir.path().join("org.yaml")).unwrap();
-    let e = Config::load(dir.path()).unwrap_err().to_string();
+    let e = Policy::load(dir.path()).unwrap_err().to_string();
     assert!(e.starts_with(&format!("{}: cannot be read: ", dir.path().join("org.yaml").display())), "{e}");
 }
 

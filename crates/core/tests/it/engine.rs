@@ -404,11 +404,11 @@ async fn the_daemons_own_voice_cannot_be_borrowed_and_heartbeats_are_not_stored(
     h.stop().await;
 }
 
-fn policy(org: &str, workflows: &str) -> Arc<clutch_core::config::Config> {
+fn policy(org: &str, workflows: &str) -> Arc<clutch_core::config::Policy> {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("org.yaml"), org).unwrap();
     std::fs::write(dir.path().join("workflows.yaml"), workflows).unwrap();
-    Arc::new(clutch_core::config::Config::load(dir.path()).unwrap())
+    Arc::new(clutch_core::config::Policy::load(dir.path()).unwrap())
 }
 
 const WORKFLOWS: &str = "

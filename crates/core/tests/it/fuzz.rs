@@ -1,7 +1,7 @@
 //! Fuzzing the policy loaders (proptest; `cargo fuzz` needs a nightly toolchain): `org.yaml` and
 //! `workflows.yaml` as arbitrary text, YAML-like text, and the documented examples mutated line by
 //! line (lines removed, repeated, re-indented, cut short, replaced by YAML fragments: anchors and
-//! aliases, flow collections, tags, huge keys and values), loaded with `Config::load`. It may not
+//! aliases, flow collections, tags, huge keys and values), loaded with `Policy::load`. It may not
 //! panic, and each error it reports stays bounded (`clutch_proto::error`'s limits for a path and a
 //! message), however large the text it is about.
 //!
@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use clutch_core::config::Config;
+use clutch_core::config::Policy;
 use clutch_proto::error::{MESSAGE_MAX, PATH_MAX};
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -102,7 +102,7 @@ fn check(dir: &Path, org: Option<&[u8]>, workflows: Option<&[u8]>) -> Result<Str
             }
         }
     }
-    let Err(errors) = Config::load(dir) else { return Ok(String::new()) };
+    let Err(errors) = Policy::load(dir) else { return Ok(String::new()) };
     prop_assert!(!errors.as_slice().is_empty());
     for e in errors.as_slice() {
         let (path, message) = (e.path.chars().count(), e.message.chars().count());

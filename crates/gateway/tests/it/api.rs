@@ -544,7 +544,7 @@ mod signatures {
             key.public_key()
         );
         std::fs::write(dir.path().join("org.yaml"), org).unwrap();
-        let policy = Arc::new(clutch_core::config::Config::load(dir.path()).unwrap());
+        let policy = Arc::new(clutch_core::config::Policy::load(dir.path()).unwrap());
         let engine = clutch_core::engine::Options { policy, ..Default::default() };
         let d = start_full(clutch_core::Options::default(), engine, clutch_gateway::Options::default()).await;
         let batch: Vec<_> = (0..500).map(|_| msg(&run_id(), "chat.message")).collect();
@@ -570,7 +570,7 @@ mod signatures {
             key.public_key()
         );
         std::fs::write(dir.path().join("org.yaml"), org).unwrap();
-        let policy = Arc::new(clutch_core::config::Config::load(dir.path()).unwrap());
+        let policy = Arc::new(clutch_core::config::Policy::load(dir.path()).unwrap());
         let engine = clutch_core::engine::Options { policy, ..Default::default() };
         let d = start_full(clutch_core::Options::default(), engine, clutch_gateway::Options::default()).await;
         let signed = |key: &clutch_proto::sign::SigningKey| {
