@@ -48,7 +48,7 @@ pub enum Error {
 /// How a daemon is put together; [`App::builder`] starts one.
 pub struct Builder {
     store: Arc<dyn Backend>,
-    core: clutch_core::Options,
+    core: clutch_core::log::Options,
     engine: clutch_core::engine::Options,
     gateway: Option<clutch_gateway::Options>,
     faces: Vec<Box<dyn Face>>,
@@ -56,7 +56,7 @@ pub struct Builder {
 
 impl Builder {
     /// The event log's options (batches, queues, subscriber buffers, artifact limit).
-    pub fn core(mut self, options: clutch_core::Options) -> Builder {
+    pub fn core(mut self, options: clutch_core::log::Options) -> Builder {
         self.core = options;
         self
     }
@@ -143,7 +143,7 @@ impl App {
     pub fn builder(store: Arc<dyn Backend>) -> Builder {
         Builder {
             store,
-            core: clutch_core::Options::default(),
+            core: clutch_core::log::Options::default(),
             engine: clutch_core::engine::Options::default(),
             gateway: None,
             faces: Vec::new(),

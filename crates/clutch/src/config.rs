@@ -133,7 +133,7 @@ pub struct Limits {
     pub artifact_bytes: u64,
 }
 
-/// Tuning of the event log writer (`clutch_core::Options`).
+/// Tuning of the event log writer (`clutch_core::log::Options`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogService {
@@ -178,7 +178,7 @@ impl Default for Limits {
 
 impl Default for LogService {
     fn default() -> Self {
-        let core = clutch_core::Options::default();
+        let core = clutch_core::log::Options::default();
         LogService {
             batch_max: core.batch_max as u64,
             queue: core.queue as u64,
@@ -449,8 +449,8 @@ impl Config {
         Ok(Database::Sqlite(PathBuf::from(db)))
     }
 
-    pub fn core_options(&self) -> clutch_core::Options {
-        clutch_core::Options {
+    pub fn core_options(&self) -> clutch_core::log::Options {
+        clutch_core::log::Options {
             batch_max: saturating(self.log_service.batch_max),
             queue: saturating(self.log_service.queue),
             subscriber_buffer: saturating(self.log_service.subscriber_buffer),

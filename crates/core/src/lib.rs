@@ -22,7 +22,7 @@ pub mod throttle;
 pub mod workflow;
 
 pub use engine::Engine;
-pub use log::{Gate, Handle, Options, Service};
+pub use log::{Gate, Handle, Service};
 pub use running::{Running, start};
 pub use stream::{End, Live, Subscription};
 

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use clutch_core::{Handle, Options, Service};
+use clutch_core::log::Options;
+use clutch_core::{Handle, Service};
 use clutch_proto::id::{self, Kind};
 use clutch_proto::validate::{self, Defaults};
 use clutch_proto::{Message, MessageType};

@@ -23,7 +23,7 @@ pub(crate) struct Hub {
 
 async fn open(dir: &Path, options: Options) -> Running {
     let store = clutch_store_sqlite::Store::open(dir).unwrap();
-    start(Arc::new(store), clutch_core::Options::default(), options).await.unwrap()
+    start(Arc::new(store), clutch_core::log::Options::default(), options).await.unwrap()
 }
 
 pub(crate) async fn hub(options: Options) -> Hub {

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use clutch_core::{Options, Service};
+use clutch_core::Service;
+use clutch_core::log::Options;
 use clutch_proto::id::{self, Kind};
 use clutch_proto::{ErrorCode, MessageType};
 use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome, Snapshot};

@@ -16,7 +16,8 @@ mod workflow;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use clutch_core::{End, Handle, Options, Service};
+use clutch_core::log::Options;
+use clutch_core::{End, Handle, Service};
 use clutch_proto::id::{self, Kind};
 use clutch_proto::validate::{self, Defaults};
 use clutch_proto::{Message, MessageType};

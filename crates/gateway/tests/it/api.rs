@@ -83,7 +83,7 @@ async fn batch_answers_each_message_and_keeps_the_good_ones() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_bodies_get_clear_4xx() {
     let d = start_with(
-        clutch_core::Options::default(),
+        clutch_core::log::Options::default(),
         clutch_gateway::Options { body_limit_bytes: 4096, ..Default::default() },
     )
     .await;
@@ -187,7 +187,7 @@ async fn replay_streams_a_whole_run_as_ndjson_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn artifacts_upload_download_and_limit() {
     let d = start_with(
-        clutch_core::Options { artifact_max_bytes: 1 << 20, ..Default::default() },
+        clutch_core::log::Options { artifact_max_bytes: 1 << 20, ..Default::default() },
         clutch_gateway::Options::default(),
     )
     .await;
@@ -307,7 +307,8 @@ mod auth {
             ("dash-secret", grant("dash", Role::Observer, None)),
         ]));
         let options = clutch_gateway::Options { tokens: Some(Arc::new(table)), ..Default::default() };
-        let d = start_full(clutch_core::Options::default(), clutch_core::engine::Options::default(), options).await;
+        let d =
+            start_full(clutch_core::log::Options::default(), clutch_core::engine::Options::default(), options).await;
         let url = |p: &str| format!("{}{p}", d.url);
         let post = |token: Option<&'static str>, path: &'static str, body: serde_json::Value| {
             let mut r = d.http.post(url(path)).json(&body);
@@ -407,7 +408,7 @@ mod authorization {
             ("dash", grant("dash", Role::Observer, None)),
         ]));
         let options = clutch_gateway::Options { tokens: Some(Arc::new(table)), ..Default::default() };
-        start_full(clutch_core::Options::default(), clutch_core::engine::Options::default(), options).await
+        start_full(clutch_core::log::Options::default(), clutch_core::engine::Options::default(), options).await
     }
 
     /// A route pattern with its parameters filled; path ids name another agent (`agent:eve`).
@@ -546,7 +547,7 @@ mod signatures {
         std::fs::write(dir.path().join("org.yaml"), org).unwrap();
         let policy = Arc::new(clutch_core::config::Policy::load(dir.path()).unwrap());
         let engine = clutch_core::engine::Options { policy, ..Default::default() };
-        let d = start_full(clutch_core::Options::default(), engine, clutch_gateway::Options::default()).await;
+        let d = start_full(clutch_core::log::Options::default(), engine, clutch_gateway::Options::default()).await;
         let batch: Vec<_> = (0..500).map(|_| msg(&run_id(), "chat.message")).collect();
         let (status, answers) = d.post(&json!(batch)).await;
         assert_eq!(status, 200);
@@ -572,7 +573,7 @@ mod signatures {
         std::fs::write(dir.path().join("org.yaml"), org).unwrap();
         let policy = Arc::new(clutch_core::config::Policy::load(dir.path()).unwrap());
         let engine = clutch_core::engine::Options { policy, ..Default::default() };
-        let d = start_full(clutch_core::Options::default(), engine, clutch_gateway::Options::default()).await;
+        let d = start_full(clutch_core::log::Options::default(), engine, clutch_gateway::Options::default()).await;
         let signed = |key: &clutch_proto::sign::SigningKey| {
             let mut m = msg(&run_id(), "chat.message");
             m["id"] = json!(id::generate(Kind::Message));

@@ -29,15 +29,15 @@ pub struct Daemon {
 }
 
 pub async fn start() -> Daemon {
-    start_with(clutch_core::Options::default(), clutch_gateway::Options::default()).await
+    start_with(clutch_core::log::Options::default(), clutch_gateway::Options::default()).await
 }
 
-pub async fn start_with(core: clutch_core::Options, options: clutch_gateway::Options) -> Daemon {
+pub async fn start_with(core: clutch_core::log::Options, options: clutch_gateway::Options) -> Daemon {
     start_full(core, clutch_core::engine::Options::default(), options).await
 }
 
 pub async fn start_full(
-    core: clutch_core::Options,
+    core: clutch_core::log::Options,
     engine: clutch_core::engine::Options,
     options: clutch_gateway::Options,
 ) -> Daemon {
@@ -47,7 +47,7 @@ pub async fn start_full(
 /// Starts the daemon over the store in `dir` (a restart when it holds one already).
 async fn start_in(
     dir: tempfile::TempDir,
-    core: clutch_core::Options,
+    core: clutch_core::log::Options,
     engine: clutch_core::engine::Options,
     options: clutch_gateway::Options,
 ) -> Daemon {
@@ -76,7 +76,7 @@ impl Daemon {
     /// Shuts down, then starts again on the same store (with default options and `engine`).
     pub async fn restart(self, engine: clutch_core::engine::Options) -> Daemon {
         self.app.stop().await.unwrap();
-        start_in(self.dir, clutch_core::Options::default(), engine, clutch_gateway::Options::default()).await
+        start_in(self.dir, clutch_core::log::Options::default(), engine, clutch_gateway::Options::default()).await
     }
 
     pub async fn post(&self, body: &Value) -> (u16, Value) {

@@ -40,7 +40,7 @@ async fn endpoint(fail: usize) -> (String, Arc<Mutex<(usize, Vec<Value>)>>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_reach_a_push_agent_through_failures_in_order() {
     let engine = clutch_core::engine::Options { outbound: Arc::new(Policy::loopback()), ..Default::default() };
-    let d = start_full(clutch_core::Options::default(), engine, clutch_gateway::Options::default()).await;
+    let d = start_full(clutch_core::log::Options::default(), engine, clutch_gateway::Options::default()).await;
     let (url, seen) = endpoint(3).await;
     let options = clutch_gateway::push::Options {
         backoff: Duration::from_millis(20),
@@ -101,7 +101,7 @@ async fn the_guard_keeps_pushes_off_networks_the_operator_did_not_allow() {
     // Registered while loopback was allowed, then the daemon restarts without it: the card is in the
     // log, and push must still not reach the endpoint.
     let allowing = clutch_core::engine::Options { outbound: Arc::new(Policy::loopback()), ..Default::default() };
-    let d = start_full(clutch_core::Options::default(), allowing, clutch_gateway::Options::default()).await;
+    let d = start_full(clutch_core::log::Options::default(), allowing, clutch_gateway::Options::default()).await;
     let card =
         json!({"agent_id": "agent:pushy", "capabilities": [{"id": "skill:x"}], "endpoints": {"clutch": {"url": url}}});
     let r = d.http.post(format!("{}/v1/agents", d.url)).json(&card).send().await.unwrap();

@@ -126,7 +126,7 @@ async fn sse_streams_and_resumes_from_last_event_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_websocket_subscriber_is_cut_off_with_its_cursor() {
     let d = start_with(
-        clutch_core::Options { subscriber_buffer: 16, ..Default::default() },
+        clutch_core::log::Options { subscriber_buffer: 16, ..Default::default() },
         clutch_gateway::Options::default(),
     )
     .await;

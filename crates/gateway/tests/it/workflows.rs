@@ -245,7 +245,7 @@ async fn a_dead_agents_task_goes_to_another_which_recovers_it_from_checkpoints()
         clock: clock.clone(),
         ..Default::default()
     };
-    let d = start_full(clutch_core::Options::default(), engine, clutch_gateway::Options::default()).await;
+    let d = start_full(clutch_core::log::Options::default(), engine, clutch_gateway::Options::default()).await;
     d.register("a").await;
     d.register("b").await;
     let (_, ids) = d.workflow(json!([{"name": "migrate"}])).await;
@@ -346,7 +346,7 @@ async fn tokens_decide_which_agent_a_write_acts_as() {
         ("dash", grant("dash", Role::Observer, None)),
     ]));
     let options = clutch_gateway::Options { tokens: Some(Arc::new(table)), ..Default::default() };
-    let d = start_full(clutch_core::Options::default(), clutch_core::engine::Options::default(), options).await;
+    let d = start_full(clutch_core::log::Options::default(), clutch_core::engine::Options::default(), options).await;
     for name in ["ken", "eve"] {
         let card = json!({"agent_id": format!("agent:{name}"), "capabilities": []});
         assert_eq!(d.call_as(Some("ops"), "POST", "/v1/agents", Some(card)).await.0, 201);
@@ -393,7 +393,7 @@ async fn workspaces_make_and_remove_git_worktrees() {
     let dir = tempfile::tempdir().unwrap();
     let roots = clutch_core::roots::Roots::new(&[dir.path().to_owned()]).unwrap();
     let engine = clutch_core::engine::Options { workspace_roots: roots, ..Default::default() };
-    let d = start_full(clutch_core::Options::default(), engine, clutch_gateway::Options::default()).await;
+    let d = start_full(clutch_core::log::Options::default(), engine, clutch_gateway::Options::default()).await;
     let (wid, ids) = d.workflow(json!([{"name": "google"}])).await;
     let repo = dir.path().join("app");
     std::fs::create_dir(&repo).unwrap();
