@@ -1,6 +1,6 @@
 //! The `clutch` binary: parses the command line, loads config, starts logging and runs one command.
-//! Exit codes: 0 success, 1 failure (including a refused message), 2 usage error or a thing asked
-//! about (agent, task, run) that does not exist.
+//! Exit codes: 0 success, 1 failure (including a refused message), 2 a usage error (as clap and most
+//! tools have it), 3 a thing asked about (agent, task, run) that does not exist.
 
 mod agents;
 mod cli;
@@ -41,7 +41,7 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("clutch: {e:#}");
-            if is_not_found(&e) { ExitCode::from(2) } else { ExitCode::FAILURE }
+            if is_not_found(&e) { ExitCode::from(3) } else { ExitCode::FAILURE }
         }
     }
 }

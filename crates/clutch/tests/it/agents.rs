@@ -89,7 +89,7 @@ agent:tom  online  0/1   -        0/1000 tokens  skill:code@1.2.0
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout, "agent:ken removed at seq 3\n", "{out:?}");
     let out = agents(&daemon, &["show", "ken"], "");
-    assert_eq!(out.code, Some(2), "{out:?}");
+    assert_eq!(out.code, Some(3), "{out:?}");
     assert!(out.stdout.is_empty(), "{out:?}");
     assert!(out.stderr.contains("AGENT_NOT_FOUND: no agent `agent:ken` is registered"), "{out:?}");
     let out = agents(&daemon, &["list"], "");
@@ -107,7 +107,7 @@ fn unknown_agents_and_bad_cards() {
 
     for args in [&["show", "nobody"][..], &["remove", "agent:nobody"]] {
         let out = agents(&daemon, args, "");
-        assert_eq!(out.code, Some(2), "clutch agents {args:?}: {out:?}");
+        assert_eq!(out.code, Some(3), "clutch agents {args:?}: {out:?}");
         assert!(out.stderr.contains("AGENT_NOT_FOUND") && out.stderr.contains("agent:nobody"), "{out:?}");
     }
 

@@ -1,5 +1,5 @@
 //! The command line's contract: help with examples everywhere, exit code 2 for usage errors, and a
-//! hint to start the daemon when none answers. (Exit code 2 for unknown agents, tasks and runs is
+//! hint to start the daemon when none answers. (Exit code 3 for unknown agents, tasks and runs is
 //! checked beside each command's tests.)
 
 use crate::support::{clutch, run};

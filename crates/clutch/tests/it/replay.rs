@@ -36,6 +36,6 @@ async fn prints_a_runs_events_in_order() {
     let mut cmd = clutch();
     cmd.args(["runs", "replay", &run_id(), "--url", &daemon.url]);
     let out = run(cmd, "");
-    assert_eq!(out.code, Some(2), "an unknown run: {out:?}");
+    assert_eq!(out.code, Some(3), "an unknown run: {out:?}");
     assert!(out.stderr.contains("RUN_NOT_FOUND"), "{out:?}");
 }

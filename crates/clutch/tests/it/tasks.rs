@@ -136,12 +136,12 @@ fn unknown_tasks_and_runs_exit_2() {
     let daemon = Daemon::start(dir.path());
     let task = generate(Kind::Task);
     let out = cli(&daemon, &["tasks", "show", &task]);
-    assert_eq!(out.code, Some(2), "{out:?}");
+    assert_eq!(out.code, Some(3), "{out:?}");
     assert!(out.stderr.contains(&format!("TASK_NOT_FOUND: no task `{task}`")), "{out:?}");
     assert!(out.stdout.is_empty(), "{out:?}");
 
     let run = run_id();
     let out = cli(&daemon, &["runs", "tasks", &run]);
-    assert_eq!(out.code, Some(2), "{out:?}");
+    assert_eq!(out.code, Some(3), "{out:?}");
     assert!(out.stderr.contains(&format!("RUN_NOT_FOUND: run `{run}` has no task")), "{out:?}");
 }
