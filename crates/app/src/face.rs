@@ -59,9 +59,9 @@ impl Face for Mcp {
     }
 }
 
-/// Push delivery, the gateway's client side: the inboxes of agents with an `endpoints.clutch.url`
-/// POSTed there, each worker's position saved when it stops.
-pub struct Push(pub clutch_gateway::push::Options);
+/// Push delivery over HTTP (`clutch_core::push` with the gateway's transport): the inboxes of agents
+/// with an `endpoints.clutch.url` POSTed there, each worker's position saved when it stops.
+pub struct Push(pub clutch_core::push::Options);
 
 impl Face for Push {
     fn name(&self) -> &'static str {

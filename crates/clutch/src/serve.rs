@@ -70,7 +70,7 @@ pub async fn run(loaded: Loaded, policy: Policy) -> anyhow::Result<()> {
         .engine(engine)
         .gateway(gateway)
         .face(face::Mcp(config.mcp_options()))
-        .face(face::Push(clutch_gateway::push::Options::default()))
+        .face(face::Push(clutch_core::push::Options::default()))
         .build()
         .await?;
     let served = serve(&config, &app, signals, started).await;

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod guard;
 pub mod log;
 pub mod metrics;
+pub mod push;
 pub mod registry;
 pub mod roots;
 pub mod router;

@@ -109,16 +109,16 @@ impl Engine {
         })
     }
 
-    /// Agents that take their messages by push: (agent id, `endpoints.clutch.url`, the seq of the
-    /// card that named it).
-    pub fn push_targets(&self) -> Vec<(String, String, u64)> {
+    /// Agents that take their messages by push over `protocol`: (agent id, the card's
+    /// `endpoints.<protocol>.url`, the seq of the card that named it).
+    pub fn push_targets(&self, protocol: &str) -> Vec<(String, String, u64)> {
         let state = self.state();
         state
             .agents
             .values()
             .filter(|a| a.status != Status::Removed)
             .filter_map(|a| {
-                a.card.endpoints.get("clutch").map(|e| (a.card.agent_id.clone(), e.url.clone(), a.card_seq))
+                a.card.endpoints.get(protocol).map(|e| (a.card.agent_id.clone(), e.url.clone(), a.card_seq))
             })
             .collect()
     }

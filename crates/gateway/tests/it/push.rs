@@ -42,12 +42,11 @@ async fn messages_reach_a_push_agent_through_failures_in_order() {
     let engine = clutch_core::engine::Options { outbound: Arc::new(Policy::loopback()), ..Default::default() };
     let d = start_full(clutch_core::log::Options::default(), engine, clutch_gateway::Options::default()).await;
     let (url, seen) = endpoint(3).await;
-    let options = clutch_gateway::push::Options {
+    let options = clutch_core::push::Options {
         backoff: Duration::from_millis(20),
         backoff_max: Duration::from_millis(100),
         save_every: Duration::ZERO,
         rescan: Duration::from_millis(20),
-        ..Default::default()
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let pusher = tokio::spawn(clutch_gateway::push::run(d.log.clone(), d.engine.clone(), options, async move {
@@ -107,7 +106,7 @@ async fn the_guard_keeps_pushes_off_networks_the_operator_did_not_allow() {
     let r = d.http.post(format!("{}/v1/agents", d.url)).json(&card).send().await.unwrap();
     assert_eq!(r.status(), 201);
     let d = d.restart(clutch_core::engine::Options::default()).await;
-    let options = clutch_gateway::push::Options {
+    let options = clutch_core::push::Options {
         backoff: Duration::from_millis(5),
         backoff_max: Duration::from_millis(10),
         rescan: Duration::from_millis(5),

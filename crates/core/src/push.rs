@@ -1,0 +1,240 @@
+//! Push delivery: the inbox of each agent whose card names an endpoint for a protocol is sent there
+//! one message at a time in `seq` order, retried with exponential backoff and jitter until the
+//! endpoint takes it, and each agent's position is saved in the store, so a restart resumes where
+//! delivery stood (at-least-once: a few messages may come twice; agents deduplicate by `id`). How a
+//! message leaves is a [`Transport`]'s business: HTTP POSTs in the gateway today, A2A push next.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clutch_store::{Event, Filter};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::{End, Engine, Handle};
+
+/// Timings of push delivery.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// First retry delay; doubles per failure up to `backoff_max`, with ±20% jitter.
+    pub backoff: Duration,
+    pub backoff_max: Duration,
+    /// How often a worker saves its position while delivering.
+    pub save_every: Duration,
+    /// How often the set of push agents is looked at again.
+    pub rescan: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            backoff: Duration::from_millis(200),
+            backoff_max: Duration::from_secs(30),
+            save_every: Duration::from_secs(1),
+            rescan: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Where one agent's messages go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub agent_id: String,
+    /// The endpoint's URL, as the agent's card names it.
+    pub url: String,
+}
+
+/// What became of one attempt to deliver a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// The endpoint took it.
+    Taken,
+    /// The endpoint refused it for good (a 4xx): it is skipped, with why.
+    Refused(String),
+    /// It may go through later (the network, a 5xx, a 408 or 429): retried after a backoff.
+    Failed(String),
+    /// The operator's outbound guard refuses the target: retried quietly (a new card, or a restart
+    /// with other settings, may change it), said once.
+    Blocked(String),
+}
+
+/// How messages leave for one protocol's endpoints.
+pub trait Transport: Send + Sync + 'static {
+    /// The card's endpoint this transport serves (`clutch`, `a2a`).
+    fn protocol(&self) -> &'static str;
+
+    /// One attempt to deliver `event` to `target`.
+    fn deliver<'a>(
+        &'a self,
+        target: &'a Target,
+        event: &'a Event,
+    ) -> Pin<Box<dyn Future<Output = Delivery> + Send + 'a>>;
+}
+
+/// Runs push delivery for `transport`'s protocol until `shutdown` resolves: one worker per agent
+/// whose card names an endpoint for it.
+pub async fn run(
+    log: Handle,
+    engine: Engine,
+    transport: Arc<dyn Transport>,
+    options: Options,
+    shutdown: impl Future<Output = ()>,
+) {
+    let (stop, stopped) = watch::channel(false);
+    let mut workers: HashMap<(String, String), JoinHandle<()>> = HashMap::new();
+    tokio::pin!(shutdown);
+    loop {
+        let targets = engine.push_targets(transport.protocol());
+        workers.retain(|key, worker| {
+            let keep = targets.iter().any(|(a, u, _)| (a, u) == (&key.0, &key.1)) && !worker.is_finished();
+            if !keep {
+                worker.abort();
+            }
+            keep
+        });
+        for (agent, url, card_seq) in targets {
+            let key = (agent.clone(), url.clone());
+            if workers.contains_key(&key) {
+                continue;
+            }
+            tracing::info!(agent_id = %agent, url = %shown(&url), protocol = transport.protocol(), "push delivery started");
+            let worker = Worker {
+                log: log.clone(),
+                transport: transport.clone(),
+                target: Target { agent_id: agent, url },
+                options: options.clone(),
+                blocked_said: false,
+            };
+            workers.insert(key, tokio::spawn(worker.run(card_seq, stopped.clone())));
+        }
+        tokio::select! {
+            () = &mut shutdown => break,
+            () = tokio::time::sleep(options.rescan) => {}
+        }
+    }
+    let _ = stop.send(true);
+    for (_, worker) in workers {
+        let _ = worker.await;
+    }
+}
+
+struct Worker {
+    log: Handle,
+    transport: Arc<dyn Transport>,
+    target: Target,
+    options: Options,
+    /// The guard's refusal was logged.
+    blocked_said: bool,
+}
+
+impl Worker {
+    async fn run(mut self, card_seq: u64, mut stopped: watch::Receiver<bool>) {
+        let agent = self.target.agent_id.clone();
+        let name = format!("push:{agent}");
+        let mut pushed = match self.log.cursor(&name).await {
+            Ok(saved) => saved.unwrap_or(card_seq),
+            Err(e) => {
+                tracing::error!(agent_id = %agent, error = %e, "cannot read the push position; not pushing");
+                return;
+            }
+        };
+        let mut saved = pushed;
+        let mut saved_at = Instant::now();
+        'subscribe: loop {
+            let filter = Filter { to: Some(agent.clone()), ..Filter::default() };
+            let mut inbox = match self.log.subscribe(filter, Some(pushed)).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(agent_id = %agent, error = %e, "push subscription failed; retrying");
+                    tokio::time::sleep(self.options.backoff_max.min(Duration::from_secs(1))).await;
+                    continue;
+                }
+            };
+            loop {
+                let next = tokio::select! {
+                    next = inbox.next() => next,
+                    _ = stopped.changed() => break 'subscribe,
+                };
+                match next {
+                    Ok(event) => {
+                        if !self.deliver(&event, &mut stopped).await {
+                            break 'subscribe;
+                        }
+                        pushed = event.seq;
+                        if saved_at.elapsed() >= self.options.save_every {
+                            self.save(&name, pushed, &mut saved).await;
+                            saved_at = Instant::now();
+                        }
+                    }
+                    Err(End::Lagged { last_seq } | End::Failed { last_seq, .. }) => {
+                        pushed = last_seq;
+                        continue 'subscribe;
+                    }
+                    Err(End::Shutdown { .. }) => break 'subscribe,
+                }
+            }
+        }
+        self.save(&name, pushed, &mut saved).await;
+    }
+
+    async fn save(&self, name: &str, pushed: u64, saved: &mut u64) {
+        if pushed == *saved {
+            return;
+        }
+        match self.log.set_cursor(name, pushed).await {
+            Ok(()) => *saved = pushed,
+            Err(e) => tracing::warn!(agent_id = %self.target.agent_id, error = %e, "cannot save the push position"),
+        }
+    }
+
+    /// Sends one event until the endpoint takes it or refuses it for good (logged and skipped).
+    /// False when stopped first.
+    async fn deliver(&mut self, event: &Event, stopped: &mut watch::Receiver<bool>) -> bool {
+        let metrics = self.log.metrics();
+        let agent = self.target.agent_id.clone();
+        let mut failures: u32 = 0;
+        loop {
+            let why = match self.transport.deliver(&self.target, event).await {
+                Delivery::Taken => {
+                    metrics.pushes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return true;
+                }
+                Delivery::Refused(why) => {
+                    tracing::warn!(agent_id = %agent, seq = event.seq, reason = %why, "push endpoint refused the message; skipped");
+                    return true;
+                }
+                Delivery::Failed(why) => why,
+                Delivery::Blocked(why) => {
+                    if !self.blocked_said {
+                        self.blocked_said = true;
+                        tracing::warn!(agent_id = %agent, url = %shown(&self.target.url), error = %why, "push target refused by the outbound guard; nothing is sent");
+                    }
+                    why
+                }
+            };
+            metrics.push_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            failures += 1;
+            let delay = crate::backoff(self.options.backoff, self.options.backoff_max, failures, event.seq);
+            tracing::debug!(agent_id = %agent, seq = event.seq, failures, error = %why, delay_ms = delay.as_millis() as u64, "push failed; retrying");
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                _ = stopped.changed() => return false,
+            }
+        }
+    }
+}
+
+/// A URL as logs show it: without a password in its user part.
+fn shown(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        Ok(_) => url.to_owned(),
+        Err(_) => "(not a URL)".to_owned(),
+    }
+}
