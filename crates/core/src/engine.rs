@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use clutch_proto::error::Next;
-use clutch_proto::message::{Recipient, Sender};
-use clutch_proto::{AgentCard, ErrorCode, Message, MessageType, id};
+use clutch_proto::message::Recipient;
+use clutch_proto::{AgentCard, ErrorCode, Message, MessageType};
 use clutch_store::{Entry, Filter, Outcome, Snapshot};
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;

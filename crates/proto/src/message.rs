@@ -219,6 +219,41 @@ impl std::fmt::Display for MessageType {
 }
 
 impl Message {
+    /// A message made by the daemon itself: a fresh id, the current time, the protocol version, and
+    /// only what is given; the rest (recipients, parent, payload type, meta...) is set on the value.
+    /// Client messages come from [`crate::validate::message`] instead.
+    pub fn new(
+        kind: MessageType,
+        from: &str,
+        (run_id, thread_id, task_id): (&str, &str, &str),
+        payload: Map<String, Value>,
+    ) -> Message {
+        Message {
+            v: crate::VERSION.to_owned(),
+            id: crate::id::generate(crate::id::Kind::Message),
+            ts: crate::validate::format_ts(std::time::SystemTime::now()),
+            thread_id: thread_id.to_owned(),
+            run_id: run_id.to_owned(),
+            task_id: task_id.to_owned(),
+            parent_task_id: None,
+            trace: None,
+            from: Sender { agent_id: from.to_owned(), role: None },
+            to: Vec::new(),
+            kind,
+            domain: None,
+            payload_type: None,
+            schema_ref: None,
+            payload,
+            requires: Vec::new(),
+            prefers: Vec::new(),
+            security: None,
+            attachments: Vec::new(),
+            idempotency_key: None,
+            attempt: 1,
+            meta: Map::new(),
+        }
+    }
+
     /// The canonical JSON form stored in the log: fields in declaration order, object keys of
     /// `payload` and `meta` sorted, absent optionals omitted.
     pub fn to_canonical_json(&self) -> String {

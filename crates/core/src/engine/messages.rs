@@ -15,30 +15,9 @@ pub(super) fn unknown_agent(agent_id: &str) -> Refusal {
 
 /// A message from the daemon in the system run (agent lifecycle).
 pub(super) fn system_message(kind: MessageType, to: Vec<String>, payload: Map<String, Value>) -> Message {
-    Message {
-        v: clutch_proto::VERSION.to_owned(),
-        id: id::generate(id::Kind::Message),
-        ts: clutch_proto::validate::format_ts(SystemTime::now()),
-        thread_id: SYSTEM_THREAD.to_owned(),
-        run_id: SYSTEM_RUN.to_owned(),
-        task_id: SYSTEM_TASK.to_owned(),
-        parent_task_id: None,
-        trace: None,
-        from: Sender { agent_id: ORCHESTRATOR.to_owned(), role: None },
-        to: to.into_iter().map(|agent_id| Recipient { agent_id }).collect(),
-        kind,
-        domain: None,
-        payload_type: None,
-        schema_ref: None,
-        payload,
-        requires: Vec::new(),
-        prefers: Vec::new(),
-        security: None,
-        attachments: Vec::new(),
-        idempotency_key: None,
-        attempt: 1,
-        meta: Map::new(),
-    }
+    let mut m = Message::new(kind, ORCHESTRATOR, (SYSTEM_RUN, SYSTEM_THREAD, SYSTEM_TASK), payload);
+    m.to = to.into_iter().map(|agent_id| Recipient { agent_id }).collect();
+    m
 }
 
 /// A message from the daemon about the same run, thread and task as `about`.

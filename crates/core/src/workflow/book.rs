@@ -5,7 +5,6 @@
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use clutch_proto::message::{Recipient, Sender};
 use clutch_proto::{Message, MessageType};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -607,28 +606,8 @@ pub fn event(
     payload_type: &str,
     payload: Map<String, Value>,
 ) -> Message {
-    Message {
-        v: clutch_proto::VERSION.to_owned(),
-        id: clutch_proto::id::generate(clutch_proto::id::Kind::Message),
-        ts: clutch_proto::validate::format_ts(std::time::SystemTime::now()),
-        thread_id: w.thread_id.clone(),
-        run_id: w.id.clone(),
-        task_id: task_id.to_owned(),
-        parent_task_id: (task_id != w.root_task_id).then(|| w.root_task_id.clone()),
-        trace: None,
-        from: Sender { agent_id: from.to_owned(), role: None },
-        to: Vec::<Recipient>::new(),
-        kind,
-        domain: None,
-        payload_type: (!payload_type.is_empty()).then(|| payload_type.to_owned()),
-        schema_ref: None,
-        payload,
-        requires: Vec::new(),
-        prefers: Vec::new(),
-        security: None,
-        attachments: Vec::new(),
-        idempotency_key: None,
-        attempt: 1,
-        meta: Map::new(),
-    }
+    let mut m = Message::new(kind, from, (&w.id, &w.thread_id, task_id), payload);
+    m.parent_task_id = (task_id != w.root_task_id).then(|| w.root_task_id.clone());
+    m.payload_type = (!payload_type.is_empty()).then(|| payload_type.to_owned());
+    m
 }
