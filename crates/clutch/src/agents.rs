@@ -3,8 +3,12 @@
 
 use std::path::PathBuf;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+use clutch_core::registry::Status;
+use clutch_core::view;
+use clutch_proto::AgentCard;
+use clutch_proto::card::Capability;
 use serde_json::Value;
 
 use crate::cli::ClientArgs;
@@ -66,25 +70,25 @@ pub async fn run(command: AgentsCommand) -> anyhow::Result<()> {
     match command {
         AgentsCommand::List(args) => {
             let client = Client::connect(&args.client)?;
-            let answer = client.json(client.get("/v1/agents")).await?;
+            let answer: Value = client.json(client.get("/v1/agents")).await?;
             if args.json {
                 return render::print(&format!("{answer}\n"));
             }
-            let agents = answer.get("agents").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+            let view::Agents { agents } = typed(answer)?;
             if agents.is_empty() {
                 eprintln!("clutch: no agent is registered; register one with `clutch agents register CARD.json`");
                 return Ok(());
             }
-            render::print(&list(agents, render::stdout_color()))
+            render::print(&list(&agents, render::stdout_color()))
         }
         AgentsCommand::Show(args) => {
             let client = Client::connect(&args.client)?;
             let path = format!("/v1/agents/{}", path_segment(&agent_id(&args.agent)));
-            let agent = client.json(client.get(&path)).await?;
+            let agent: Value = client.json(client.get(&path)).await?;
             if args.json {
                 return render::print(&format!("{agent}\n"));
             }
-            render::print(&show(&agent, render::stdout_color()))
+            render::print(&show(&typed(agent)?, render::stdout_color()))
         }
         AgentsCommand::Register(args) => {
             let client = Client::connect(&args.client)?;
@@ -92,13 +96,11 @@ pub async fn run(command: AgentsCommand) -> anyhow::Result<()> {
             if !card.is_object() {
                 bail!("{name} must hold an AgentCard, a JSON object");
             }
-            let answer = client.json(client.post("/v1/agents").json(&card)).await?;
+            let answer: Value = client.json(client.post("/v1/agents").json(&card)).await?;
             if args.json {
                 return render::print(&format!("{answer}\n"));
             }
-            let id = answer["agent_id"].as_str().unwrap_or("?");
-            let seq = answer["seq"].as_u64().map_or_else(|| "?".to_owned(), |s| s.to_string());
-            let every = answer["heartbeat_interval_sec"].as_u64().map_or_else(|| "?".to_owned(), |s| s.to_string());
+            let view::Registered { agent_id: id, seq, heartbeat_interval_sec: every, .. } = typed(answer)?;
             render::print(&format!(
                 "{id} registered at seq {seq}; heartbeat every {every} s (POST /v1/agents/{id}/heartbeat)\n"
             ))
@@ -106,12 +108,11 @@ pub async fn run(command: AgentsCommand) -> anyhow::Result<()> {
         AgentsCommand::Remove(args) => {
             let client = Client::connect(&args.client)?;
             let path = format!("/v1/agents/{}", path_segment(&agent_id(&args.agent)));
-            let answer = client.json(client.delete(&path)).await?;
+            let answer: Value = client.json(client.delete(&path)).await?;
             if args.json {
                 return render::print(&format!("{answer}\n"));
             }
-            let id = answer["agent_id"].as_str().unwrap_or("?");
-            let seq = answer["seq"].as_u64().map_or_else(|| "?".to_owned(), |s| s.to_string());
+            let view::Removed { agent_id: id, seq, .. } = typed(answer)?;
             render::print(&format!("{id} removed at seq {seq}\n"))
         }
     }
@@ -123,80 +124,80 @@ fn agent_id(name: &str) -> String {
 }
 
 /// The agents as a table, one row each.
-fn list(agents: &[Value], color: bool) -> String {
+fn list(agents: &[view::Agent], color: bool) -> String {
     let mut table = Table::new(&["AGENT", "STATUS", "LOAD", "SUCCESS", "USAGE/BUDGET", "CAPABILITIES"]);
     for agent in agents {
-        let status = text(&agent["status"]);
         table.row(vec![
-            text(&agent["agent_id"]).into(),
-            Cell::colored(status, status_color(status)),
-            load(&agent["load"]).into(),
-            success(&agent["success_rate"]).into(),
-            Cell::colored(usage(agent), agent["budget_exhausted"].as_bool().unwrap_or(false).then_some("31")),
-            capabilities(&agent["card"]).join(", ").into(),
+            agent.agent_id.as_str().into(),
+            Cell::colored(agent.status.as_str(), status_color(agent.status)),
+            load(&agent.load).into(),
+            success(agent.success_rate).into(),
+            Cell::colored(usage(agent), agent.budget_exhausted.then_some("31")),
+            capabilities(&agent.card).join(", ").into(),
         ]);
     }
     table.render(color)
 }
 
 /// One agent, readable: its card's display name, then one line per fact.
-fn show(agent: &Value, color: bool) -> String {
-    let card = &agent["card"];
-    let mut out = paint(text(&agent["agent_id"]), Some("1"), color);
-    if let Some(name) = card.pointer("/display/name").and_then(Value::as_str) {
-        out.push_str(&format!(" ({name})"));
-    }
-    if let Some(desc) = card.pointer("/display/desc").and_then(Value::as_str) {
-        out.push_str(&format!(": {desc}"));
+fn show(agent: &view::Agent, color: bool) -> String {
+    let card = &agent.card;
+    let mut out = paint(&agent.agent_id, Some("1"), color);
+    if let Some(display) = &card.display {
+        out.push_str(&format!(" ({})", display.name));
+        if let Some(desc) = &display.desc {
+            out.push_str(&format!(": {desc}"));
+        }
     }
     out.push('\n');
 
     let mut table = Table::new(&[]);
-    let status = text(&agent["status"]);
-    let last_seen = agent["last_seen"].as_str().map(|t| format!(", last seen {t}")).unwrap_or_default();
-    table.row(vec!["status".into(), Cell::colored(format!("{status}{last_seen}"), status_color(status))]);
-    let tasks: Vec<&str> = agent["tasks"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-    let in_flight = if tasks.is_empty() { String::new() } else { format!(": {}", tasks.join(", ")) };
-    table.row(vec!["load".into(), format!("{}{in_flight}", load(&agent["load"])).into()]);
-    table.row(vec!["success rate".into(), success(&agent["success_rate"]).into()]);
-    let exhausted = agent["budget_exhausted"].as_bool().unwrap_or(false);
+    let status = agent.status.as_str();
+    table.row(vec![
+        "status".into(),
+        Cell::colored(format!("{status}, last seen {}", agent.last_seen), status_color(agent.status)),
+    ]);
+    let in_flight = if agent.tasks.is_empty() { String::new() } else { format!(": {}", agent.tasks.join(", ")) };
+    table.row(vec!["load".into(), format!("{}{in_flight}", load(&agent.load)).into()]);
+    table.row(vec!["success rate".into(), success(agent.success_rate).into()]);
+    let exhausted = agent.budget_exhausted;
     let spent = if exhausted { " (budget exhausted: left out of routing)" } else { "" };
     table
         .row(vec!["usage/budget".into(), Cell::colored(format!("{}{spent}", usage(agent)), exhausted.then_some("31"))]);
     let mut limits = Vec::new();
-    for key in ["max_concurrency", "max_runtime_sec"] {
-        if let Some(n) = card.pointer(&format!("/limits/{key}")).and_then(Value::as_u64) {
-            limits.push(format!("{key} {n}"));
+    if let Some(l) = &card.limits {
+        for (key, n) in [("max_concurrency", l.max_concurrency), ("max_runtime_sec", l.max_runtime_sec)] {
+            if let Some(n) = n {
+                limits.push(format!("{key} {n}"));
+            }
         }
     }
     table.row(vec!["limits".into(), if limits.is_empty() { "none".into() } else { limits.join(", ").into() }]);
-    let capabilities = card["capabilities"].as_array().map(Vec::as_slice).unwrap_or_default();
-    if capabilities.is_empty() {
+    if card.capabilities.is_empty() {
         table.row(vec!["capabilities".into(), "none".into()]);
     }
-    for (i, capability) in capabilities.iter().enumerate() {
+    for (i, capability) in card.capabilities.iter().enumerate() {
         let key = if i == 0 { "capabilities" } else { "" };
         table.row(vec![key.into(), capability_details(capability).into()]);
     }
-    if let Some(endpoints) = card["endpoints"].as_object() {
-        for (i, (protocol, endpoint)) in endpoints.iter().enumerate() {
-            let key = if i == 0 { "endpoints" } else { "" };
-            table.row(vec![key.into(), format!("{protocol} {}", text(&endpoint["url"])).into()]);
-        }
+    for (i, (protocol, endpoint)) in card.endpoints.iter().enumerate() {
+        let key = if i == 0 { "endpoints" } else { "" };
+        table.row(vec![key.into(), format!("{protocol} {}", endpoint.url).into()]);
     }
-    if let Some(security) = card["security"].as_object() {
+    if let Some(Value::Object(security)) = card.security.as_ref().map(|s| serde_json::to_value(s).unwrap_or_default()) {
         let facts: Vec<String> = security.iter().map(|(k, v)| format!("{k} {}", scalar(v))).collect();
         table.row(vec!["security".into(), facts.join(", ").into()]);
     }
-    if let Some(meta) = card.get("meta").filter(|m| m.as_object().is_some_and(|m| !m.is_empty())) {
-        table.row(vec!["meta".into(), meta.to_string().into()]);
+    if !card.meta.is_empty() {
+        table.row(vec!["meta".into(), Value::Object(card.meta.clone()).to_string().into()]);
     }
     out.push_str(&table.render(color));
     out
 }
 
-fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or("-")
+/// The daemon's answer as the view it is.
+fn typed<T: serde::de::DeserializeOwned>(answer: Value) -> anyhow::Result<T> {
+    serde_json::from_value(answer).context("the daemon's answer is not the shape this clutch knows (another version?)")
 }
 
 /// A JSON scalar without quotes around strings.
@@ -204,43 +205,42 @@ fn scalar(value: &Value) -> String {
     value.as_str().map_or_else(|| value.to_string(), str::to_owned)
 }
 
-fn status_color(status: &str) -> Option<&'static str> {
+fn status_color(status: Status) -> Option<&'static str> {
     match status {
-        "online" => Some("32"),
-        "stale" => Some("33"),
-        "offline" => Some("31"),
-        _ => None,
+        Status::Online => Some("32"),
+        Status::Stale => Some("33"),
+        Status::Offline => Some("31"),
+        Status::Removed => None,
     }
 }
 
 /// `in_flight/max_concurrency`, `∞` when the card sets no limit.
-fn load(load: &Value) -> String {
-    let in_flight = load["in_flight"].as_u64().unwrap_or(0);
-    let max = load["max_concurrency"].as_u64().map_or_else(|| "∞".to_owned(), |m| m.to_string());
-    format!("{in_flight}/{max}")
+fn load(load: &view::Load) -> String {
+    let max = load.max_concurrency.map_or_else(|| "∞".to_owned(), |m| m.to_string());
+    format!("{}/{max}", load.in_flight)
 }
 
 /// The recent success rate as a percentage; `-` before any task ended.
-fn success(rate: &Value) -> String {
-    rate.as_f64().map_or_else(|| "-".to_owned(), |r| format!("{:.0}%", r * 100.0))
+fn success(rate: Option<f64>) -> String {
+    rate.map_or_else(|| "-".to_owned(), |r| format!("{:.0}%", r * 100.0))
 }
 
 /// Usage against budget: tokens always, cost and requests when used or limited.
-fn usage(agent: &Value) -> String {
-    let (usage, budget) = (&agent["usage"], &agent["budget"]);
-    let tokens = usage["tokens"].as_u64().unwrap_or(0);
-    let mut parts = vec![match budget["tokens"].as_u64() {
+fn usage(agent: &view::Agent) -> String {
+    let (usage, budget) = (&agent.usage, agent.budget.unwrap_or_default());
+    let tokens = usage.tokens;
+    let mut parts = vec![match budget.tokens {
         Some(limit) => format!("{tokens}/{limit} tokens"),
         None => format!("{tokens} tokens"),
     }];
-    let cost = usage["cost_usd"].as_f64().unwrap_or(0.0);
-    match budget["cost_usd"].as_f64() {
+    let cost = usage.cost_usd;
+    match budget.cost_usd {
         Some(limit) => parts.push(format!("${cost:.2}/${limit:.2}")),
         None if cost > 0.0 => parts.push(format!("${cost:.2}")),
         None => {}
     }
-    let requests = usage["requests"].as_u64().unwrap_or(0);
-    match budget["requests"].as_u64() {
+    let requests = usage.requests;
+    match budget.requests {
         Some(limit) => parts.push(format!("{requests}/{limit} requests")),
         None if requests > 0 => parts.push(format!("{requests} requests")),
         None => {}
@@ -249,31 +249,32 @@ fn usage(agent: &Value) -> String {
 }
 
 /// Each capability of a card as `id@version`.
-fn capabilities(card: &Value) -> Vec<String> {
-    let capabilities = card["capabilities"].as_array().map(Vec::as_slice).unwrap_or_default();
-    capabilities
+fn capabilities(card: &AgentCard) -> Vec<String> {
+    card.capabilities
         .iter()
-        .map(|c| match c["version"].as_str() {
-            Some(version) => format!("{}@{version}", text(&c["id"])),
-            None => text(&c["id"]).to_owned(),
+        .map(|c| match &c.version {
+            Some(version) => format!("{}@{version}", c.id),
+            None => c.id.clone(),
         })
         .collect()
 }
 
 /// One capability with everything its card entry says.
-fn capability_details(capability: &Value) -> String {
-    let mut line = text(&capability["id"]).to_owned();
-    if let Some(version) = capability["version"].as_str() {
+fn capability_details(capability: &Capability) -> String {
+    let mut line = capability.id.clone();
+    if let Some(version) = &capability.version {
         line.push_str(&format!(" {version}"));
     }
-    for key in ["tags", "tools", "servers"] {
-        let items: Vec<&str> = capability[key].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    for (key, items) in [("tags", &capability.tags), ("tools", &capability.tools), ("servers", &capability.servers)] {
         if !items.is_empty() {
             line.push_str(&format!("; {key}: {}", items.join(", ")));
         }
     }
-    for key in ["trust_level", "cost_hint"] {
-        if let Some(value) = capability[key].as_str() {
+    let named = |v: Option<Value>| v.and_then(|v| v.as_str().map(str::to_owned));
+    let trust = named(capability.trust_level.map(|t| serde_json::to_value(t).unwrap_or_default()));
+    let cost = named(capability.cost_hint.map(|c| serde_json::to_value(c).unwrap_or_default()));
+    for (key, value) in [("trust_level", trust), ("cost_hint", cost)] {
+        if let Some(value) = value {
             line.push_str(&format!("; {key}: {value}"));
         }
     }
@@ -297,7 +298,7 @@ const SHOW_EXAMPLES: &str = "EXAMPLES:
   clutch agents show agent:ken
   clutch agents show ken --json
 
-  Exits 2 when no such agent is registered.";
+  Exits 3 when no such agent is registered.";
 
 const REGISTER_EXAMPLES: &str = "EXAMPLES:
   clutch agents register ken.json
@@ -312,7 +313,7 @@ const REGISTER_EXAMPLES: &str = "EXAMPLES:
 const REMOVE_EXAMPLES: &str = "EXAMPLES:
   clutch agents remove agent:ken
 
-  Exits 2 when no such agent is registered.";
+  Exits 3 when no such agent is registered.";
 
 #[cfg(test)]
 mod tests {
@@ -320,8 +321,8 @@ mod tests {
 
     use super::*;
 
-    fn ken() -> Value {
-        json!({
+    fn ken() -> view::Agent {
+        typed(json!({
             "agent_id": "agent:ken", "status": "online",
             "card": {
                 "v": "clutch/0.1", "agent_id": "agent:ken", "display": {"name": "Ken", "desc": "researches"},
@@ -329,19 +330,23 @@ mod tests {
                 "limits": {"max_concurrency": 4}, "security": {"sandbox": true}
             },
             "load": {"in_flight": 1, "max_concurrency": 4}, "tasks": ["task_1"],
-            "success_rate": 0.5, "usage": {"tokens": 30, "cost_usd": 0.25, "requests": 0},
+            "success_rate": 0.5, "usage": {"tokens": 30, "cost_usd": 0.25, "requests": 0, "wall_time_sec": 0},
             "budget": {"tokens": 1000, "cost_usd": null, "requests": null}, "budget_exhausted": false,
             "last_seen": "2026-04-01T12:00:00.000Z"
-        })
+        }))
+        .unwrap()
     }
 
     #[test]
     fn the_list_is_a_table() {
-        let tom = json!({
-            "agent_id": "agent:tom", "status": "stale", "card": {"capabilities": [{"id": "skill:code"}]},
-            "load": {"in_flight": 0, "max_concurrency": null}, "success_rate": null,
-            "usage": {"tokens": 0, "cost_usd": 0.0, "requests": 0}, "budget": null, "budget_exhausted": false
-        });
+        let tom = typed(json!({
+            "agent_id": "agent:tom", "status": "stale",
+            "card": {"v": "clutch/0.1", "agent_id": "agent:tom", "capabilities": [{"id": "skill:code"}]},
+            "load": {"in_flight": 0, "max_concurrency": null}, "tasks": [], "success_rate": null,
+            "usage": {"tokens": 0, "cost_usd": 0.0, "requests": 0, "wall_time_sec": 0}, "budget": null,
+            "budget_exhausted": false, "last_seen": "2026-04-01T12:00:00.000Z"
+        }))
+        .unwrap();
         assert_eq!(
             list(&[ken(), tom], false),
             "\

@@ -1,7 +1,9 @@
 //! `clutch tasks show` and `clutch runs tasks`: a task's state and history as a timeline, and a
 //! run's tasks as a tree by `parent_task_id`, read from `/v1/tasks/{id}` and `/v1/runs/{id}/tasks`.
 
+use anyhow::Context;
 use clap::{Args, Subcommand};
+use clutch_core::view::{self, TaskKind, TaskState};
 use serde_json::Value;
 
 use crate::cli::ClientArgs;
@@ -45,79 +47,72 @@ pub async fn run(command: TasksCommand) -> anyhow::Result<()> {
     match command {
         TasksCommand::Show(args) => {
             let client = Client::connect(&args.client)?;
-            let task = client.json(client.get(&format!("/v1/tasks/{}", path_segment(&args.task)))).await?;
+            let task: Value = client.json(client.get(&format!("/v1/tasks/{}", path_segment(&args.task)))).await?;
             if args.json {
                 return render::print(&format!("{task}\n"));
             }
-            render::print(&show(&task, render::stdout_color()))
+            render::print(&show(&typed(task)?, render::stdout_color()))
         }
     }
 }
 
 pub async fn run_tree(args: RunTasksArgs) -> anyhow::Result<()> {
     let client = Client::connect(&args.client)?;
-    let answer = client.json(client.get(&format!("/v1/runs/{}/tasks", path_segment(&args.run)))).await?;
+    let answer: Value = client.json(client.get(&format!("/v1/runs/{}/tasks", path_segment(&args.run)))).await?;
     if args.json {
         return render::print(&format!("{answer}\n"));
     }
-    render::print(&tree(&answer, render::stdout_color()))
+    render::print(&tree(&typed(answer)?, render::stdout_color()))
 }
 
-/// States in the order a task lives through them.
-const STATES: &[&str] = &[
-    "requested",
-    "queued",
-    "routed",
-    "accepted",
-    "running",
-    "retrying",
-    "completed",
-    "failed",
-    "cancelled",
-    "timed_out",
-];
+/// The daemon's answer as the view it is.
+fn typed<T: serde::de::DeserializeOwned>(answer: Value) -> anyhow::Result<T> {
+    serde_json::from_value(answer).context("the daemon's answer is not the shape this clutch knows (another version?)")
+}
 
 /// A task: its facts, then its history as a table.
-fn show(task: &Value, color: bool) -> String {
-    let state = text(&task["state"]);
+fn show(task: &view::Task, color: bool) -> String {
+    let state = task.state.as_str();
     let mut out =
-        format!("{}  {}\n", paint(text(&task["task_id"]), Some("1"), color), paint(state, state_color(state), color));
+        format!("{}  {}", paint(&task.task_id, Some("1"), color), paint(state, state_color(task.state), color));
+    if let Some(name) = &task.name {
+        out.push_str(&format!("  {name}"));
+    }
+    out.push('\n');
     let mut facts = Table::new(&[]);
-    for (label, key) in [("run", "run_id"), ("thread", "thread_id"), ("parent", "parent_task_id")] {
-        if let Some(value) = task[key].as_str() {
-            facts.row(vec![label.into(), value.into()]);
+    for (label, value) in
+        [("run", Some(&task.run_id)), ("thread", Some(&task.thread_id)), ("parent", task.parent_task_id.as_ref())]
+    {
+        if let Some(value) = value {
+            facts.row(vec![label.into(), value.as_str().into()]);
         }
     }
-    facts.row(vec!["agent".into(), text(&task["agent"]).into()]);
-    facts.row(vec!["requester".into(), text(&task["requester"]).into()]);
-    let attempt = task["attempt"].as_u64().unwrap_or(0);
-    let routings = task["routings"].as_u64().unwrap_or(0);
-    facts.row(vec!["attempt".into(), format!("{attempt} (routed {routings}×)").into()]);
-    facts.row(vec!["progress".into(), progress(&task["progress"]).into()]);
-    let requires: Vec<&str> = task["requires"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-    if !requires.is_empty() {
-        facts.row(vec!["requires".into(), requires.join(", ").into()]);
+    facts.row(vec!["agent".into(), text(task.agent.as_deref()).into()]);
+    facts.row(vec!["requester".into(), text(task.requester.as_deref()).into()]);
+    if task.kind == TaskKind::Routed {
+        facts.row(vec!["attempt".into(), format!("{} (routed {}×)", task.attempt, task.routings).into()]);
+        facts.row(vec!["progress".into(), progress(task.progress).into()]);
     }
-    if let Some(error) = task["error"].as_object() {
-        let code = error.get("code").and_then(Value::as_str).unwrap_or("?");
-        let message = error.get("message").and_then(Value::as_str).unwrap_or_default();
-        facts.row(vec!["error".into(), Cell::colored(format!("{code}: {message}"), Some("31"))]);
+    if !task.requires.is_empty() {
+        facts.row(vec!["requires".into(), task.requires.join(", ").into()]);
+    }
+    if let Some(error) = &task.error {
+        facts.row(vec!["error".into(), Cell::colored(format!("{}: {}", error.code, error.message), Some("31"))]);
     }
     out.push_str(&facts.render(color));
 
-    let history = task["history"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let history = task.history.as_deref().unwrap_or_default();
     if !history.is_empty() {
         out.push('\n');
         let mut timeline = Table::new(&["SEQ", "TIME", "TYPE", "FROM", "STATE"]);
         for step in history {
-            let kind = text(&step["type"]);
-            let state = text(&step["state"]);
+            let kind = step.kind.as_str();
             timeline.row(vec![
-                step["seq"].as_u64().map_or_else(|| "?".to_owned(), |s| s.to_string()).into(),
-                step["ts"].as_str().map_or("", render::clock).into(),
+                step.seq.to_string().into(),
+                render::clock(&step.ts).into(),
                 Cell::colored(kind, Some(render::kind_color(kind))),
-                text(&step["from"]).into(),
-                Cell::colored(state, state_color(state)),
+                step.from.as_str().into(),
+                Cell::colored(step.state.as_str(), state_color(step.state)),
             ]);
         }
         out.push_str(&timeline.render(color));
@@ -126,33 +121,29 @@ fn show(task: &Value, color: bool) -> String {
 }
 
 /// A run's tasks drawn as a tree (`task_id  state  agent  progress`), then counts per state.
-fn tree(answer: &Value, color: bool) -> String {
+fn tree(answer: &view::RunTasks, color: bool) -> String {
     let mut table = Table::new(&[]);
-    for root in answer["tasks"].as_array().into_iter().flatten() {
+    for root in &answer.tasks {
         node(&mut table, root, "", "");
     }
     let mut out = table.render(color);
 
-    let counts = answer["counts"].as_object();
-    let count = |state: &str| counts.and_then(|c| c.get(state)).and_then(Value::as_u64).unwrap_or(0);
-    let mut parts: Vec<String> = STATES
+    let parts: Vec<String> = answer
+        .counts
         .iter()
-        .copied()
-        .filter(|s| count(s) > 0)
-        .map(|s| format!("{} {}", count(s), paint(s, state_color(s), color)))
+        .filter(|(_, n)| **n > 0)
+        .map(|(s, n)| format!("{n} {}", paint(s.as_str(), state_color(*s), color)))
         .collect();
-    let others = counts.into_iter().flatten().filter(|(s, _)| !STATES.contains(&s.as_str()));
-    parts.extend(others.map(|(s, n)| format!("{} {s}", n.as_u64().unwrap_or(0))));
-    let total: u64 = counts.into_iter().flatten().filter_map(|(_, n)| n.as_u64()).sum();
+    let total: u64 = answer.counts.values().sum();
     let plural = if total == 1 { "" } else { "s" };
     out.push_str(&format!("\n{total} task{plural}: {}", parts.join(", ")));
-    if let Some(tokens) = answer.pointer("/usage/tokens").and_then(Value::as_u64) {
-        out.push_str(&format!("; usage {tokens} tokens"));
+    if let Some(usage) = &answer.usage {
+        out.push_str(&format!("; usage {} tokens", usage.tokens));
+        if usage.cost_usd > 0.0 {
+            out.push_str(&format!(", ${:.2}", usage.cost_usd));
+        }
     }
-    if let Some(cost) = answer.pointer("/usage/cost_usd").and_then(Value::as_f64).filter(|c| *c > 0.0) {
-        out.push_str(&format!(", ${cost:.2}"));
-    }
-    if answer["budget_exhausted"].as_bool() == Some(true) {
+    if answer.budget_exhausted == Some(true) {
         out.push_str(&paint("; the run's budget is spent", Some("31"), color));
     }
     out.push('\n');
@@ -160,38 +151,43 @@ fn tree(answer: &Value, color: bool) -> String {
 }
 
 /// Adds `task` as a row (after `lead`, its branch) and its children below it, like `tree` draws them.
-fn node(table: &mut Table, task: &Value, lead: &str, children_lead: &str) {
-    let state = text(&task["state"]);
+fn node(table: &mut Table, task: &view::Task, lead: &str, children_lead: &str) {
+    let id = match &task.name {
+        Some(name) => format!("{lead}{} {name}", task.task_id),
+        None => format!("{lead}{}", task.task_id),
+    };
     table.row(vec![
-        format!("{lead}{}", text(&task["task_id"])).into(),
-        Cell::colored(state, state_color(state)),
-        text(&task["agent"]).into(),
-        progress(&task["progress"]).into(),
+        id.into(),
+        Cell::colored(task.state.as_str(), state_color(task.state)),
+        text(task.agent.as_deref()).into(),
+        progress(task.progress).into(),
     ]);
-    let children = task["children"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let children = task.children.as_deref().unwrap_or_default();
     for (i, child) in children.iter().enumerate() {
         let (branch, rest) = if i + 1 == children.len() { ("└── ", "    ") } else { ("├── ", "│   ") };
         node(table, child, &format!("{children_lead}{branch}"), &format!("{children_lead}{rest}"));
     }
 }
 
-fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or("-")
+fn text(value: Option<&str>) -> &str {
+    value.unwrap_or("-")
 }
 
 /// The last reported progress in percent; `-` when none was.
-fn progress(value: &Value) -> String {
-    value.as_f64().map_or_else(|| "-".to_owned(), |p| format!("{p:.0}%"))
+fn progress(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |p| format!("{p:.0}%"))
 }
 
-fn state_color(state: &str) -> Option<&'static str> {
+fn state_color(state: TaskState) -> Option<&'static str> {
     match state {
-        "completed" => Some("32"),
-        "failed" | "timed_out" => Some("31"),
-        "cancelled" => Some("35"),
-        "accepted" | "running" => Some("33"),
-        "requested" | "queued" | "routed" | "retrying" => Some("36"),
-        _ => None,
+        TaskState::Completed => Some("32"),
+        TaskState::Failed | TaskState::TimedOut => Some("31"),
+        TaskState::Cancelled => Some("35"),
+        TaskState::Accepted | TaskState::Running | TaskState::Claimed | TaskState::InProgress => Some("33"),
+        TaskState::Requested | TaskState::Queued | TaskState::Routed | TaskState::Retrying | TaskState::Pending => {
+            Some("36")
+        }
+        TaskState::Planning | TaskState::Blocked => None,
     }
 }
 
@@ -204,14 +200,14 @@ const SHOW_EXAMPLES: &str = "EXAMPLES:
   clutch tasks show task_01J... --json | jq .history
 
   The history lists every event about the task (seq, time, type, sender) with the task's state
-  after it. Exits 2 when no such task exists (tasks begin with a task.request).";
+  after it. Exits 3 when no such task exists (tasks begin with a task.request).";
 
 pub const RUN_TASKS_EXAMPLES: &str = "EXAMPLES:
   clutch runs tasks run_01J...
   clutch runs tasks run_01J... --json | jq .counts
 
   Each line is `task_id  state  agent  progress`, children under their parent_task_id; the last
-  line counts the tasks per state and adds the run's usage. Exits 2 when the run has no task.";
+  line counts the tasks per state and adds the run's usage. Exits 3 when the run has no task.";
 
 #[cfg(test)]
 mod tests {
@@ -221,7 +217,10 @@ mod tests {
 
     #[test]
     fn a_run_is_a_tree() {
-        let leaf = |id: &str, state: &str, agent: Value, progress: Value| json!({"task_id": id, "state": state, "agent": agent, "progress": progress, "children": []});
+        let leaf = |id: &str, state: &str, agent: Value, progress: Value| {
+            json!({"task_id": id, "run_id": "run_1", "thread_id": "thr_1", "parent_task_id": null, "state": state,
+                   "agent": agent, "requester": "user:ada", "progress": progress, "error": null, "children": []})
+        };
         let mut parent = leaf("task_a", "running", json!("agent:ken"), json!(50.0));
         let mut middle = leaf("task_b", "completed", json!("agent:ken"), json!(100.0));
         middle["children"] = json!([leaf("task_d", "failed", json!("agent:tom"), json!(null))]);
@@ -229,10 +228,10 @@ mod tests {
         let answer = json!({
             "run_id": "run_1", "tasks": [parent],
             "counts": {"completed": 1, "failed": 1, "requested": 1, "running": 1},
-            "usage": {"tokens": 45, "cost_usd": 0.0, "requests": 0}, "budget_exhausted": false
+            "usage": {"tokens": 45, "cost_usd": 0.0, "requests": 0, "wall_time_sec": 0}, "budget_exhausted": false
         });
         assert_eq!(
-            tree(&answer, false),
+            tree(&typed(answer).unwrap(), false),
             "\
 task_a          running    agent:ken  50%
 ├── task_b      completed  agent:ken  100%
@@ -245,6 +244,38 @@ task_a          running    agent:ken  50%
     }
 
     #[test]
+    fn a_workflow_is_a_tree_of_named_tasks() {
+        let answer = json!({
+            "run_id": "run_w", "workflow_id": "run_w",
+            "counts": {"pending": 1, "claimed": 0, "in_progress": 1, "completed": 0, "failed": 0, "blocked": 0},
+            "tasks": [{
+                "task_id": "task_r", "run_id": "run_w", "thread_id": "thr_w", "parent_task_id": null,
+                "kind": "workflow", "name": "oauth", "state": "in_progress", "agent": null, "requester": "user:ada",
+                "progress": null, "error": null,
+                "children": [{
+                    "task_id": "task_s", "run_id": "run_w", "thread_id": "thr_w", "parent_task_id": "task_r",
+                    "kind": "workflow_task", "name": "setup", "state": "in_progress", "agent": "agent:ken",
+                    "requester": "user:ada", "progress": null, "error": null
+                }, {
+                    "task_id": "task_g", "run_id": "run_w", "thread_id": "thr_w", "parent_task_id": "task_r",
+                    "kind": "workflow_task", "name": "google", "state": "pending", "agent": null,
+                    "requester": "user:ada", "progress": null, "error": null
+                }]
+            }]
+        });
+        assert_eq!(
+            tree(&typed(answer).unwrap(), false),
+            "\
+task_r oauth       in_progress  -          -
+├── task_s setup   in_progress  agent:ken  -
+└── task_g google  pending      -          -
+
+2 tasks: 1 pending, 1 in_progress
+"
+        );
+    }
+
+    #[test]
     fn a_task_with_its_timeline() {
         let task = json!({
             "task_id": "task_a", "run_id": "run_1", "thread_id": "thr_1", "parent_task_id": null,
@@ -252,12 +283,12 @@ task_a          running    agent:ken  50%
             "progress": null, "requires": ["skill:research"],
             "error": {"code": "DELIVERY_FAILED", "message": "agent:ken did not accept the task"},
             "history": [
-                {"seq": 4, "ts": "2026-04-01T12:00:00.100Z", "type": "task.request", "from": "user:ada", "state": "requested"},
-                {"seq": 12, "ts": "2026-04-01T12:00:03.250Z", "type": "task.error", "from": "agent:orchestrator", "state": "failed"}
+                {"seq": 4, "id": "msg_1", "ts": "2026-04-01T12:00:00.100Z", "type": "task.request", "from": "user:ada", "state": "requested"},
+                {"seq": 12, "id": "msg_2", "ts": "2026-04-01T12:00:03.250Z", "type": "task.error", "from": "agent:orchestrator", "state": "failed"}
             ]
         });
         assert_eq!(
-            show(&task, false),
+            show(&typed(task).unwrap(), false),
             "\
 task_a  failed
 run        run_1

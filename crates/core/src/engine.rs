@@ -20,7 +20,7 @@ use clutch_proto::error::Next;
 use clutch_proto::message::Recipient;
 use clutch_proto::{AgentCard, ErrorCode, Message, MessageType};
 use clutch_store::{Entry, Filter, Outcome, Snapshot};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::Notify;
 
 use self::apply::*;
@@ -139,14 +139,7 @@ impl Default for Options {
 pub enum Ack {
     Stored(Outcome),
     /// A heartbeat: recorded in memory, not in the log.
-    Heartbeat(Heartbeat),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Heartbeat {
-    pub agent_id: String,
-    pub status: &'static str,
-    pub next_heartbeat_sec: u64,
+    Heartbeat(crate::view::Heartbeat),
 }
 
 /// The engine. Cheap to clone; every clone is the same engine.

@@ -1,8 +1,9 @@
 //! The orchestration core: the event log service (one writer, group commit), the live bus with
 //! catch-up subscriptions, the engine (agent registry, router, task state, delivery timers, budgets)
 //! that keeps its state in step with the log, the payload schema registry (`schemas`) and the policy
-//! configuration (`config`), and durable workflows (`workflow`). It knows nothing of HTTP, SQL or
-//! the CLI.
+//! configuration (`config`), durable workflows (`workflow`), and the typed shapes it shows (`view`)
+//! and writes (`payload`), whose schemas are published (`published`). It knows nothing of HTTP, SQL
+//! or the CLI.
 
 pub mod access;
 pub mod clock;
@@ -11,6 +12,8 @@ pub mod engine;
 pub mod guard;
 pub mod log;
 pub mod metrics;
+pub mod payload;
+pub mod published;
 pub mod push;
 pub mod registry;
 pub mod roots;
@@ -20,6 +23,7 @@ pub mod schemas;
 mod stream;
 pub mod tasks;
 pub mod throttle;
+pub mod view;
 pub mod workflow;
 
 pub use engine::Engine;

@@ -14,6 +14,7 @@ pub const ORCHESTRATOR: &str = "agent:orchestrator";
 
 /// Where a task is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Waiting for the router.
     Requested,

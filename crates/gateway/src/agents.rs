@@ -6,16 +6,17 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use clutch_core::access::Caller;
+use clutch_core::registry::Status;
+use clutch_core::view;
 use clutch_proto::ErrorCode;
 use clutch_proto::error::ErrorBody;
-use serde_json::json;
 
 use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::JsonValue;
 
 pub(crate) async fn list(State(state): State<AppState>) -> Response {
-    axum::Json(json!({ "agents": state.engine.agents() })).into_response()
+    axum::Json(view::Agents { agents: state.engine.agents() }).into_response()
 }
 
 /// `POST /v1/agents` with an AgentCard: registers the agent (or replaces its card).
@@ -28,13 +29,12 @@ pub(crate) async fn register(
     let card = clutch_proto::validate::agent_card(&body).map_err(ErrorBody::from_problems)?;
     caller.may_act_as(&card.agent_id, "agent_id").map_err(clutch_core::Error::from)?;
     let outcome = state.engine.register(&card).await?;
-    let agent = state.engine.agent(&card.agent_id);
-    let body = json!({
-        "agent_id": card.agent_id,
-        "seq": outcome.seq,
-        "heartbeat_interval_sec": state.engine.options().heartbeat_interval.as_secs().max(1),
-        "agent": agent,
-    });
+    let body = view::Registered {
+        agent: state.engine.agent(&card.agent_id),
+        agent_id: card.agent_id,
+        seq: outcome.seq,
+        heartbeat_interval_sec: state.engine.options().heartbeat_interval.as_secs().max(1),
+    };
     Ok((StatusCode::CREATED, axum::Json(body)).into_response())
 }
 
@@ -50,7 +50,7 @@ pub(crate) async fn remove(
 ) -> Result<Response, ApiError> {
     caller.may_act_as(&id, "agent_id").map_err(clutch_core::Error::from)?;
     let outcome = state.engine.unregister(&id).await?;
-    Ok(axum::Json(json!({ "agent_id": id, "status": "removed", "seq": outcome.seq })).into_response())
+    Ok(axum::Json(view::Removed { agent_id: id, status: Status::Removed, seq: outcome.seq }).into_response())
 }
 
 pub(crate) async fn heartbeat(
@@ -59,11 +59,7 @@ pub(crate) async fn heartbeat(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.may_act_as(&id, "agent_id").map_err(clutch_core::Error::from)?;
-    let beat = state.engine.heartbeat(&id).await?;
-    Ok(axum::Json(json!({
-        "agent_id": beat.agent_id, "status": beat.status, "next_heartbeat_sec": beat.next_heartbeat_sec,
-    }))
-    .into_response())
+    Ok(axum::Json(state.engine.heartbeat(&id).await?).into_response())
 }
 
 pub(crate) async fn task(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {

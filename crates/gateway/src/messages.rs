@@ -98,7 +98,7 @@ fn ack(a: &Ack) -> Value {
     match a {
         Ack::Stored(o) => json!({ "id": o.id, "seq": o.seq, "duplicate": o.duplicate }),
         Ack::Heartbeat(h) => json!({
-            "agent_id": h.agent_id, "status": h.status, "next_heartbeat_sec": h.next_heartbeat_sec, "stored": false,
+            "agent_id": h.agent_id, "status": h.status.as_str(), "next_heartbeat_sec": h.next_heartbeat_sec, "stored": false,
         }),
     }
 }

@@ -1,4 +1,5 @@
-//! Schemas: the protocol's own (`envelope`, `agent-card`) and the payload schema registry
+//! Schemas: the protocol's own (`envelope`, `agent-card`), the daemon's views and payloads
+//! (`clutch_core::published`), and the payload schema registry
 //! (`GET /v1/schemas`, `POST /v1/schemas`, `GET /v1/schemas/{payload_type or schema_ref}`).
 
 use axum::extract::{Path, State};
@@ -13,7 +14,12 @@ use crate::error::ApiError;
 use crate::extract::JsonValue;
 
 pub(crate) async fn list(State(state): State<AppState>) -> Response {
-    let protocol: Vec<Value> = clutch_proto::schema::NAMES.iter().map(|n| json!({"name": n})).collect();
+    let protocol: Vec<Value> = clutch_proto::schema::NAMES
+        .iter()
+        .copied()
+        .chain(clutch_core::published::names())
+        .map(|n| json!({"name": n}))
+        .collect();
     axum::Json(json!({"protocol": protocol, "payloads": state.engine.schemas()})).into_response()
 }
 
@@ -38,7 +44,7 @@ pub(crate) async fn register(State(state): State<AppState>, JsonValue(body): Jso
 /// `GET /v1/schemas/{name}`: `envelope`, `agent-card`, or a payload type or schema ref.
 pub(crate) async fn show(State(state): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     let bare = name.strip_suffix(".json").unwrap_or(&name);
-    if let Some(schema) = clutch_proto::schema::get(bare) {
+    if let Some(schema) = clutch_proto::schema::get(bare).or_else(|| clutch_core::published::get(bare)) {
         return Ok(([(header::CONTENT_TYPE, "application/schema+json")], schema.to_string()).into_response());
     }
     let document = state.engine.schema(&name).ok_or_else(|| {

@@ -33,6 +33,7 @@ static ASSETS: &[Asset] = assets![
     "index.html",
     "app.css",
     "favicon.svg",
+    "js/api-types.js",
     "js/api.js",
     "js/components/elements.js",
     "js/components/virtual-list.js",

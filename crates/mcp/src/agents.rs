@@ -149,11 +149,8 @@ async fn register(ctx: Context, input: Register) -> Result<Registered, Refusal> 
     })?;
     ctx.caller.may_act_as(&card.agent_id, "name")?;
     ctx.engine.register(&card).await.map_err(crate::error::from_core)?;
-    let status = ctx
-        .engine
-        .agent(&card.agent_id)
-        .and_then(|a| a["status"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| "online".into());
+    let status =
+        ctx.engine.agent(&card.agent_id).map(|a| a.status.as_str().to_owned()).unwrap_or_else(|| "online".into());
     Ok(Registered { id: card.agent_id, name: input.name, status })
 }
 
@@ -210,7 +207,7 @@ async fn heartbeat(ctx: Context, input: Heartbeat) -> Result<Beat, Refusal> {
     Ok(Beat {
         success: true,
         next_heartbeat_ms: u64::try_from(interval).unwrap_or(u64::MAX).max(1),
-        status: beat.status.to_owned(),
+        status: beat.status.as_str().to_owned(),
     })
 }
 

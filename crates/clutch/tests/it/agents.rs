@@ -1,6 +1,8 @@
 //! `clutch agents`: register from a file and from stdin, list as a table and as JSON, show, remove,
 //! and the exit codes and messages for unknown agents and bad cards.
 
+use clutch_core::registry::Status;
+use clutch_core::view;
 use serde_json::{Value, json};
 
 use crate::support::{Daemon, Output, clutch, run};
@@ -58,10 +60,10 @@ agent:tom  online  0/1   -        0/1000 tokens  skill:code@1.2.0
     );
     let out = agents(&daemon, &["list", "--json"], "");
     assert_eq!(out.code, Some(0), "{out:?}");
-    let list: Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
-    let ids: Vec<&str> = list["agents"].as_array().unwrap().iter().map(|a| a["agent_id"].as_str().unwrap()).collect();
+    let list: view::Agents = serde_json::from_str(out.stdout.trim()).expect("the agents view");
+    let ids: Vec<&str> = list.agents.iter().map(|a| a.agent_id.as_str()).collect();
     assert_eq!(ids, ["agent:ken", "agent:tom"]);
-    assert_eq!(list["agents"][0]["load"], json!({"in_flight": 0, "max_concurrency": 2}));
+    assert_eq!(list.agents[0].load, view::Load { in_flight: 0, max_concurrency: Some(2) });
 
     // A bare name means agent:NAME.
     let out = agents(&daemon, &["show", "ken"], "");
@@ -82,8 +84,8 @@ agent:tom  online  0/1   -        0/1000 tokens  skill:code@1.2.0
     );
     let out = agents(&daemon, &["show", "agent:tom", "--json"], "");
     assert_eq!(out.code, Some(0), "{out:?}");
-    let tom: Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
-    assert_eq!((&tom["status"], &tom["card"]["limits"]["max_concurrency"]), (&json!("online"), &json!(1)));
+    let tom: view::Agent = serde_json::from_str(out.stdout.trim()).expect("the agent view");
+    assert_eq!((tom.status, tom.card.limits.and_then(|l| l.max_concurrency)), (Status::Online, Some(1)));
 
     let out = agents(&daemon, &["remove", "agent:ken"], "");
     assert_eq!(out.code, Some(0), "{out:?}");

@@ -2,8 +2,10 @@
 //! a parent and a child task are requested of `agent:orchestrator`, and the agent (played over HTTP)
 //! accepts and reports on them.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use clutch_core::view::{self, TaskState};
 use clutch_proto::id::{Kind, generate};
 use serde_json::{Value, json};
 
@@ -107,10 +109,10 @@ async fn a_routed_task_and_its_run_tree() {
 
     let out = cli(&daemon, &["tasks", "show", &child, "--json"]);
     assert_eq!(out.code, Some(0), "{out:?}");
-    let task: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let task: view::Task = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(
-        (&task["state"], &task["parent_task_id"], &task["progress"]),
-        (&json!("running"), &json!(parent), &json!(40.0))
+        (task.state, task.parent_task_id.as_deref(), task.progress),
+        (TaskState::Running, Some(parent.as_str()), Some(40.0))
     );
 
     let out = cli(&daemon, &["runs", "tasks", &run_id]);
@@ -125,13 +127,13 @@ async fn a_routed_task_and_its_run_tree() {
     );
     let out = cli(&daemon, &["runs", "tasks", &run_id, "--json"]);
     assert_eq!(out.code, Some(0), "{out:?}");
-    let tree: Value = serde_json::from_str(out.stdout.trim()).unwrap();
-    assert_eq!(tree["counts"], json!({"completed": 1, "running": 1}));
-    assert_eq!(tree["tasks"][0]["children"][0]["task_id"], child.as_str());
+    let tree: view::RunTasks = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(tree.counts, BTreeMap::from([(TaskState::Completed, 1), (TaskState::Running, 1)]));
+    assert_eq!(tree.tasks[0].children.as_ref().unwrap()[0].task_id, child);
 }
 
 #[test]
-fn unknown_tasks_and_runs_exit_2() {
+fn unknown_tasks_and_runs_exit_3() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(dir.path());
     let task = generate(Kind::Task);

@@ -220,6 +220,34 @@ fn core_names_no_route_and_no_tool() {
     );
 }
 
+/// Core builds what it shows and writes from types (`view`, `payload`, `workflow::api`), whose
+/// schemas are published: no JSON by hand (`json!`) outside test code, except in `config`, which
+/// builds the card parts of a policy file as input to check.
+#[test]
+fn core_builds_no_json_by_hand() {
+    let mut bad = Vec::new();
+    for (path, text) in source_files() {
+        let file = rel(&path);
+        if !file.starts_with("crates/core/src/") || file.starts_with("crates/core/src/config/") {
+            continue;
+        }
+        for (i, line) in text.lines().enumerate() {
+            if line.trim_start() == "#[cfg(test)]" {
+                break;
+            }
+            if !line.trim_start().starts_with("//") && line.contains(concat!("json", "!(")) {
+                bad.push(format!("  {file}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "core shows and writes typed shapes: give the shape a serde + schemars type in `view` or `payload` \
+         (published by `published`, typed for the UI by crates/gateway/tests/it/ui_types.rs) and build it:\n{}",
+        bad.join("\n")
+    );
+}
+
 /// The names of the MCP face's tools: each `tool(` in crates/mcp/src is followed by its name.
 fn mcp_tool_names() -> Vec<String> {
     let mut names = Vec::new();

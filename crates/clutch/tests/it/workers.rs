@@ -8,6 +8,10 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeMap;
+
+use clutch_core::registry::Status;
+use clutch_core::view::{self, TaskState};
 use clutch_proto::id::{Kind, generate};
 use serde_json::{Value, json};
 
@@ -78,10 +82,16 @@ fn request(run: &str, thread: &str, task: &str, parent: Option<&str>, skill: &st
     })
 }
 
-async fn get(http: &reqwest::Client, url: &str) -> Value {
+/// A read of the daemon, as the view it answers with.
+async fn get<T: serde::de::DeserializeOwned>(http: &reqwest::Client, url: &str) -> T {
     let response = http.get(url).send().await.unwrap_or_else(|e| panic!("GET {url}: {e}"));
     assert!(response.status().is_success(), "GET {url}: {}", response.status());
-    response.json().await.expect("a JSON answer")
+    response.json().await.expect("the view's JSON")
+}
+
+/// Each agent's id, status, tasks in flight and success rate.
+fn facts(agents: &view::Agents) -> Vec<(&str, Status, usize, Option<f64>)> {
+    agents.agents.iter().map(|a| (a.agent_id.as_str(), a.status, a.load.in_flight, a.success_rate)).collect()
 }
 
 fn of<'a>(events: &'a [Value], task: &str, kind: &str) -> Vec<&'a Value> {
@@ -167,30 +177,28 @@ async fn two_workers_take_the_tasks_routed_to_their_skills() {
         assert_eq!(of(&events, task, "task.progress")[0]["payload"]["percent"], 50);
     }
 
-    let tree = get(&http, &format!("{}/v1/runs/{run}/tasks", daemon.url)).await;
-    let roots = tree["tasks"].as_array().unwrap();
-    assert_eq!(roots.len(), 1, "{tree}");
-    assert_eq!((&roots[0]["task_id"], &roots[0]["state"]), (&json!(parent), &json!("completed")), "{tree}");
-    let mut children: Vec<(&str, &str, &str)> = roots[0]["children"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| (c["task_id"].as_str().unwrap(), c["state"].as_str().unwrap(), c["agent"].as_str().unwrap()))
-        .collect();
+    let tree: view::RunTasks = get(&http, &format!("{}/v1/runs/{run}/tasks", daemon.url)).await;
+    assert_eq!(tree.tasks.len(), 1, "{tree:?}");
+    assert_eq!((tree.tasks[0].task_id.as_str(), tree.tasks[0].state), (parent.as_str(), TaskState::Completed));
+    let mut children: Vec<(&str, TaskState, Option<&str>)> =
+        tree.tasks[0].children.iter().flatten().map(|c| (c.task_id.as_str(), c.state, c.agent.as_deref())).collect();
     children.sort();
-    let mut expected = vec![(research.as_str(), "completed", "agent:ken"), (code.as_str(), "completed", "agent:tom")];
+    let mut expected = vec![
+        (research.as_str(), TaskState::Completed, Some("agent:ken")),
+        (code.as_str(), TaskState::Completed, Some("agent:tom")),
+    ];
     expected.sort();
-    assert_eq!(children, expected, "{tree}");
-    assert_eq!(tree["counts"], json!({"completed": 3}), "{tree}");
-    assert_eq!(tree["usage"]["tokens"], 45, "3 tasks × (10 in progress + 5 in the result): {tree}");
+    assert_eq!(children, expected, "{tree:?}");
+    assert_eq!(tree.counts, BTreeMap::from([(TaskState::Completed, 3)]), "{tree:?}");
+    assert_eq!(tree.usage.map(|u| u.tokens), Some(45), "3 tasks × (10 in progress + 5 in the result)");
 
-    let agents = get(&http, &format!("{}/v1/agents", daemon.url)).await;
-    let agents = agents["agents"].as_array().unwrap();
-    let facts: Vec<Value> = agents
-        .iter()
-        .map(|a| json!([a["agent_id"], a["status"], a["load"]["in_flight"], a["success_rate"], a["usage"]["tokens"]]))
-        .collect();
-    assert_eq!(facts, [json!(["agent:ken", "online", 0, 1.0, 30]), json!(["agent:tom", "online", 0, 1.0, 15])]);
+    let agents: view::Agents = get(&http, &format!("{}/v1/agents", daemon.url)).await;
+    assert_eq!(
+        facts(&agents),
+        [("agent:ken", Status::Online, 0, Some(1.0)), ("agent:tom", Status::Online, 0, Some(1.0))]
+    );
+    let tokens: Vec<u64> = agents.agents.iter().map(|a| a.usage.tokens).collect();
+    assert_eq!(tokens, [30, 15]);
 }
 
 #[tokio::test]
@@ -218,11 +226,11 @@ async fn a_task_its_killed_worker_never_accepted_is_redelivered_then_fails() {
     assert_eq!(error["payload"]["retryable"], false, "{error}");
     assert!(of(&events, &task, "task.accept").is_empty());
 
-    let state = get(&http, &format!("{}/v1/tasks/{task}", daemon.url)).await;
-    assert_eq!((&state["state"], &state["attempt"]), (&json!("failed"), &json!(3)), "{state}");
-    assert_eq!(state["error"]["code"], "DELIVERY_FAILED", "{state}");
-    let agent = get(&http, &format!("{}/v1/agents/agent:sil", daemon.url)).await;
-    assert_eq!((&agent["load"]["in_flight"], &agent["success_rate"]), (&json!(0), &json!(0.0)), "{agent}");
+    let state: view::Task = get(&http, &format!("{}/v1/tasks/{task}", daemon.url)).await;
+    assert_eq!((state.state, state.attempt), (TaskState::Failed, 3), "{state:?}");
+    assert_eq!(state.error.map(|e| e.code).as_deref(), Some("DELIVERY_FAILED"));
+    let agent: view::Agent = get(&http, &format!("{}/v1/agents/agent:sil", daemon.url)).await;
+    assert_eq!((agent.load.in_flight, agent.success_rate), (0, Some(0.0)), "{agent:?}");
 }
 
 #[tokio::test]
@@ -270,20 +278,17 @@ async fn a_task_moves_from_a_worker_gone_offline_to_a_live_one() {
         assert_eq!((&sent[0]["from"]["agent_id"], &sent[0]["attempt"]), (&json!("agent:ken"), &json!(2)));
     }
 
-    let state = get(&http, &format!("{}/v1/tasks/{task}", daemon.url)).await;
+    let state: view::Task = get(&http, &format!("{}/v1/tasks/{task}", daemon.url)).await;
     assert_eq!(
-        (&state["state"], &state["agent"], &state["attempt"], &state["routings"]),
-        (&json!("completed"), &json!("agent:ken"), &json!(2), &json!(2)),
-        "{state}"
+        (state.state, state.agent.as_deref(), state.attempt, state.routings),
+        (TaskState::Completed, Some("agent:ken"), 2, 2),
+        "{state:?}"
     );
-    let agents = get(&http, &format!("{}/v1/agents", daemon.url)).await;
-    let facts: Vec<Value> = agents["agents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| json!([a["agent_id"], a["status"], a["load"]["in_flight"], a["success_rate"]]))
-        .collect();
-    assert_eq!(facts, [json!(["agent:ken", "online", 0, 1.0]), json!(["agent:sil", "offline", 0, 0.0])]);
+    let agents: view::Agents = get(&http, &format!("{}/v1/agents", daemon.url)).await;
+    assert_eq!(
+        facts(&agents),
+        [("agent:ken", Status::Online, 0, Some(1.0)), ("agent:sil", Status::Offline, 0, Some(0.0))]
+    );
 }
 
 #[tokio::test]
@@ -306,8 +311,8 @@ async fn a_cancel_stops_the_worker() {
     assert_eq!(status, 201, "{ack}");
     ken.wait_for(&format!("task {task} attempt 1: stopped (cancelled)"));
 
-    let state = get(&http, &format!("{}/v1/tasks/{task}", daemon.url)).await;
-    assert_eq!(state["state"], "cancelled", "{state}");
+    let state: view::Task = get(&http, &format!("{}/v1/tasks/{task}", daemon.url)).await;
+    assert_eq!(state.state, TaskState::Cancelled, "{state:?}");
     let events = stream_until(&daemon.url, &[("task_id", &task)], WAIT, |events| {
         events.iter().any(|e| e["type"] == "task.cancel" && e["to"][0]["agent_id"] == "agent:ken")
     })

@@ -36,8 +36,9 @@ pub struct Role {
     pub budget: Budget,
 }
 
-/// Spending limits; `None` is no limit on that measure.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+/// Spending limits; `null` is no limit on that measure.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "BudgetLimits")]
 pub struct Budget {
     /// LLM tokens.
     pub tokens: Option<u64>,

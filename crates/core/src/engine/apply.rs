@@ -2,6 +2,7 @@
 //! usage against budgets, and schemas registered at run time.
 
 use super::*;
+use crate::payload::{self, BudgetScope};
 
 impl State {
     /// Registers the schema a stored `clutch.schema.v1` payload carries, and keeps the payload for
@@ -30,16 +31,14 @@ impl State {
                 self.register_stored_schema(message.payload.clone());
             }
             MessageType::ChatSystem if message.payload_type.as_deref() == Some(BUDGET_PAYLOAD) => {
-                let scope = message.payload.get("scope").and_then(Value::as_str);
-                let id = message.payload.get("id").and_then(Value::as_str).unwrap_or_default();
-                match scope {
-                    Some("agent") => {
-                        if let Some(a) = self.agents.get_mut(id) {
+                match payload::read::<payload::BudgetNotice>(&message.payload) {
+                    Some(n) if n.scope == BudgetScope::Agent => {
+                        if let Some(a) = self.agents.get_mut(&n.id) {
                             a.budget_notice_sent = true;
                         }
                     }
-                    Some("run") => self.runs.entry(id.to_owned()).or_default().budget_notice_sent = true,
-                    _ => {}
+                    Some(n) => self.runs.entry(n.id).or_default().budget_notice_sent = true,
+                    None => {}
                 }
             }
             _ => {}
@@ -191,15 +190,8 @@ impl State {
 
     pub(super) fn apply_agent(&mut self, options: &Options, seq: u64, message: &Message, at: i64) {
         if message.payload_type.as_deref() == Some(AGENT_STATUS_PAYLOAD) {
-            let id = message.payload.get("agent_id").and_then(Value::as_str).unwrap_or_default();
-            let status = match message.payload.get("status").and_then(Value::as_str) {
-                Some("online") => Status::Online,
-                Some("stale") => Status::Stale,
-                Some("offline") => Status::Offline,
-                Some("removed") => Status::Removed,
-                _ => return,
-            };
-            if let Some(agent) = self.agents.get_mut(id) {
+            let Some(payload::AgentStatus { agent_id, status, .. }) = payload::read(&message.payload) else { return };
+            if let Some(agent) = self.agents.get_mut(&agent_id) {
                 agent.status = status;
                 if status == Status::Online {
                     agent.last_seen_ms = agent.last_seen_ms.max(at);

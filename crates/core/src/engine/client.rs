@@ -2,6 +2,7 @@
 //! registration, signatures, and refusals made visible.
 
 use super::*;
+use crate::{payload, view};
 
 impl Engine {
     /// Appends messages from a client (HTTP, MCP...). The daemon's own sender and reserved kinds are
@@ -91,7 +92,7 @@ impl Engine {
     }
 
     /// Records a sign of life. An agent that had gone stale or offline is online again (an event).
-    pub async fn heartbeat(&self, agent_id: &str) -> Result<Heartbeat> {
+    pub async fn heartbeat(&self, agent_id: &str) -> Result<view::Heartbeat> {
         let previous = self.agent_status(agent_id)?;
         if previous == Status::Removed {
             return Err(not_found(agent_id));
@@ -102,9 +103,9 @@ impl Engine {
         if previous != Status::Online {
             self.inner.log.append_one(status_message(agent_id, Status::Online, previous)).await?;
         }
-        Ok(Heartbeat {
+        Ok(view::Heartbeat {
             agent_id: agent_id.to_owned(),
-            status: Status::Online.as_str(),
+            status: Status::Online,
             next_heartbeat_sec: self.inner.options.heartbeat_interval.as_secs().max(1),
         })
     }
@@ -125,7 +126,12 @@ impl Engine {
 
     /// Registers a payload schema (an event, so it survives restarts). Registering the same schema
     /// again changes nothing; anything the registry refuses is `VALIDATION_FAILED` with every problem.
-    pub async fn register_schema(&self, payload_type: &str, schema_ref: Option<&str>, schema: Value) -> Result<Value> {
+    pub async fn register_schema(
+        &self,
+        payload_type: &str,
+        schema_ref: Option<&str>,
+        schema: Value,
+    ) -> Result<Option<view::Schema>> {
         let existed = {
             let state = self.state();
             let existed = state.schemas.get(payload_type).is_some();
@@ -137,23 +143,20 @@ impl Engine {
             existed
         };
         if !existed {
-            let mut payload = Map::new();
-            payload.insert("payload_type".into(), json!(payload_type));
-            if let Some(r) = schema_ref {
-                payload.insert("schema_ref".into(), json!(r));
-            }
-            payload.insert("schema".into(), schema);
+            let payload = payload::object(&payload::SchemaRegistration {
+                payload_type: payload_type.to_owned(),
+                schema_ref: schema_ref.map(str::to_owned),
+                schema,
+            });
             let mut m = system_message(MessageType::ChatSystem, Vec::new(), payload);
             m.payload_type = Some(SCHEMA_PAYLOAD.to_owned());
             self.inner.log.append_one(m).await?;
         }
-        let state = self.state();
-        let stored = state.schemas.get(payload_type).map(schema_view).unwrap_or(Value::Null);
-        Ok(stored)
+        Ok(self.state().schemas.get(payload_type).map(schema_view))
     }
 
     /// Every payload schema: built in, from workflows.yaml, registered.
-    pub fn schemas(&self) -> Vec<Value> {
+    pub fn schemas(&self) -> Vec<view::Schema> {
         self.state().schemas.list().map(schema_view).collect()
     }
 
@@ -207,16 +210,15 @@ impl Engine {
             id = %message.id, from = %message.from.agent_id, code = refusal.code.as_str(),
             reason = %refusal.message, unrecorded_before = unrecorded, "message refused"
         );
-        let mut payload = Map::new();
-        if unrecorded > 0 {
-            payload.insert("unrecorded_before".into(), json!(unrecorded));
-        }
-        payload.insert("code".into(), json!(refusal.code.as_str()));
-        payload.insert("message".into(), json!(refusal.message));
-        payload.insert("claimed_from".into(), json!(message.from.agent_id));
-        payload.insert("message_id".into(), json!(message.id));
-        payload.insert("type".into(), json!(message.kind.as_str()));
-        payload.insert("run_id".into(), json!(message.run_id));
+        let payload = payload::object(&payload::Refusal {
+            code: refusal.code.as_str().to_owned(),
+            message: refusal.message.clone(),
+            claimed_from: message.from.agent_id.clone(),
+            message_id: message.id.clone(),
+            kind: message.kind,
+            run_id: message.run_id.clone(),
+            unrecorded_before: (unrecorded > 0).then_some(unrecorded),
+        });
         let mut m = system_message(MessageType::ChatSystem, Vec::new(), payload);
         m.payload_type = Some(REFUSAL_PAYLOAD.to_owned());
         if let Err(e) = self.inner.log.append_one(m).await {
@@ -231,11 +233,16 @@ impl Engine {
             return;
         }
         let tool = tool_name(call).unwrap_or_default();
-        let mut payload = Map::new();
-        payload.insert("code".into(), json!(ErrorCode::Forbidden.as_str()));
-        payload.insert("message".into(), json!(refusal.message));
-        payload.insert("retryable".into(), json!(false));
-        payload.insert("details".into(), json!({"tool": tool, "call_id": call.id}));
+        let payload = payload::object(&payload::TaskError {
+            code: ErrorCode::Forbidden.as_str().to_owned(),
+            message: refusal.message.clone(),
+            retryable: false,
+            details: Some(Value::Object(payload::object(&payload::RefusedCall {
+                tool: tool.to_owned(),
+                call_id: call.id.clone(),
+            }))),
+            error: None,
+        });
         let mut answer = derived(call, MessageType::ToolError, vec![call.from.agent_id.clone()], payload);
         answer.idempotency_key = Some(format!("clutch:forbidden:{}", call.id));
         if let Err(e) = self.inner.log.append_one(answer).await {

@@ -74,12 +74,12 @@ impl Machine {
     }
 
     /// A task as the engine shows it.
-    pub fn task(&self, task_id: &str) -> Option<Value> {
+    pub fn task(&self, task_id: &str) -> Option<crate::view::Task> {
         self.state.tasks.get(task_id).map(task_view)
     }
 
     /// An agent as the engine shows it.
-    pub fn agent(&self, agent_id: &str) -> Option<Value> {
+    pub fn agent(&self, agent_id: &str) -> Option<crate::view::Agent> {
         self.state.agents.get(agent_id).map(|a| agent_view(&self.options, a))
     }
 

@@ -2,6 +2,7 @@
 //! errors, timeouts, budget notices), each built in one place.
 
 use super::*;
+use crate::payload::{self, BudgetScope};
 
 pub(super) fn not_found(agent_id: &str) -> Error {
     unknown_agent(agent_id).into()
@@ -32,10 +33,7 @@ pub(super) fn derived(about: &Message, kind: MessageType, to: Vec<String>, paylo
 }
 
 pub(super) fn status_message(agent_id: &str, status: Status, previous: Status) -> Message {
-    let mut payload = Map::new();
-    payload.insert("agent_id".into(), json!(agent_id));
-    payload.insert("status".into(), json!(status.as_str()));
-    payload.insert("previous".into(), json!(previous.as_str()));
+    let payload = payload::object(&payload::AgentStatus { agent_id: agent_id.to_owned(), status, previous });
     let mut m = system_message(MessageType::AgentUpdate, Vec::new(), payload);
     m.payload_type = Some(AGENT_STATUS_PAYLOAD.to_owned());
     m
@@ -55,17 +53,14 @@ pub(super) fn delivery(task: &Task, agent: String, attempt: u32) -> Message {
         original.security.as_ref().map(|s| clutch_proto::message::Security { auth: None, policy: s.policy.clone() });
     m.attempt = attempt;
     m.meta = original.meta.clone();
-    m.meta.insert("clutch_request_id".into(), json!(original.id));
+    m.meta.insert("clutch_request_id".into(), Value::from(original.id.clone()));
     m.idempotency_key = Some(format!("clutch:deliver:{}:{attempt}", task.id));
     m
 }
 
 /// No agent for the task: queued (it waits for one) or not (it fails).
-pub(super) fn routing_failure(task: &Task, reason: &str, excluded: Map<String, Value>, queued: bool) -> Message {
-    let mut payload = Map::new();
-    payload.insert("reason".into(), json!(reason));
-    payload.insert("excluded".into(), Value::Object(excluded));
-    payload.insert("queued".into(), json!(queued));
+pub(super) fn routing_failure(task: &Task, reason: &str, excluded: BTreeMap<String, String>, queued: bool) -> Message {
+    let payload = payload::object(&payload::RoutingFailure { reason: reason.to_owned(), excluded, queued });
     let mut event = derived(&task.request, MessageType::RoutingFailure, Vec::new(), payload);
     let key = if queued { "queue" } else { "unroutable" };
     event.idempotency_key = Some(format!("clutch:{key}:{}:{}", task.id, task.routings + 1));
@@ -78,10 +73,13 @@ pub(super) fn budget_failure(task: &Task) -> Message {
 }
 
 pub(super) fn task_error(task: &Task, code: &str, text: &str, retryable: bool, key: &str) -> Message {
-    let mut payload = Map::new();
-    payload.insert("code".into(), json!(code));
-    payload.insert("message".into(), json!(text));
-    payload.insert("retryable".into(), json!(retryable));
+    let payload = payload::object(&payload::TaskError {
+        code: code.to_owned(),
+        message: text.to_owned(),
+        retryable,
+        details: None,
+        error: None,
+    });
     let to = task.agent.iter().cloned().chain(std::iter::once(task.requester.clone())).collect();
     let mut m = derived(&task.request, MessageType::TaskError, to, payload);
     m.attempt = task.attempt;
@@ -90,8 +88,8 @@ pub(super) fn task_error(task: &Task, code: &str, text: &str, retryable: bool, k
 }
 
 pub(super) fn timeout(task: &Task) -> Message {
-    let mut payload = Map::new();
-    payload.insert("message".into(), json!("the task ran past its agent's max_runtime_sec"));
+    let payload =
+        payload::object(&payload::Timeout { message: "the task ran past its agent's max_runtime_sec".to_owned() });
     let to = task.agent.iter().cloned().chain(std::iter::once(task.requester.clone())).collect();
     let mut m = derived(&task.request, MessageType::TaskTimeout, to, payload);
     m.attempt = task.attempt;
@@ -102,16 +100,15 @@ pub(super) fn timeout(task: &Task) -> Message {
 pub(super) fn forward_cancel(task: &Task, history: Option<&Vec<Step>>) -> Message {
     let last_cancel =
         history.and_then(|h| h.iter().rev().find(|s| s.kind == MessageType::TaskCancel)).map(|s| s.id.clone());
-    let mut payload = Map::new();
-    payload.insert("message".into(), json!("the task was cancelled"));
-    payload.insert("cancel_id".into(), json!(last_cancel));
+    let payload =
+        payload::object(&payload::Cancel { message: "the task was cancelled".to_owned(), cancel_id: last_cancel });
     let mut m = derived(&task.request, MessageType::TaskCancel, task.agent.iter().cloned().collect(), payload);
     m.idempotency_key = Some(format!("clutch:cancel:{}", task.id));
     m
 }
 
 pub(super) fn budget_notice(
-    scope: &str,
+    scope: BudgetScope,
     id: &str,
     dimension: &str,
     used: f64,
@@ -119,25 +116,27 @@ pub(super) fn budget_notice(
     action: &str,
     thread: Option<String>,
 ) -> Message {
-    let mut payload = Map::new();
-    payload.insert("scope".into(), json!(scope));
-    payload.insert("id".into(), json!(id));
-    payload.insert("dimension".into(), json!(dimension));
-    payload.insert("used".into(), json!(used));
-    payload.insert("limit".into(), json!(limit));
-    payload.insert("action".into(), json!(action));
-    payload.insert(
-        "message".into(),
-        json!(format!("{scope} {id} reached its {dimension} budget ({used} of {limit}): {action}")),
-    );
+    let word = match scope {
+        BudgetScope::Agent => "agent",
+        BudgetScope::Run => "run",
+    };
+    let payload = payload::object(&payload::BudgetNotice {
+        scope,
+        id: id.to_owned(),
+        dimension: dimension.to_owned(),
+        used,
+        limit,
+        action: action.to_owned(),
+        message: format!("{word} {id} reached its {dimension} budget ({used} of {limit}): {action}"),
+    });
     let mut m = system_message(MessageType::ChatSystem, Vec::new(), payload);
-    if scope == "run" {
+    if scope == BudgetScope::Run {
         m.run_id = id.to_owned();
         if let Some(t) = thread {
             m.thread_id = t;
         }
     }
     m.payload_type = Some(BUDGET_PAYLOAD.to_owned());
-    m.idempotency_key = Some(format!("clutch:budget:{scope}:{id}"));
+    m.idempotency_key = Some(format!("clutch:budget:{word}:{id}"));
     m
 }

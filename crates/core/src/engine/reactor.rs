@@ -3,6 +3,7 @@
 //! state's timer book-keeping behind it.
 
 use super::*;
+use crate::payload::{self, BudgetScope};
 
 impl Engine {
     /// Runs the reactor until `shutdown` resolves: routes new tasks, fires due timers, and turns
@@ -207,23 +208,19 @@ impl State {
             let ask = ask(options, task);
             let decision = router::route(&ask, &candidates);
             let names = |i: usize| candidates[i].profile.agent_id.clone();
-            let excluded: Map<String, Value> =
-                decision.excluded.iter().map(|(i, e)| (names(*i), Value::from(e.describe(&ask)))).collect();
+            let excluded: BTreeMap<String, String> =
+                decision.excluded.iter().map(|(i, e)| (names(*i), e.describe(&ask))).collect();
             match decision.selected {
                 Some(chosen) => {
                     let agent = names(chosen);
-                    let scores: Map<String, Value> =
-                        decision.scored.iter().map(|(i, s)| (names(*i), json!(s))).collect();
-                    let mut payload = Map::new();
-                    payload.insert("selected".into(), json!(agent));
-                    payload.insert(
-                        "candidates".into(),
-                        json!(decision.scored.iter().map(|(i, _)| names(*i)).collect::<Vec<_>>()),
-                    );
-                    payload.insert("scores".into(), Value::Object(scores));
-                    payload.insert("reason".into(), json!(decision.reason));
-                    payload.insert("excluded".into(), Value::Object(excluded));
-                    payload.insert("attempt".into(), json!(task.routings + 1));
+                    let payload = payload::object(&payload::RoutingDecision {
+                        selected: agent.clone(),
+                        candidates: decision.scored.iter().map(|(i, _)| names(*i)).collect(),
+                        scores: decision.scored.iter().map(|(i, s)| (names(*i), *s)).collect(),
+                        reason: decision.reason.clone(),
+                        excluded,
+                        attempt: task.routings + 1,
+                    });
                     let mut event = derived(&task.request, MessageType::RoutingDecision, Vec::new(), payload);
                     event.idempotency_key = Some(format!("clutch:route:{}:{}", task.id, task.routings + 1));
                     out.push(event);
@@ -283,7 +280,7 @@ impl State {
                 OnExceed::Exclude => "excluded from routing",
                 OnExceed::FailRun => "noted",
             };
-            out.push(budget_notice("agent", &agent.card.agent_id, dimension, used, limit, action, None));
+            out.push(budget_notice(BudgetScope::Agent, &agent.card.agent_id, dimension, used, limit, action, None));
         }
         for (run_id, run) in self.runs.iter().filter(|(_, r)| r.budget_exhausted && !r.budget_notice_sent) {
             let Some((dimension, used, limit)) = run_budget(options).crossed(&run.usage) else { continue };
@@ -292,7 +289,7 @@ impl State {
                 OnExceed::FailRun => "run failed",
             };
             let thread = run.tasks.first().and_then(|t| self.tasks.get(t)).map(|t| t.thread_id.clone());
-            out.push(budget_notice("run", run_id, dimension, used, limit, action, thread));
+            out.push(budget_notice(BudgetScope::Run, run_id, dimension, used, limit, action, thread));
             if options.policy.org.budgets.on_exceed == OnExceed::FailRun {
                 for task in run.tasks.iter().filter_map(|t| self.tasks.get(t)).filter(|t| !t.phase.is_terminal()) {
                     out.push(budget_failure(task));

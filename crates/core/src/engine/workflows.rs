@@ -8,13 +8,13 @@ use std::time::{Duration, SystemTime};
 use clutch_proto::error::Next;
 use clutch_proto::id::{self, Kind, Party};
 use clutch_proto::{ErrorCode, Message, MessageType};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::Engine;
 use crate::tasks::ORCHESTRATOR;
 use crate::workflow::api::{self, TaskStatus};
 use crate::workflow::{self, PlannedTask, Workflow, Workflows, context, dag, git};
-use crate::{Error, Refusal, Result};
+use crate::{Error, Refusal, Result, payload, view};
 
 impl Engine {
     /// `workflow_create`: a new run whose root task stands for the workflow.
@@ -39,14 +39,11 @@ impl Engine {
             names: Default::default(),
             claimed: false,
         };
-        let mut payload = Map::new();
-        payload.insert("name".into(), json!(name));
-        if let Some(s) = &req.source {
-            payload.insert("source".into(), json!(s));
-        }
-        if let Some(d) = &req.description {
-            payload.insert("description".into(), json!(d));
-        }
+        let payload = payload::object(&payload::Workflow {
+            name: name.to_owned(),
+            source: req.source.clone(),
+            description: req.description.clone(),
+        });
         let root = shell.root_task_id.clone();
         let message =
             workflow::event(&shell, &root, &from, MessageType::TaskRequest, workflow::WORKFLOW_PAYLOAD, payload);
@@ -118,47 +115,42 @@ impl Engine {
             (w.clone(), w.tasks.clone())
         };
         let ids: Vec<String> = req.tasks.iter().map(|_| id::generate(Kind::Task)).collect();
-        let entries: Vec<Value> = req
+        let depends_on = |i: usize| deps[i].iter().map(|d| ids[*d].clone()).collect::<Vec<_>>();
+        let entries = req
             .tasks
             .iter()
             .enumerate()
-            .map(|(i, t)| {
-                json!({
-                    "id": ids[i], "name": t.name.trim(),
-                    "depends_on": deps[i].iter().map(|d| &ids[*d]).collect::<Vec<_>>(),
-                    "parallel_group": t.parallel_group,
-                })
+            .map(|(i, t)| payload::PlanEntry {
+                id: ids[i].clone(),
+                name: t.name.trim().to_owned(),
+                depends_on: depends_on(i),
+                parallel_group: t.parallel_group.clone(),
             })
             .collect();
-        let mut payload = Map::new();
-        if let Some(s) = &req.summary {
-            payload.insert("summary".into(), json!(s));
-        }
-        payload.insert("tasks".into(), Value::Array(entries));
+        let payload = payload::object(&payload::Plan { summary: req.summary.clone(), tasks: entries });
         let plan =
             workflow::event(&w, &w.root_task_id, &from, MessageType::TaskProgress, workflow::PLAN_PAYLOAD, payload);
         let plan_id = plan.id.clone();
         let mut messages = vec![plan];
         for old in &replaced {
-            let mut payload = Map::new();
-            payload.insert("message".into(), json!("replaced by a new plan"));
+            let payload =
+                payload::object(&payload::Cancel { message: "replaced by a new plan".into(), cancel_id: None });
             let mut cancel = workflow::event(&w, old, ORCHESTRATOR, MessageType::TaskCancel, "", payload);
-            cancel.meta.insert(workflow::PLAN_META.into(), json!(plan_id));
+            cancel.meta.insert(workflow::PLAN_META.into(), Value::from(plan_id.clone()));
             messages.push(cancel);
         }
         for &i in &order {
             let t = &req.tasks[i];
-            let mut payload = Map::new();
-            payload.insert("name".into(), json!(t.name.trim()));
-            payload.insert("description".into(), json!(t.description));
-            payload.insert("depends_on".into(), json!(deps[i].iter().map(|d| &ids[*d]).collect::<Vec<_>>()));
-            if let Some(g) = &t.parallel_group {
-                payload.insert("parallel_group".into(), json!(g));
-            }
-            payload.insert("order".into(), json!(i));
+            let payload = payload::object(&payload::PlannedTask {
+                name: t.name.trim().to_owned(),
+                description: t.description.clone(),
+                depends_on: depends_on(i),
+                parallel_group: t.parallel_group.clone(),
+                order: Some(i as u32),
+            });
             let mut request =
                 workflow::event(&w, &ids[i], &from, MessageType::TaskRequest, workflow::TASK_PAYLOAD, payload);
-            request.meta.insert(workflow::PLAN_META.into(), json!(plan_id));
+            request.meta.insert(workflow::PLAN_META.into(), Value::from(plan_id.clone()));
             messages.push(request);
         }
         for outcome in self.inner.log.append(messages).await? {
@@ -204,12 +196,12 @@ impl Engine {
 
     /// `task_release`: the holder gives the task back (pending, for another agent).
     pub async fn task_release(&self, req: api::Release) -> Result<api::TaskSummary> {
-        let mut payload = Map::new();
-        payload.insert("status".into(), json!("pending"));
-        payload.insert("reason".into(), json!(workflow::RELEASED));
-        if let Some(r) = &req.reason {
-            payload.insert("note".into(), json!(r));
-        }
+        let payload = payload::object(&payload::StatusChange {
+            status: TaskStatus::Pending,
+            reason: Some(workflow::RELEASED.to_owned()),
+            note: req.reason.clone(),
+            previous_agent: None,
+        });
         let message = self.task_write(&req.task_id, req.agent_id.as_deref(), |w, item, from| {
             if item.holder.is_none() {
                 return Err(release_unheld(item));
@@ -236,35 +228,29 @@ impl Engine {
             TaskStatus::Completed => {
                 let outcome = req.outcome.as_deref().map(str::trim).filter(|o| !o.is_empty());
                 let outcome = outcome.ok_or_else(|| refuse("outcome", "outcome: required for completed"))?;
-                let mut p = Map::new();
-                p.insert("outcome".into(), json!(outcome));
-                if let Some(d) = &req.outcome_detail {
-                    p.insert("outcome_detail".into(), d.clone());
-                }
-                (MessageType::TaskResult, "", p)
+                let p = payload::Outcome { outcome: outcome.to_owned(), outcome_detail: req.outcome_detail.clone() };
+                (MessageType::TaskResult, "", payload::object(&p))
             }
             TaskStatus::Failed => {
                 let error = req.error.as_deref().map(str::trim).filter(|o| !o.is_empty());
                 let error = error.ok_or_else(|| refuse("error", "error: required for failed"))?;
-                let mut p = Map::new();
-                p.insert("code".into(), json!("TASK_FAILED"));
-                p.insert("message".into(), json!(error));
-                p.insert("retryable".into(), json!(false));
-                p.insert("error".into(), json!(error));
-                (MessageType::TaskError, "", p)
+                let p = payload::TaskError {
+                    code: "TASK_FAILED".into(),
+                    message: error.to_owned(),
+                    retryable: false,
+                    details: None,
+                    error: Some(error.to_owned()),
+                };
+                (MessageType::TaskError, "", payload::object(&p))
             }
             status => {
-                let mut p = Map::new();
-                p.insert("status".into(), json!(status.as_str()));
                 let reason = match (status, &req.reason) {
                     (_, Some(r)) => Some(r.clone()),
                     (TaskStatus::Pending, None) => Some(workflow::RELEASED.to_owned()),
                     _ => None,
                 };
-                if let Some(r) = reason {
-                    p.insert("reason".into(), json!(r));
-                }
-                (MessageType::TaskProgress, workflow::TASK_STATUS_PAYLOAD, p)
+                let p = payload::StatusChange { status, reason, note: None, previous_agent: None };
+                (MessageType::TaskProgress, workflow::TASK_STATUS_PAYLOAD, payload::object(&p))
             }
         };
         let to = req.status;
@@ -284,8 +270,7 @@ impl Engine {
         if req.plan.is_null() {
             return Err(Refusal::new(ErrorCode::ValidationFailed, "plan: required").field("plan").into());
         }
-        let mut payload = Map::new();
-        payload.insert("plan".into(), req.plan);
+        let payload = payload::object(&payload::TaskPlan { plan: req.plan });
         let message = self.task_write(&req.task_id, req.agent_id.as_deref(), |w, item, from| {
             Ok(workflow::event(w, &item.id, from, MessageType::TaskProgress, workflow::TASK_PLAN_PAYLOAD, payload))
         })?;
@@ -298,15 +283,12 @@ impl Engine {
         if req.summary.trim().is_empty() {
             return Err(Refusal::new(ErrorCode::ValidationFailed, "summary: required").field("summary").into());
         }
-        let mut payload = Map::new();
-        payload.insert("type".into(), serde_json::to_value(req.kind).unwrap_or(Value::Null));
-        payload.insert("summary".into(), json!(req.summary.trim()));
-        if let Some(d) = req.detail.filter(|d| !d.is_null()) {
-            payload.insert("detail".into(), d);
-        }
-        if !req.files_changed.is_empty() {
-            payload.insert("files_changed".into(), json!(req.files_changed));
-        }
+        let payload = payload::object(&payload::Checkpoint {
+            kind: req.kind,
+            summary: req.summary.trim().to_owned(),
+            detail: req.detail.filter(|d| !d.is_null()),
+            files_changed: req.files_changed,
+        });
         let message = self.task_write(&req.task_id, req.agent_id.as_deref(), |w, item, from| {
             Ok(workflow::event(w, &item.id, from, MessageType::TaskProgress, workflow::CHECKPOINT_PAYLOAD, payload))
         })?;
@@ -487,9 +469,7 @@ impl Engine {
     }
 
     async fn record_workspace(&self, w: &Workflow, from: &str, ws: &api::Workspace) -> Result<()> {
-        let Ok(Value::Object(payload)) = serde_json::to_value(ws) else {
-            return Err(lost_write("the workspace"));
-        };
+        let payload = payload::object(ws);
         let message =
             workflow::event(w, &w.root_task_id, from, MessageType::TaskProgress, workflow::WORKSPACE_PAYLOAD, payload);
         self.inner.log.append_one(message).await.map(|_| ())
@@ -565,24 +545,46 @@ impl Engine {
     }
 
     /// A workflow task as the task view shows it (root or planned), if it is one.
-    pub(super) fn workflow_task_view(workflows: &Workflows, task_id: &str) -> Option<Value> {
+    pub(super) fn workflow_task_view(workflows: &Workflows, task_id: &str) -> Option<view::Task> {
+        let blank = |run_id: &str, thread_id: &str, kind: view::TaskKind, state: view::TaskState| view::Task {
+            task_id: task_id.to_owned(),
+            run_id: run_id.to_owned(),
+            thread_id: thread_id.to_owned(),
+            parent_task_id: None,
+            kind,
+            name: None,
+            state,
+            agent: None,
+            requester: None,
+            attempt: 0,
+            routings: 0,
+            progress: None,
+            requires: Vec::new(),
+            error: None,
+            history: None,
+            children: None,
+            workflow: None,
+            workflow_task: None,
+        };
         if let Some(w) = workflows.workflow_of_root(task_id) {
             let detail = workflows.detail(w);
-            let mut v = json!({
-                "task_id": task_id, "run_id": w.id, "thread_id": w.thread_id, "parent_task_id": null,
-                "kind": "workflow", "state": detail.summary.status, "requester": w.created_by,
-            });
-            v["workflow"] = serde_json::to_value(detail).unwrap_or(Value::Null);
+            let mut v = blank(&w.id, &w.thread_id, view::TaskKind::Workflow, detail.summary.status.into());
+            v.name = Some(w.name.clone());
+            v.requester = Some(w.created_by.clone());
+            v.workflow = Some(detail);
             return Some(v);
         }
         let item = workflows.task(task_id)?;
+        let w = workflows.workflow(&item.workflow_id)?;
         let detail = workflows.task_detail(item);
-        let mut v = json!({
-            "task_id": item.id, "run_id": item.workflow_id, "parent_task_id": detail.parent_task_id,
-            "kind": "workflow_task", "state": if item.cancelled { "cancelled" } else { item.status.as_str() },
-            "agent": item.holder.clone().or_else(|| item.last_agent.clone()),
-        });
-        v["workflow_task"] = serde_json::to_value(detail).unwrap_or(Value::Null);
+        let state = if item.cancelled { view::TaskState::Cancelled } else { item.status.into() };
+        let mut v = blank(&w.id, &w.thread_id, view::TaskKind::WorkflowTask, state);
+        v.parent_task_id = Some(detail.parent_task_id.clone());
+        v.name = Some(item.name.clone());
+        v.agent = item.holder.clone().or_else(|| item.last_agent.clone());
+        v.requester = Some(w.created_by.clone());
+        v.error = detail.summary.error.clone().map(|message| view::TaskError { code: "TASK_FAILED".into(), message });
+        v.workflow_task = Some(detail);
         Some(v)
     }
 }

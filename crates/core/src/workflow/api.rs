@@ -496,7 +496,7 @@ pub struct Progress {
     pub status: WorkflowStatus,
     pub total: usize,
     /// Tasks per status (every status present, zero included).
-    pub counts: BTreeMap<String, usize>,
+    pub counts: BTreeMap<TaskStatus, usize>,
     /// Completed tasks as a share of all, 0 to 100.
     pub percent: f64,
     /// Tasks held by an agent (claimed or in progress).

@@ -7,14 +7,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use clutch_proto::{Message, MessageType};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use super::api::{TaskStatus, WorkflowStatus};
+use super::api::{CheckpointType, TaskStatus, WorkflowStatus};
 use super::decide::*;
 use super::*;
-use crate::Refusal;
 use crate::registry;
 use crate::tasks::ORCHESTRATOR;
+use crate::{Refusal, payload};
 
 /// A workflow as the log says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -300,10 +300,12 @@ impl Workflows {
         let Some(workflow) = self.workflows.get(&item.workflow_id) else { return Vec::new() };
         let holder = item.holder.clone().unwrap_or_default();
         let last = self.checkpoints.get(task_id).and_then(|c| c.last());
-        let mut status = Map::new();
-        status.insert("status".into(), json!("pending"));
-        status.insert("reason".into(), json!(LEASE_EXPIRED));
-        status.insert("previous_agent".into(), json!(holder));
+        let status = payload::object(&payload::StatusChange {
+            status: TaskStatus::Pending,
+            reason: Some(LEASE_EXPIRED.to_owned()),
+            note: None,
+            previous_agent: Some(holder.clone()),
+        });
         let mut release =
             event(workflow, &item.id, ORCHESTRATOR, MessageType::TaskProgress, TASK_STATUS_PAYLOAD, status);
         release.idempotency_key = Some(format!("clutch:lease:{}:{}", item.id, item.claim_seq));
@@ -315,13 +317,17 @@ impl Workflows {
             ),
             None => format!("{holder} went offline and lost its claim before recording any checkpoint"),
         };
-        let mut note = Map::new();
-        note.insert("type".into(), json!("recovery"));
-        note.insert("summary".into(), json!(summary));
-        note.insert(
-            "detail".into(),
-            json!({"previous_agent": holder, "previous_status": item.status, "last_checkpoint": last.map(|c| &c.id)}),
-        );
+        let detail = payload::Recovery {
+            previous_agent: holder,
+            previous_status: item.status,
+            last_checkpoint: last.map(|c| c.id.clone()),
+        };
+        let note = payload::object(&payload::Checkpoint {
+            kind: CheckpointType::Recovery,
+            summary,
+            detail: Some(Value::Object(payload::object(&detail))),
+            files_changed: Vec::new(),
+        });
         let mut recovery = event(workflow, &item.id, ORCHESTRATOR, MessageType::TaskProgress, CHECKPOINT_PAYLOAD, note);
         recovery.idempotency_key = Some(format!("clutch:recovery:{}:{}", item.id, item.claim_seq));
         vec![release, recovery]
@@ -445,11 +451,11 @@ impl Workflows {
 
     pub fn progress(&self, w: &Workflow) -> api::Progress {
         let items = self.plan_order(w);
-        let mut counts: BTreeMap<String, usize> = TaskStatus::ALL.iter().map(|s| (s.as_str().to_owned(), 0)).collect();
+        let mut counts: BTreeMap<TaskStatus, usize> = TaskStatus::ALL.iter().map(|s| (*s, 0)).collect();
         for t in &items {
-            *counts.entry(t.status.as_str().to_owned()).or_default() += 1;
+            *counts.entry(t.status).or_default() += 1;
         }
-        let completed = counts.get("completed").copied().unwrap_or(0);
+        let completed = counts.get(&TaskStatus::Completed).copied().unwrap_or(0);
         let total = items.len();
         let percent = if total == 0 { 0.0 } else { (completed as f64 * 1000.0 / total as f64).round() / 10.0 };
         let doomed = self.doomed(w);

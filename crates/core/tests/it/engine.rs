@@ -3,11 +3,14 @@
 //! restart. Waits are on events in the log (a subscription), bounded by a generous guard timeout.
 //! Timer rules alone (redelivery, heartbeat expiry) are checked at a manual clock in `machine.rs`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use clutch_core::engine::{Ack, Options};
+use clutch_core::registry::Status;
+use clutch_core::view::{self, Load, TaskState};
 use clutch_core::{Running, start};
 use clutch_proto::id::{self, Kind};
 use clutch_proto::validate::{self, Defaults};
@@ -82,7 +85,9 @@ impl Hub {
         self.core = Some(open(self.dir.path(), options).await);
     }
 
+    /// Stops the core, once every payload the daemon wrote is checked against its published schema.
     pub(crate) async fn stop(mut self) {
+        crate::published::check_log(&self.core().log).await;
         self.core.take().unwrap().stop().await.unwrap();
     }
 }
@@ -159,7 +164,7 @@ async fn a_task_is_routed_by_requirements_explained_and_followed_to_its_result()
     let err = h.send(t.msg("agent:res", "task.accept", json!({}))).await.unwrap_err();
     assert_eq!(code(err), "INVALID_TRANSITION");
     h.send(t.msg("agent:coder", "task.accept", json!({}))).await.unwrap();
-    assert_eq!(h.core().engine.agent("agent:coder").unwrap()["load"], json!({"in_flight": 1, "max_concurrency": 2}));
+    assert_eq!(h.core().engine.agent("agent:coder").unwrap().load, Load { in_flight: 1, max_concurrency: Some(2) });
     h.send(t.msg("agent:coder", "task.progress", json!({"percent": 50, "usage": {"tokens": 120, "cost_usd": 0.01}})))
         .await
         .unwrap();
@@ -170,20 +175,20 @@ async fn a_task_is_routed_by_requirements_explained_and_followed_to_its_result()
     assert_eq!(code(err), "INVALID_TRANSITION");
 
     let task = h.core().engine.task(&t.task).unwrap();
-    assert_eq!(task["state"], "completed");
-    assert_eq!(task["agent"], "agent:coder");
-    let kinds: Vec<&str> = task["history"].as_array().unwrap().iter().map(|s| s["type"].as_str().unwrap()).collect();
+    assert_eq!(task.state, TaskState::Completed);
+    assert_eq!(task.agent.as_deref(), Some("agent:coder"));
+    let kinds: Vec<&str> = task.history.unwrap().iter().map(|s| s.kind.as_str()).collect();
     assert_eq!(
         kinds,
         ["task.request", "routing.decision", "task.request", "task.accept", "task.progress", "task.result"]
     );
     let agent = h.core().engine.agent("agent:coder").unwrap();
-    assert_eq!(agent["load"]["in_flight"], 0);
-    assert_eq!(agent["success_rate"], 1.0);
-    assert_eq!(agent["usage"]["tokens"], 120);
+    assert_eq!(agent.load.in_flight, 0);
+    assert_eq!(agent.success_rate, Some(1.0));
+    assert_eq!(agent.usage.tokens, 120);
     let tree = h.core().engine.run_tasks(&t.run).unwrap();
-    assert_eq!(tree["tasks"][0]["task_id"], t.task.as_str());
-    assert_eq!(tree["counts"], json!({"completed": 1}));
+    assert_eq!(tree.tasks[0].task_id, t.task);
+    assert_eq!(tree.counts, BTreeMap::from([(TaskState::Completed, 1)]));
     h.stop().await;
 }
 
@@ -205,7 +210,7 @@ async fn a_retryable_error_is_routed_again_to_another_agent_and_retries_are_boun
         ))
         .await
         .unwrap());
-    assert_eq!(h.core().engine.task(&t.task).unwrap()["state"], "retrying");
+    assert_eq!(h.core().engine.task(&t.task).unwrap().state, TaskState::Retrying);
     let second = h.wait(&t.task, after, |v| delivered_to(v).is_some()).await;
     let second_agent = delivered_to(&second).unwrap().to_owned();
     assert_ne!(second_agent, first_agent, "the agent that failed has the worse success rate");
@@ -215,8 +220,8 @@ async fn a_retryable_error_is_routed_again_to_another_agent_and_retries_are_boun
         .await
         .unwrap();
     let task = h.core().engine.task(&t.task).unwrap();
-    assert_eq!(task["state"], "failed");
-    assert_eq!(task["routings"], 2);
+    assert_eq!(task.state, TaskState::Failed);
+    assert_eq!(task.routings, 2);
     h.stop().await;
 }
 
@@ -231,7 +236,7 @@ async fn a_busy_agent_queues_tasks_and_an_impossible_task_fails_at_once() {
     let queued = h.wait(&t2.task, 0, |v| kind(v) == "routing.failure").await;
     assert_eq!(queued["payload"]["queued"], true);
     assert!(queued["payload"]["excluded"]["agent:solo"].as_str().unwrap().contains("concurrency limit (1/1)"));
-    assert_eq!(h.core().engine.task(&t2.task).unwrap()["state"], "queued");
+    assert_eq!(h.core().engine.task(&t2.task).unwrap().state, TaskState::Queued);
     h.send(t1.msg("agent:solo", "task.result", json!({}))).await.unwrap();
     let routed = h.wait(&t2.task, 0, |v| delivered_to(v).is_some()).await;
     assert_eq!(delivered_to(&routed), Some("agent:solo"));
@@ -243,7 +248,7 @@ async fn a_busy_agent_queues_tasks_and_an_impossible_task_fails_at_once() {
     assert_eq!(failure["payload"]["excluded"]["agent:solo"], "lacks required capability skill:translate");
     let error = h.wait(&t3.task, 0, |v| kind(v) == "task.error").await;
     assert_eq!(error["payload"]["code"], "NO_ELIGIBLE_AGENT");
-    assert_eq!(h.core().engine.task(&t3.task).unwrap()["state"], "failed");
+    assert_eq!(h.core().engine.task(&t3.task).unwrap().state, TaskState::Failed);
     h.stop().await;
 }
 
@@ -257,7 +262,7 @@ async fn a_task_past_its_runtime_limit_times_out_and_a_cancel_reaches_the_agent(
     h.send(t.msg("agent:w", "task.accept", json!({}))).await.unwrap();
     let timeout = h.wait(&t.task, 0, |v| kind(v) == "task.timeout").await;
     assert_eq!(timeout["from"]["agent_id"], "agent:orchestrator");
-    assert_eq!(h.core().engine.task(&t.task).unwrap()["state"], "timed_out");
+    assert_eq!(h.core().engine.task(&t.task).unwrap().state, TaskState::TimedOut);
     let err = h.send(t.msg("agent:w", "task.result", json!({}))).await.unwrap_err();
     assert_eq!(code(err), "INVALID_TRANSITION");
 
@@ -271,10 +276,10 @@ async fn a_task_past_its_runtime_limit_times_out_and_a_cancel_reaches_the_agent(
     let forwarded =
         h.wait(&c.task, 0, |v| kind(v) == "task.cancel" && v["from"]["agent_id"] == "agent:orchestrator").await;
     assert_eq!(forwarded["to"], json!([{"agent_id": "agent:w"}]));
-    assert_eq!(h.core().engine.task(&c.task).unwrap()["state"], "cancelled");
+    assert_eq!(h.core().engine.task(&c.task).unwrap().state, TaskState::Cancelled);
     let err = h.send(c.msg("agent:w", "task.result", json!({}))).await.unwrap_err();
     assert_eq!(code(err), "INVALID_TRANSITION");
-    assert_eq!(h.core().engine.agent("agent:w").unwrap()["load"]["in_flight"], 0);
+    assert_eq!(h.core().engine.agent("agent:w").unwrap().load.in_flight, 0);
     h.stop().await;
 }
 
@@ -288,13 +293,13 @@ async fn delivery_timers_survive_a_restart() {
     h.wait(&t.task, 0, |v| delivered_to(v).is_some()).await;
     h.restart(options).await;
     // Rebuilt from the log: the task is routed, its accept deadline still runs.
-    assert_eq!(h.core().engine.task(&t.task).unwrap()["state"], "routed");
-    assert_eq!(h.core().engine.agent("agent:w").unwrap()["load"]["in_flight"], 1);
+    assert_eq!(h.core().engine.task(&t.task).unwrap().state, TaskState::Routed);
+    assert_eq!(h.core().engine.agent("agent:w").unwrap().load.in_flight, 1);
     let again = h.wait(&t.task, 0, |v| delivered_to(v).is_some() && v["attempt"] == 2).await;
     assert_eq!(delivered_to(&again), Some("agent:w"));
     h.send(t.msg("agent:w", "task.accept", json!({}))).await.unwrap();
     h.send(t.msg("agent:w", "task.result", json!({}))).await.unwrap();
-    assert_eq!(h.core().engine.task(&t.task).unwrap()["state"], "completed");
+    assert_eq!(h.core().engine.task(&t.task).unwrap().state, TaskState::Completed);
     h.stop().await;
 }
 
@@ -365,7 +370,7 @@ async fn crossing_a_budget_sends_a_notice_and_excludes_the_agent() {
     assert_eq!(notice["payload"]["dimension"], "tokens");
     assert_eq!(notice["payload"]["used"], 120.0);
     let agent = h.core().engine.agent("agent:cheap").unwrap();
-    assert_eq!(agent["budget_exhausted"], true);
+    assert!(agent.budget_exhausted);
     let t2 = new_task();
     h.send(t2.request(&["skill:x"])).await.unwrap();
     let queued = h.wait(&t2.task, 0, |v| kind(v) == "routing.failure").await;
@@ -387,7 +392,7 @@ async fn the_daemons_own_voice_cannot_be_borrowed_and_heartbeats_are_not_stored(
     assert_eq!(code(h.send(forged).await.unwrap_err()), "FORBIDDEN");
     let head = h.core().log.head().await.unwrap();
     match h.send(t.msg("agent:w", "agent.heartbeat", json!({}))).await.unwrap() {
-        Ack::Heartbeat(b) => assert_eq!((b.status, b.next_heartbeat_sec), ("online", 10)),
+        Ack::Heartbeat(b) => assert_eq!((b.status, b.next_heartbeat_sec), (Status::Online, 10)),
         other => panic!("{other:?}"),
     }
     assert_eq!(h.core().log.head().await.unwrap(), head, "a heartbeat is not an event");
@@ -443,10 +448,10 @@ async fn a_workflow_step_holds_its_result_to_what_it_expects() {
     let clutch_core::Error::Refused(r) = err else { panic!("not a refusal") };
     assert_eq!(r.code.as_str(), "VALIDATION_FAILED");
     assert!(r.problems.iter().any(|p| p.path == "payload.citations"), "{:?}", r.problems);
-    assert_eq!(h.core().engine.task(&t.task).unwrap()["state"], "accepted", "a refused result changes nothing");
+    assert_eq!(h.core().engine.task(&t.task).unwrap().state, TaskState::Accepted, "a refused result changes nothing");
     result["payload"] = json!({"findings": ["the market grows"], "citations": [{"url": "https://example.com/report", "title": "Report"}]});
     h.send(result).await.unwrap();
-    assert_eq!(h.core().engine.task(&t.task).unwrap()["state"], "completed");
+    assert_eq!(h.core().engine.task(&t.task).unwrap().state, TaskState::Completed);
     h.stop().await;
 }
 
@@ -455,7 +460,7 @@ async fn registered_schemas_validate_by_ref_and_survive_a_restart() {
     let mut h = hub(fast()).await;
     let schema = json!({"type": "object", "required": ["headline"], "properties": {"headline": {"type": "string"}}});
     let stored = h.core().engine.register_schema("market.brief.v1", None, schema.clone()).await.unwrap();
-    assert_eq!(stored["schema_ref"], "schema://clutch/market/brief@1");
+    assert_eq!(stored.unwrap().schema_ref, "schema://clutch/market/brief@1");
     // The same schema again changes nothing; a different one is refused with its problem.
     let head = h.core().log.head().await.unwrap();
     h.core().engine.register_schema("market.brief.v1", None, schema).await.unwrap();
@@ -496,8 +501,8 @@ agents:
     assert_eq!(code(err), "FORBIDDEN");
     h.send(t.msg("agent:w", "task.result", json!({"usage": {"tokens": 60}}))).await.unwrap();
     let agent = h.core().engine.agent("agent:w").unwrap();
-    assert_eq!(agent["budget"]["tokens"], 50);
-    assert_eq!(agent["budget_exhausted"], true);
+    assert_eq!(agent.budget.unwrap().tokens, Some(50));
+    assert!(agent.budget_exhausted);
     h.stop().await;
 }
 
@@ -535,15 +540,15 @@ async fn a_run_over_its_budget_fails_when_the_policy_says_so() {
     assert_eq!(failed["payload"]["code"], "BUDGET_EXCEEDED");
     // The wait may read the event from the store a moment before the engine has applied it.
     tokio::time::timeout(GUARD, async {
-        while h.core().engine.task(&t2.task).unwrap()["state"] != "failed" {
+        while h.core().engine.task(&t2.task).unwrap().state != TaskState::Failed {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
     .await
     .expect("the task is failed");
     let tree = h.core().engine.run_tasks(&t1.run).unwrap();
-    assert_eq!(tree["budget_exhausted"], true);
-    assert_eq!(tree["usage"]["tokens"], 150);
+    assert_eq!(tree.budget_exhausted, Some(true));
+    assert_eq!(tree.usage.unwrap().tokens, 150);
     h.stop().await;
 }
 
@@ -570,9 +575,9 @@ async fn conversation_about_an_ended_task_goes_on() {
 fn views(h: &Hub, tasks: &[&Task]) -> Value {
     let mut agents = h.core().engine.agents();
     for a in &mut agents {
-        a.as_object_mut().unwrap().remove("last_seen");
+        a.last_seen.clear();
     }
-    let tasks: Vec<Value> = tasks.iter().map(|t| h.core().engine.task(&t.task).unwrap()).collect();
+    let tasks: Vec<view::Task> = tasks.iter().map(|t| h.core().engine.task(&t.task).unwrap()).collect();
     json!({"agents": agents, "tasks": tasks, "schemas": h.core().engine.schemas()})
 }
 
@@ -613,7 +618,7 @@ async fn a_snapshot_restores_the_state_a_full_rebuild_would_and_the_tail_is_repl
     }
     h.core = Some(open(h.dir.path(), fast()).await);
     assert_eq!(h.core().engine.loaded_snapshot_seq(), head, "the snapshot is older than the two events");
-    assert_eq!(h.core().engine.task(&pending.task).unwrap()["state"], "accepted");
+    assert_eq!(h.core().engine.task(&pending.task).unwrap().state, TaskState::Accepted);
     h.wait(&late.task, 0, |v| delivered_to(v) == Some("agent:v")).await;
     let with_tail = views(&h, &[&done, &pending, &late]);
 

@@ -6,6 +6,8 @@ use std::time::{Duration, SystemTime};
 
 use clutch_core::clock::Clock;
 use clutch_core::engine::{Machine, Options};
+use clutch_core::registry::Status;
+use clutch_core::view::TaskState;
 use clutch_proto::id::{self, Kind};
 use clutch_proto::validate::{self, Defaults};
 use clutch_proto::{Message, MessageType};
@@ -95,7 +97,7 @@ fn an_unaccepted_task_is_delivered_three_times_then_fails() {
     assert_eq!(b.after(1), ["task.request agent:orchestrator -> agent:slow #2"]);
     assert_eq!(b.after(150), ["task.request agent:orchestrator -> agent:slow #3"]);
     assert_eq!(b.after(150), ["task.error agent:orchestrator -> agent:slow,user:ada DELIVERY_FAILED"]);
-    assert_eq!(b.machine.task(&t.task).unwrap()["state"], "failed");
+    assert_eq!(b.machine.task(&t.task).unwrap().state, TaskState::Failed);
     let late = b.send(t.msg("agent:slow", "task.accept")).unwrap_err();
     assert_eq!(late.code.as_str(), "INVALID_TRANSITION");
     assert_eq!(b.after(10_000), Vec::<String>::new(), "an ended task has no timer");
@@ -110,11 +112,11 @@ fn an_accept_after_a_redelivery_stops_the_deliveries() {
     b.after(0);
     assert_eq!(b.after(150), ["task.request agent:orchestrator -> agent:slow #2"]);
     b.send(t.msg("agent:slow", "task.accept")).unwrap();
-    assert_eq!(b.machine.task(&t.task).unwrap()["state"], "accepted");
+    assert_eq!(b.machine.task(&t.task).unwrap().state, TaskState::Accepted);
     assert_eq!(b.after(10_000), Vec::<String>::new());
     b.send(t.msg("agent:slow", "task.result")).unwrap();
     let task = b.machine.task(&t.task).unwrap();
-    assert_eq!((task["state"].as_str(), task["attempt"].as_u64()), (Some("completed"), Some(2)));
+    assert_eq!((task.state, task.attempt), (TaskState::Completed, 2));
 }
 
 #[test]
@@ -147,12 +149,12 @@ fn a_silent_agent_goes_stale_then_offline_and_its_task_moves_to_a_live_one() {
             "task.request agent:orchestrator -> agent:alive #2",
         ]
     );
-    assert_eq!(b.machine.agent("agent:quiet").unwrap()["status"], "offline");
-    assert_eq!(b.machine.agent("agent:alive").unwrap()["status"], "online");
-    assert_eq!(b.machine.task(&t.task).unwrap()["agent"], "agent:alive");
+    assert_eq!(b.machine.agent("agent:quiet").unwrap().status, Status::Offline);
+    assert_eq!(b.machine.agent("agent:alive").unwrap().status, Status::Online);
+    assert_eq!(b.machine.task(&t.task).unwrap().agent.as_deref(), Some("agent:alive"));
     // A heartbeat brings it back, as an event.
     let back = b.machine.heartbeat("agent:quiet").map(|m| line(&m));
     assert_eq!(back.as_deref(), Some("agent.update agent:orchestrator ->  online"));
-    assert_eq!(b.machine.agent("agent:quiet").unwrap()["status"], "online");
+    assert_eq!(b.machine.agent("agent:quiet").unwrap().status, Status::Online);
     assert_eq!(b.machine.heartbeat("agent:quiet"), None, "online already: nothing to record");
 }

@@ -1,12 +1,14 @@
 //! Core's integration tests, on the real SQLite store: group commit, ordering of live events,
 //! catch-up subscriptions, slow subscribers, shutdown; and, in modules, the writer's flush, the payload schema registry,
-//! the policy configuration, who may do what (`access`), the engine and its workflows.
+//! the policy configuration, who may do what (`access`), the engine and its workflows, and the
+//! published views and payloads (checked against what the engine writes).
 
 mod access;
 mod config;
 mod flush;
 mod fuzz;
 mod machine;
+mod published;
 mod schemas;
 
 mod engine;

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use clutch_core::clock::Clock;
 use clutch_core::engine::{Options, SYSTEM_TASK};
+use clutch_core::view::TaskState;
 use clutch_core::workflow::api::{
     AddCheckpoint, CheckpointType, Claim, CreateWorkflow, CreateWorkspace, Include, ListWorkflows, LoadContext,
     NextTasks, PlanTask, Release, SetPlan, SetTaskPlan, TaskRef, TaskStatus, UpdateStatus, UpdateWorkspace,
@@ -140,7 +141,7 @@ async fn a_plan_is_a_dag_and_next_tasks_follow_its_dependencies_to_the_end() {
     assert_eq!(next(e, &w.id), ["docs"]);
     let p = e.workflow_progress(&w.id).unwrap();
     assert_eq!(p.status, WorkflowStatus::InProgress);
-    assert_eq!((p.counts["claimed"], p.counts["pending"], p.total), (1, 3, 4));
+    assert_eq!((p.counts[&TaskStatus::Claimed], p.counts[&TaskStatus::Pending], p.total), (1, 3, 4));
     assert_eq!(p.current[0].name, "build");
     let waiting = p.blocked.iter().find(|b| b.name == "test").unwrap();
     assert!(waiting.why.contains("waits for build"), "{}", waiting.why);
@@ -152,15 +153,15 @@ async fn a_plan_is_a_dag_and_next_tasks_follow_its_dependencies_to_the_end() {
         e.task_update_status(done(&id(n), "agent:a", &format!("{n} done"))).await.unwrap();
     }
     let p = e.workflow_progress(&w.id).unwrap();
-    assert_eq!((p.status, p.percent, p.counts["completed"]), (WorkflowStatus::Completed, 100.0, 4));
+    assert_eq!((p.status, p.percent, p.counts[&TaskStatus::Completed]), (WorkflowStatus::Completed, 100.0, 4));
     let listed = e.workflow_list(&ListWorkflows { status: vec![WorkflowStatus::Completed], limit: None });
     assert_eq!(listed.len(), 1);
     assert!(e.workflow_list(&ListWorkflows { status: vec![WorkflowStatus::InProgress], limit: None }).is_empty());
     // The routed-task view shows workflow tasks too.
     let view = e.task(&id("ship")).unwrap();
-    assert_eq!((view["state"].as_str(), view["agent"].as_str()), (Some("completed"), Some("agent:a")));
+    assert_eq!((view.state, view.agent.as_deref()), (TaskState::Completed, Some("agent:a")));
     let tree = e.run_tasks(&w.id).unwrap();
-    assert_eq!(tree["tasks"][0]["children"].as_array().unwrap().len(), 4);
+    assert_eq!(tree.tasks[0].children.as_ref().unwrap().len(), 4);
     h.stop().await;
 }
 

@@ -233,7 +233,15 @@ async fn schemas_health_and_metrics() {
     // The payload registry: built-ins, then one registered over HTTP.
     let (status, list) = d.get("/v1/schemas").await;
     assert_eq!(status, 200);
-    assert_eq!(list["protocol"], json!([{"name": "envelope"}, {"name": "agent-card"}]));
+    let published: Vec<&str> =
+        list["protocol"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(published[..2], ["envelope", "agent-card"]);
+    assert_eq!(published[2..], clutch_core::published::names().collect::<Vec<_>>()[..]);
+    // The daemon's views and payloads are served like the protocol's own.
+    let (status, view) = d.get("/v1/schemas/task-view").await;
+    assert_eq!((status, view), (200, clutch_core::published::get("task-view").unwrap()));
+    let (status, _) = d.get("/v1/schemas/clutch.agent.status.v1.json").await;
+    assert_eq!(status, 200);
     assert!(list["payloads"].as_array().unwrap().iter().any(|s| s["payload_type"] == "research.summary.v1"));
     let (status, summary) = d.get("/v1/schemas/research.summary.v1").await;
     assert_eq!(status, 200);

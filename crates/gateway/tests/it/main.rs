@@ -6,6 +6,7 @@ mod bounded;
 mod push;
 mod stream;
 mod ui;
+mod ui_types;
 mod workflows;
 
 use std::net::SocketAddr;

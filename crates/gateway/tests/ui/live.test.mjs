@@ -97,7 +97,7 @@ test('a task card changes state in place: requested, queued, routed, accepted, p
     assert.equal(await card.locator('clutch-bar').getAttribute('value'), '40');
     assert.match(await card.textContent() || '', /halfway there/);
     await lee.result(delivery, { summary: 'It is 42.', findings: [{ claim: 'The answer is 42', citations: [1] }], citations: [{ title: 'The Guide', url: 'https://example.com/guide' }] }, 'research.summary.v1');
-    await reaches('done');
+    await reaches('completed');
     assert.equal(await card.locator('.r-findings li').count(), 1);
     assert.equal(await card.locator('.r-citations a').getAttribute('href'), 'https://example.com/guide');
     assert.equal(await card.locator('.stepper [aria-current=step]').textContent(), 'done');
@@ -110,7 +110,7 @@ test('a task card changes state in place: requested, queued, routed, accepted, p
     assert.match(await routing.locator('tr.excluded', { hasText: 'ola' }).textContent() || '', /lacks required capability skill:math/);
     // Folded by the page's own logic, the daemon's events for the task went through every state, in
     // order (requested lasts only until the router looks at it, so it is checked here).
-    assert.deepEqual(await statesOf(s.task_id), ['requested', 'queued', 'routed', 'routed', 'accepted', 'running', 'done']);
+    assert.deepEqual(await statesOf(s.task_id), ['requested', 'queued', 'routed', 'routed', 'accepted', 'running', 'completed']);
   });
 });
 
@@ -179,14 +179,14 @@ test("the daemon's verdicts show on the cards: no eligible agent, a timeout, a r
     const failure = page.locator('.ev-routing-failure');
     assert.doesNotMatch(await failure.textContent() || '', /queued/);
     assert.match(await failure.locator('tr', { hasText: 'tim' }).textContent() || '', /lacks required capability skill:astrology/);
-    assert.deepEqual(await statesOf(none.task_id), ['requested', 'unroutable', 'failed']);
+    assert.deepEqual(await statesOf(none.task_id), ['requested', 'requested', 'failed']);
 
     // A task running past tim's max_runtime_sec gets the daemon's task.timeout.
     const slow = await ask(url, { ...base, requires: ['skill:slow'], payload: { goal: 'Take your time' } });
     const d = await tim.delivery(slow.task_id);
     await tim.accept(d);
     await tim.progress(d, { percent: 10, message: 'still going' });
-    const timedOut = cardIn(slow.task_id, 'timeout');
+    const timedOut = cardIn(slow.task_id, 'timed_out');
     await timedOut.waitFor();
     assert.match(await timedOut.textContent() || '', /Timed out — the task ran past its agent's max_runtime_sec by orchestrator/);
     assert.equal(await timedOut.locator('.stepper [aria-current=step]').textContent(), 'timed out');
@@ -209,9 +209,9 @@ test("the daemon's verdicts show on the cards: no eligible agent, a timeout, a r
     assert.equal(await rerouted.locator('.error-block').count(), 0, 'the old error is history');
     await rex.accept(again);
     await rex.result(again, { text: 'worked the second time' });
-    await cardIn(flaky.task_id, 'done').waitFor();
+    await cardIn(flaky.task_id, 'completed').waitFor();
     assert.equal(await page.locator(`.task-card[data-task="${flaky.task_id}"]`).count(), 1);
     assert.equal(await page.locator('.ev-routing-decision:has(tr.selected:has-text("rex"))').count(), 2, 'routed twice, each decision its own row');
-    assert.deepEqual(await statesOf(flaky.task_id), ['requested', 'routed', 'routed', 'accepted', 'failed', 'failed', 'routed', 'accepted', 'done']);
+    assert.deepEqual(await statesOf(flaky.task_id), ['requested', 'routed', 'routed', 'accepted', 'failed', 'failed', 'routed', 'accepted', 'completed']);
   });
 });

@@ -35,7 +35,7 @@ test('replay steps, plays and scrubs through a finished run', async (t) => {
     await until(page, (n) => document.querySelector('.replay-view')?.getAttribute('data-position') === String(n), s.events);
     // At the end the timeline has followed the newest events, so the root's card may be scrolled out of
     // its virtualised list; the tree always shows the root.
-    await page.locator(`.task-tree li[data-state=done] a[data-task="${s.root}"]`).waitFor();
+    await page.locator(`.task-tree li[data-state=completed] a[data-task="${s.root}"]`).waitFor();
     await until(page, () => document.querySelectorAll('.task-tree [role=treeitem]').length === 3);
     assert.equal(await page.locator('.replay-controls button[aria-label=play]').count(), 1, 'stopped at the end');
 

@@ -82,7 +82,7 @@ try {
       await page.locator('.replay-view[data-state=ready]').waitFor();
       // Up to the review's result (event 13).
       for (let i = 0; i < 13; i++) await page.locator('.replay-controls button[aria-label=step]').click();
-      await page.locator(`.task-card[data-task="${s.review}"][data-state=done]`).waitFor({ state: 'attached' });
+      await page.locator(`.task-card[data-task="${s.review}"][data-state=completed]`).waitFor({ state: 'attached' });
     }],
   ];
   for (const scheme of /** @type {const} */ (['light', 'dark'])) {

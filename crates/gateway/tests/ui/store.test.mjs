@@ -1,5 +1,6 @@
 // The store's logic without a browser: task lifecycles, history merged under live events, filters and
-// derived agents. (The page modules are plain ES modules, so node runs them as they are.)
+// the names of threads, runs and tasks. (The page modules are plain ES modules, so node runs them as
+// they are.)
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -53,7 +54,7 @@ test('a task goes through its lifecycle and never moves back, except for a retry
   assert.equal(retried.progressMessage, undefined);
   add({ type: 'task.accept', attempt: 2, from: { agent_id: 'agent:ida' }, to: [orch], payload: {} });
   add({ type: 'task.result', attempt: 2, from: { agent_id: 'agent:ida' }, to: [orch], payload: { text: 'done' } });
-  assert.deepEqual(states, ['requested', 'routed', 'routed', 'accepted', 'running', 'failed', 'failed', 'failed', 'routed', 'accepted', 'done']);
+  assert.deepEqual(states, ['requested', 'routed', 'routed', 'accepted', 'running', 'failed', 'failed', 'failed', 'routed', 'accepted', 'completed']);
   const t = /** @type {any} */ (store.tasks.get('task_T'));
   assert.equal(t.title, 'Do X', "named by the requester's request, not the routed copy");
   assert.deepEqual(t.requires, ['skill:x']);
@@ -65,7 +66,7 @@ test('a task goes through its lifecycle and never moves back, except for a retry
   assert.deepEqual(t.seen, { routed: true, accepted: true, progress: false }, 'the retry started the steps again');
 });
 
-test("the daemon's own verdicts: queued, routed when a slot frees, unroutable, timed out", () => {
+test("the daemon's own verdicts: queued, routed when a slot frees, no eligible agent, timed out", () => {
   seq = 0;
   const store = new Store();
   const state = (/** @type {string} */ id) => /** @type {any} */ (store.tasks.get(id)).state;
@@ -80,7 +81,7 @@ test("the daemon's own verdicts: queued, routed when a slot frees, unroutable, t
   assert.equal(store.tasks.get('task_Q')?.assignee, 'agent:ken');
 
   store.addNow([request('task_U'), ev({ task_id: 'task_U', type: 'routing.failure', from: orch, payload: { reason: 'no eligible agent', excluded: {}, queued: false } })]);
-  assert.equal(state('task_U'), 'unroutable');
+  assert.equal(state('task_U'), 'requested', 'a routing failure that is not queued leaves it to the task.error');
   // The daemon's task.error for a task never delivered carries attempt 0.
   store.addNow([ev({ task_id: 'task_U', type: 'task.error', attempt: 0, from: orch, to: [{ agent_id: 'user:ada' }], payload: { code: 'NO_ELIGIBLE_AGENT', message: 'no eligible agent', retryable: false } })]);
   assert.equal(state('task_U'), 'failed');
@@ -90,7 +91,7 @@ test("the daemon's own verdicts: queued, routed when a slot frees, unroutable, t
     ev({ task_id: 'task_Q', type: 'task.accept', to: [orch], payload: {} }),
     ev({ task_id: 'task_Q', type: 'task.timeout', from: orch, to: [{ agent_id: 'agent:ken' }, { agent_id: 'user:ada' }], payload: { message: "the task ran past its agent's max_runtime_sec" } }),
   ]);
-  assert.equal(state('task_Q'), 'timeout');
+  assert.equal(state('task_Q'), 'timed_out');
 });
 
 test('history loaded later is merged under the live events, and tasks are derived again from all of it', async () => {
@@ -125,7 +126,7 @@ test('history loaded later is merged under the live events, and tasks are derive
   assert.equal(runA.at(-1), 102);
   assert.deepEqual(seqs(store.eventsOf('task', 'task_L')), [50, 101, 102]);
   const t = /** @type {any} */ (store.tasks.get('task_L'));
-  assert.equal(t.state, 'done');
+  assert.equal(t.state, 'completed');
   assert.equal(t.title, 'Long ago');
   assert.equal(t.requester, 'user:ada');
   assert.equal(store.threads.get('thr_A')?.title, 'first words', 'the thread is named by its first chat, now known');
@@ -149,31 +150,6 @@ test('filters match type (with wildcards), sender or recipient, task and parent,
   assert.ok(!matches(e, { q: 'quarterly annual' }));
 });
 
-test('agents are derived from events: cards, status reports, load and usage', () => {
-  seq = 0;
-  const store = new Store();
-  // The card is the payload of agent.register, as POST /v1/agents stores it.
-  const card = { v: 'clutch/0.1', agent_id: 'agent:ken', limits: { max_concurrency: 2 }, budget: { tokens: 1000 }, capabilities: [{ id: 'skill:x' }] };
-  store.addNow([
-    ev({ type: 'agent.register', payload: card }),
-    ev({ task_id: 'task_1', type: 'task.request', from: orch, to: [{ agent_id: 'agent:ken' }], payload: {} }),
-    ev({ task_id: 'task_1', type: 'task.accept', payload: {} }),
-    ev({ task_id: 'task_1', type: 'task.progress', payload: { usage: { tokens: 300, cost_usd: 0.5 } } }),
-    ev({ task_id: 'task_2', type: 'task.request', from: orch, to: [{ agent_id: 'agent:ken' }], payload: {} }),
-    ev({ task_id: 'task_2', type: 'task.result', payload: { usage: { tokens: 100 } } }),
-    ev({ type: 'agent.update', from: orch, payload_type: 'clutch.agent.status.v1', payload: { agent_id: 'agent:ken', status: 'stale', previous: 'online' } }),
-  ]);
-  const ken = store.derivedAgents(Date.UTC(2026, 0, 1, 0, 0, 30)).find((a) => a.agent_id === 'agent:ken');
-  assert.ok(ken);
-  assert.equal(ken.status, 'stale', 'a status report wins over the clock');
-  assert.deepEqual(ken.load, { in_flight: 1, max_concurrency: 2 });
-  assert.deepEqual(ken.usage, { tokens: 400, cost_usd: 0.5, requests: 2 });
-  assert.deepEqual(ken.budget, { tokens: 1000 });
-  assert.equal(ken.success_rate, 1);
-  assert.equal(ken.card?.capabilities[0].id, 'skill:x');
-  assert.deepEqual(store.derivedAgents().map((a) => a.agent_id), ['agent:ken'], 'the orchestrator is the daemon, not an agent');
-});
-
 test("the daemon's own thread and run are named for what they hold, not by their first event", async () => {
   seq = 0;
   const store = new Store();
@@ -188,4 +164,19 @@ test("the daemon's own thread and run are named for what they hold, not by their
   assert.equal(store.threads.get(SYSTEM_THREAD)?.listed, true, 'listed once it holds more than registrations');
   await store.addHistory([ev({ ...system, seq: 0.5, type: 'agent.register', from: { agent_id: 'agent:bob' }, payload: { ...card, agent_id: 'agent:bob' } })]);
   assert.equal(store.threads.get(SYSTEM_THREAD)?.title, 'Daemon notices', 'still, with history loaded');
+});
+
+test('a workflow and its planned tasks are named by their names, not by their payloads', () => {
+  seq = 0;
+  const store = new Store();
+  const root = { thread_id: 'thr_W', run_id: 'run_W', task_id: 'task_W' };
+  store.addNow([
+    ev({ ...root, type: 'task.request', from: { agent_id: 'user:ada' }, payload_type: 'clutch.workflow.v1', payload: { name: 'oauth', source: 'issue 7', description: 'Sign in with Google and GitHub' } }),
+    ev({ ...root, type: 'task.progress', from: { agent_id: 'user:ada' }, payload_type: 'clutch.workflow.plan.v1', payload: { summary: 'two steps', tasks: [] } }),
+    ev({ ...root, task_id: 'task_S', parent_task_id: 'task_W', type: 'task.request', from: { agent_id: 'user:ada' }, payload_type: 'clutch.workflow.task.v1', payload: { name: 'setup', description: 'install the SDKs', depends_on: [], order: 0 } }),
+  ]);
+  assert.equal(store.threads.get('thr_W')?.title, 'workflow oauth');
+  assert.equal(store.runs.get('run_W')?.title, 'workflow oauth');
+  assert.equal(store.tasks.get('task_W')?.title, 'workflow oauth');
+  assert.equal(store.tasks.get('task_S')?.title, 'setup');
 });

@@ -145,17 +145,11 @@ export class Api {
     }
   }
 
-  /**
-   * `GET /v1/agents`, or null when this daemon does not have the route yet (404).
-   * @returns {Promise<import('./types.js').Agent[] | null>}
-   */
+  /** `GET /v1/agents`. @returns {Promise<import('./api-types.js').Agent[]>} */
   async agents() {
-    try {
-      return (await this.json('/v1/agents')).agents;
-    } catch (e) {
-      if (e instanceof ApiError && (e.status === 404 || e.status === 405)) return null;
-      throw e;
-    }
+    /** @type {import('./api-types.js').Agents} */
+    const answer = await this.json('/v1/agents');
+    return answer.agents;
   }
 
   /**

@@ -10,7 +10,6 @@ import { payloadText, shortId, truncate } from './util.js';
 /** @typedef {import('./types.js').Scope} Scope */
 /** @typedef {import('./types.js').Change} Change */
 /** @typedef {import('./types.js').Filter} Filter */
-/** @typedef {import('./types.js').Agent} Agent */
 
 export const ORCHESTRATOR = 'agent:orchestrator';
 
@@ -55,13 +54,12 @@ export const TYPES = [
 const RANK = {
   requested: 0,
   queued: 1,
-  unroutable: 1,
   routed: 2,
   accepted: 3,
   running: 4,
-  done: 5,
+  completed: 5,
   failed: 5,
-  timeout: 5,
+  timed_out: 5,
   cancelled: 5,
 };
 
@@ -70,19 +68,35 @@ export function isTerminal(state) {
   return RANK[state] === 5;
 }
 
-/** How long after its last message an agent with no status events counts as online, then stale. */
-const ONLINE_MS = 90_000;
-const STALE_MS = 10 * 60_000;
-
 /** Work done per time slice before the page gets the main thread back. */
 const SLICE_MS = 8;
 
 /** @param {ClutchEvent} e */
 function titleOf(e) {
+  const named = workflowName(e);
+  if (named) return truncate(named, 120);
   const text = payloadText(e.payload);
   if (text) return truncate(text.replace(/\s+/g, ' ').trim(), 120);
   const keys = Object.keys(e.payload || {});
   return keys.length ? `${e.type} {${keys.slice(0, 3).join(', ')}}` : `${e.type} ${shortId(e.task_id)}`;
+}
+
+/**
+ * What a workflow event names: a workflow (its root request) or a planned task, by the name the daemon
+ * recorded; '' for any other event.
+ * @param {ClutchEvent} e
+ */
+function workflowName(e) {
+  if (e.type !== 'task.request') return '';
+  if (e.payload_type === 'clutch.workflow.v1') {
+    const w = /** @type {import('./api-types.js').Workflow} */ (e.payload);
+    return typeof w.name === 'string' ? `workflow ${w.name}` : '';
+  }
+  if (e.payload_type === 'clutch.workflow.task.v1') {
+    const t = /** @type {import('./api-types.js').PlannedTask} */ (e.payload);
+    return typeof t.name === 'string' ? t.name : '';
+  }
+  return '';
 }
 
 /** @param {ClutchEvent} e @returns {string[]} */
@@ -144,7 +158,8 @@ export function applyToTask(t, e) {
       break;
     case 'routing.failure':
       t.routing = e;
-      move(p.queued ? 'queued' : 'unroutable');
+      // Not queued: the daemon's task.error that follows ends the task, as the engine has it.
+      if (p.queued) move('queued');
       break;
     case 'task.accept':
       t.assignee = e.from.agent_id;
@@ -163,7 +178,7 @@ export function applyToTask(t, e) {
     case 'task.result':
       t.outcome = e;
       t.percent = 100;
-      move('done');
+      move('completed');
       break;
     case 'task.error':
       t.outcome = e;
@@ -171,7 +186,7 @@ export function applyToTask(t, e) {
       break;
     case 'task.timeout':
       t.outcome = e;
-      move('timeout');
+      move('timed_out');
       break;
     case 'task.cancel':
       t.outcome = e;
@@ -265,17 +280,6 @@ function mergeInto(into, older) {
   for (let k = 0; k < merged.length; k += 10000) into.push(...merged.slice(k, k + 10000));
 }
 
-/**
- * @typedef {object} AgentActivity
- * @property {string} agent_id
- * @property {string | null} lastTs
- * @property {Record<string, any> | null} card
- * @property {{status: 'online' | 'stale' | 'offline', ts: string} | null} reported
- * @property {{tokens: number, cost_usd: number, requests: number}} usage
- * @property {number} succeeded
- * @property {number} failed
- */
-
 export class Store {
   constructor() {
     /** @type {Set<(change: Change) => void>} */
@@ -302,8 +306,6 @@ export class Store {
     this.tasks = new Map();
     /** @type {Map<string, Set<string>>} run id → its task ids */
     this.runTasks = new Map();
-    /** @type {Map<string, AgentActivity>} */
-    this.agents = new Map();
     /** Every event with a seq above this is held (the stream started here); older ones load on demand. */
     this.floor = 0;
     /** The highest seq held. */
@@ -315,7 +317,7 @@ export class Store {
   /** Forgets every event and everything derived from them. */
   clear() {
     this.events = [];
-    for (const m of [this.bySeq, this.threads, this.runs, this.byTask, this.bySender, this.tasks, this.runTasks, this.agents, this.historyLoaded]) m.clear();
+    for (const m of [this.bySeq, this.threads, this.runs, this.byTask, this.bySender, this.tasks, this.runTasks, this.historyLoaded]) m.clear();
     this.floor = 0;
     this.head = 0;
   }
@@ -431,7 +433,6 @@ export class Store {
       change.tasks.add(e.task_id);
       if (e.parent_task_id) change.tasks.add(e.parent_task_id);
     }
-    if (!older) this.agentActivity(e);
   }
 
   /**
@@ -458,88 +459,6 @@ export class Store {
       s.title = titleOf(e);
       s.titleWeak = !titleWorthy(e, kind);
     }
-  }
-
-  /** @param {ClutchEvent} e */
-  agentActivity(e) {
-    const from = e.from.agent_id;
-    const p = e.payload || {};
-    // The orchestrator is the daemon speaking, not an agent (GET /v1/agents does not list it either).
-    if (from.startsWith('agent:') && from !== ORCHESTRATOR) {
-      const a = this.agent(from);
-      a.lastTs = e.ts;
-      if (e.type === 'agent.register' || e.type === 'agent.heartbeat') a.reported = { status: 'online', ts: e.ts };
-      if (e.type === 'agent.register' || (e.type === 'agent.update' && !e.payload_type)) {
-        const card = p.card && typeof p.card === 'object' ? p.card : p.agent_id ? p : null;
-        if (card) a.card = card;
-      }
-      const usage = p.usage;
-      if (usage && typeof usage === 'object' && (e.type === 'task.progress' || e.type === 'task.result')) {
-        if (typeof usage.tokens === 'number') a.usage.tokens += usage.tokens;
-        if (typeof usage.cost_usd === 'number') a.usage.cost_usd += usage.cost_usd;
-      }
-      if (e.type === 'task.result') a.succeeded++;
-      if (e.type === 'task.error') a.failed++;
-    }
-    if (e.type === 'agent.update' && e.payload_type === 'clutch.agent.status.v1' && typeof p.agent_id === 'string') {
-      this.agent(p.agent_id).reported = { status: p.status, ts: e.ts };
-    }
-    if (e.type === 'task.request' && from === ORCHESTRATOR) {
-      for (const r of e.to || []) if (r.agent_id.startsWith('agent:')) this.agent(r.agent_id).usage.requests++;
-    }
-  }
-
-  /** @param {string} id @returns {AgentActivity} */
-  agent(id) {
-    let a = this.agents.get(id);
-    if (!a) {
-      a = {
-        agent_id: id,
-        lastTs: null,
-        card: null,
-        reported: null,
-        usage: { tokens: 0, cost_usd: 0, requests: 0 },
-        succeeded: 0,
-        failed: 0,
-      };
-      this.agents.set(id, a);
-    }
-    return a;
-  }
-
-  /**
-   * Agents as far as the events tell: the fallback while the daemon has no `/v1/agents`.
-   * @param {number} [now]
-   * @returns {Agent[]}
-   */
-  derivedAgents(now = Date.now()) {
-    /** @type {Map<string, number>} */
-    const inFlight = new Map();
-    for (const t of this.tasks.values()) {
-      if (t.assignee && !isTerminal(t.state) && RANK[t.state] >= RANK.routed) {
-        inFlight.set(t.assignee, (inFlight.get(t.assignee) || 0) + 1);
-      }
-    }
-    for (const id of inFlight.keys()) this.agent(id);
-    return [...this.agents.values()]
-      .filter((a) => a.agent_id.startsWith('agent:'))
-      .map((a) => {
-        const age = a.lastTs ? now - Date.parse(a.lastTs) : Infinity;
-        /** @type {'online' | 'stale' | 'offline'} */
-        let status = age < ONLINE_MS ? 'online' : age < STALE_MS ? 'stale' : 'offline';
-        if (a.reported && (!a.lastTs || a.reported.ts >= a.lastTs)) status = a.reported.status;
-        const finished = a.succeeded + a.failed;
-        return {
-          agent_id: a.agent_id,
-          status,
-          card: a.card,
-          load: { in_flight: inFlight.get(a.agent_id) || 0, max_concurrency: a.card?.limits?.max_concurrency ?? null },
-          success_rate: finished ? a.succeeded / finished : null,
-          usage: a.usage,
-          budget: a.card?.budget ?? null,
-          last_seen: a.lastTs,
-        };
-      });
   }
 
   /**

@@ -1,4 +1,5 @@
-// The shapes the UI works with, as JSDoc types checked by `tsc --checkJs`. Nothing runs here.
+// The shapes the UI works with, as JSDoc types checked by `tsc --checkJs`. Nothing runs here. What
+// the daemon serves and writes is typed in `api-types.js`, generated from its published schemas.
 
 /**
  * One event of the log: a Clutch Protocol v0 envelope with its global `seq`.
@@ -29,8 +30,9 @@
  */
 
 /**
- * Where a task is in its lifecycle.
- * @typedef {'requested' | 'routed' | 'queued' | 'unroutable' | 'accepted' | 'running' | 'done' | 'failed' | 'timeout' | 'cancelled'} TaskStateName
+ * Where a task is in its lifecycle, as the UI derives it from the events: the engine's names for the
+ * states of a routed task (`TaskState`, which also names planned workflow tasks' states).
+ * @typedef {Extract<import('./api-types.js').TaskState, 'requested' | 'queued' | 'routed' | 'accepted' | 'running' | 'completed' | 'failed' | 'timed_out' | 'cancelled'>} TaskStateName
  */
 
 /**
@@ -80,16 +82,8 @@
  */
 
 /**
- * An agent as `GET /v1/agents` reports it, or as derived from events when that route is missing.
- * @typedef {object} Agent
- * @property {string} agent_id
- * @property {'online' | 'stale' | 'offline'} status
- * @property {Record<string, any> | null} card
- * @property {{in_flight: number, max_concurrency: number | null}} load
- * @property {number | null} success_rate
- * @property {{tokens?: number, cost_usd?: number, requests?: number}} usage
- * @property {{tokens?: number, cost_usd?: number, requests?: number} | null} budget
- * @property {string | null} last_seen
+ * An agent as `GET /v1/agents` reports it.
+ * @typedef {import('./api-types.js').Agent} Agent
  */
 
 /**

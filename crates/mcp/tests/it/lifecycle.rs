@@ -1,6 +1,7 @@
 //! The agent lifecycle through rmcp's client in both eras: register, heartbeat, list, unregister,
 //! each changing (or reading) the engine's registry as the HTTP API would.
 
+use clutch_core::registry::Status;
 use rmcp::ServiceError;
 use serde_json::json;
 
@@ -23,17 +24,17 @@ async fn register_heartbeat_unregister_in_both_eras() {
         .await;
         assert_eq!(answer, json!({"id": id, "name": name, "status": "online"}));
         let agent = daemon.engine.agent(&id).expect("registered in the engine");
-        assert_eq!(agent["status"], "online");
-        let card = &agent["card"];
-        assert_eq!(card["display"]["name"], name.as_str());
+        assert_eq!(agent.status, Status::Online);
+        let card = &agent.card;
+        assert_eq!(card.display.as_ref().map(|d| d.name.as_str()), Some(name.as_str()));
         assert_eq!(
-            card["capabilities"],
+            serde_json::to_value(&card.capabilities).unwrap(),
             json!([{"id": "skill:typescript"}, {"id": "skill:research", "version": "1.2.0"}])
         );
-        assert_eq!(card["meta"]["runtime"], "claude_code");
-        assert_eq!(card["meta"]["role"], "worker", "the seed's default role");
-        assert_eq!(card["meta"]["workspace_path"], "/src/app");
-        assert_eq!(card["meta"]["metadata"], json!({"model": "opus"}));
+        assert_eq!(card.meta["runtime"], "claude_code");
+        assert_eq!(card.meta["role"], "worker", "the seed's default role");
+        assert_eq!(card.meta["workspace_path"], "/src/app");
+        assert_eq!(card.meta["metadata"], json!({"model": "opus"}));
 
         let beat =
             ok(&client, "agent_heartbeat", json!({"agent_id": id, "current_task_id": "task_1", "status": "busy"}))
@@ -60,7 +61,7 @@ async fn register_heartbeat_unregister_in_both_eras() {
         ok(&client, "agent_register", json!({"name": name, "runtime": "codex", "role": "reviewer"})).await;
         let agent = daemon.engine.agent(&id).unwrap();
         assert_eq!(
-            (agent["card"]["meta"]["runtime"].as_str(), agent["card"]["meta"]["role"].as_str()),
+            (agent.card.meta["runtime"].as_str(), agent.card.meta["role"].as_str()),
             (Some("codex"), Some("reviewer"))
         );
         client.cancel().await.unwrap();

@@ -247,12 +247,11 @@ const STATE_LABEL = {
   requested: 'requested',
   routed: 'routed',
   queued: 'queued',
-  unroutable: 'no agent',
   accepted: 'accepted',
   running: 'in progress',
-  done: 'done',
+  completed: 'done',
   failed: 'failed',
-  timeout: 'timed out',
+  timed_out: 'timed out',
   cancelled: 'cancelled',
 };
 
@@ -262,17 +261,17 @@ export function stateChip(state) {
 }
 
 /** The steps of the lifecycle, the card's small stepper. */
-const STEPS = /** @type {const} */ (['requested', 'routed', 'accepted', 'running', 'done']);
+const STEPS = /** @type {const} */ (['requested', 'routed', 'accepted', 'running', 'completed']);
 
 /** @param {Task} t */
 function stepper(t) {
-  const reached = { requested: 0, queued: 0, unroutable: 0, routed: 1, accepted: 2, running: 3, done: 4, failed: 4, timeout: 4, cancelled: 4 }[t.state];
+  const reached = { requested: 0, queued: 0, routed: 1, accepted: 2, running: 3, completed: 4, failed: 4, timed_out: 4, cancelled: 4 }[t.state];
   const happened = [true, t.seen.routed, t.seen.accepted, t.seen.progress, true];
   return h(
     'ol',
     { class: 'stepper', 'aria-label': 'lifecycle' },
     STEPS.map((s, i) => {
-      const label = i === 4 && isTerminal(t.state) ? STATE_LABEL[t.state] : s === 'running' ? 'progress' : s === 'done' ? 'result' : s;
+      const label = i === 4 && isTerminal(t.state) ? STATE_LABEL[t.state] : s === 'running' ? 'progress' : s === 'completed' ? 'result' : s;
       const cls = i < reached ? (happened[i] ? 'past' : 'skipped') : i === reached ? `now state-${t.state}` : 'future';
       return h('li', { class: cls, 'aria-current': i === reached ? 'step' : undefined }, label);
     }),

@@ -1,7 +1,6 @@
 // The agents panel: every agent with its status (online / stale / offline), load against
 // `max_concurrency`, capabilities, success rate and budget usage as bars; and one agent's page with
-// its messages. Uses `GET /v1/agents`; while a daemon lacks that route (404) the same picture is
-// derived from the events.
+// its messages. Uses `GET /v1/agents` (the agents as `api-types.js` types them).
 
 import { h, perFrame, debounce, formatNumber, formatUsd, timeEl, nameOf } from '../util.js';
 import { barEl } from '../components/elements.js';
@@ -10,7 +9,7 @@ import { Timeline } from './timeline.js';
 
 /** @typedef {import('../types.js').Agent} Agent */
 
-const ORDER = { online: 0, stale: 1, offline: 2 };
+const ORDER = { online: 0, stale: 1, offline: 2, removed: 3 };
 
 /** Agent events and task outcomes change what the panel shows. @param {string} type */
 function relevant(type) {
@@ -18,8 +17,7 @@ function relevant(type) {
 }
 
 /**
- * The agents as the daemon reports them, or derived from the events when it has no `/v1/agents`.
- * Re-read when events suggest a change (never on a timer).
+ * The agents as the daemon reports them. Re-read when events suggest a change (never on a timer).
  */
 class AgentSource {
   /**
@@ -31,16 +29,14 @@ class AgentSource {
     this.api = api;
     this.store = store;
     this.onChange = onChange;
-    /** @type {Agent[] | null} null: derived from events */
-    this.reported = null;
-    this.derived = false;
+    /** @type {Agent[]} */
+    this.reported = [];
     this.loaded = false;
     this.error = '';
     this.reload = debounce(() => void this.load(), 500);
     this.unsubscribe = store.subscribe((change) => {
       if (!change.events.some((e) => relevant(e.type)) && !change.reset) return;
-      if (this.derived) this.onChange();
-      else this.reload();
+      this.reload();
     });
     void this.load();
   }
@@ -48,11 +44,8 @@ class AgentSource {
   async load() {
     try {
       this.reported = await this.api.agents();
-      this.derived = this.reported === null;
       this.error = '';
     } catch (e) {
-      this.reported = null;
-      this.derived = true;
       this.error = String(/** @type {Error} */ (e).message || e);
     }
     this.loaded = true;
@@ -61,8 +54,7 @@ class AgentSource {
 
   /** @returns {Agent[]} */
   agents() {
-    const list = this.reported ?? this.store.derivedAgents();
-    return [...list].sort((a, b) => (ORDER[a.status] ?? 3) - (ORDER[b.status] ?? 3) || a.agent_id.localeCompare(b.agent_id));
+    return [...this.reported].sort((a, b) => (ORDER[a.status] ?? 3) - (ORDER[b.status] ?? 3) || a.agent_id.localeCompare(b.agent_id));
   }
 
   destroy() {
@@ -72,12 +64,12 @@ class AgentSource {
 
 /** @param {Agent} a */
 function agentCard(a) {
-  const card = a.card || {};
-  const caps = Array.isArray(card.capabilities) ? card.capabilities : [];
-  const usage = a.usage || {};
+  const card = a.card;
+  const caps = card.capabilities || [];
+  const usage = a.usage;
   const budget = a.budget || {};
-  const max = a.load?.max_concurrency ?? null;
-  const inFlight = a.load?.in_flight ?? 0;
+  const max = a.load.max_concurrency ?? null;
+  const inFlight = a.load.in_flight;
   return h(
     'article',
     { class: `agent-card status-border-${a.status}`, 'data-agent': a.agent_id },
@@ -124,8 +116,6 @@ export class AgentsView {
     this.el = h('div', { class: 'agents-view' }, h('header', { class: 'view-head' }, h('div', null, h('h1', { class: 'view-title' }, 'Agents'), this.note)), this.grid);
     this.render = perFrame(() => this.draw());
     this.source = new AgentSource(api, store, this.render);
-    // Derived statuses age with the clock, not with events: redraw now and then (no request is made).
-    this.ticker = setInterval(() => this.source.derived && this.render(), 15_000);
     this.grid.addEventListener('keydown', (e) => {
       if (e.key !== 'ArrowDown' && e.key !== 'ArrowUp' && e.key !== 'ArrowLeft' && e.key !== 'ArrowRight') return;
       const links = /** @type {HTMLElement[]} */ ([...this.grid.querySelectorAll('a.agent-name')]);
@@ -138,15 +128,14 @@ export class AgentsView {
 
   draw() {
     const agents = this.source.agents();
-    const counts = { online: 0, stale: 0, offline: 0 };
-    for (const a of agents) counts[a.status] = (counts[a.status] || 0) + 1;
-    const origin = !this.source.loaded ? 'Loading…' : this.source.derived ? 'Derived from the events (this daemon has no /v1/agents yet).' : 'As the daemon reports them.';
+    const counts = { online: 0, stale: 0, offline: 0, removed: 0 };
+    for (const a of agents) counts[a.status] += 1;
+    const origin = !this.source.loaded ? 'Loading…' : this.source.error ? `Could not read the agents: ${this.source.error}` : 'As the daemon reports them.';
     this.note.textContent = `${agents.length} agents · ${counts.online} online · ${counts.stale} stale · ${counts.offline} offline. ${origin}`;
     this.grid.replaceChildren(...(agents.length ? agents.map(agentCard) : [h('p', { class: 'empty' }, 'No agents have been seen yet.')]));
   }
 
   destroy() {
-    clearInterval(this.ticker);
     this.source.destroy();
   }
 }

@@ -109,7 +109,7 @@ export class RunView {
     this.title.textContent = run?.title || shortId(this.runId);
     this.title.title = this.runId;
     const open = tasks.filter((t) => !isTerminal(t.state)).length;
-    const failed = tasks.filter((t) => t.state === 'failed' || t.state === 'timeout').length;
+    const failed = tasks.filter((t) => t.state === 'failed' || t.state === 'timed_out').length;
     this.summary.textContent = `${this.runId} · ${(run?.events.length || 0).toLocaleString()} events · ${tasks.length} tasks${open ? ` · ${open} open` : ''}${failed ? ` · ${failed} failed` : ''}`;
     const changed = this.changed;
     this.changed = new Set();

@@ -151,14 +151,14 @@ export class Sidebar {
     );
   }
 
-  /** A run's state at a glance, from its top-level tasks: running while one is open, then done or failed. @param {string} runId */
+  /** A run's state at a glance, from its top-level tasks: running while one is open, then completed or failed. @param {string} runId */
   runState(runId) {
     const tasks = this.store.tasksOf(runId);
     if (!tasks.length) return '';
     const ids = new Set(tasks.map((t) => t.task_id));
     const roots = tasks.filter((t) => !t.parent_task_id || !ids.has(t.parent_task_id));
     if (!roots.every((t) => isTerminal(t.state))) return 'running';
-    return roots.some((t) => t.state !== 'done') ? 'failed' : 'done';
+    return roots.some((t) => t.state !== 'completed') ? 'failed' : 'completed';
   }
 
   /** Arrow keys move between the sidebar's links. @param {KeyboardEvent} e */

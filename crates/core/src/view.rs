@@ -1,0 +1,321 @@
+//! What the engine shows of its state, one serde + schemars type per shape: the agents, a task with
+//! its history, a run's tasks as a tree, a workflow's tasks in the same tree. Every face serves these
+//! as they are and every client (the CLI, the MCP face, the UI, the tests) reads them back as these
+//! types; their JSON Schemas are published (see [`crate::published`]). `TaskState` is the one list
+//! of the names a task's state may have, whichever machine it follows.
+
+use std::collections::BTreeMap;
+
+use clutch_proto::{AgentCard, MessageType};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::config::Budget;
+use crate::registry::Status;
+use crate::tasks::Phase;
+use crate::workflow::api::{TaskDetail, TaskStatus, WorkflowDetail, WorkflowStatus};
+
+/// The agents: every registered one, by id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Agents {
+    pub agents: Vec<Agent>,
+}
+
+/// An agent as the registry knows it: its card and its live state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Agent {
+    pub agent_id: String,
+    pub status: Status,
+    pub card: AgentCard,
+    pub load: Load,
+    /// The tasks routed to it and not ended.
+    pub tasks: Vec<String>,
+    /// The share of its recent tasks that ended with a result, 0 to 1; `null` before any ended.
+    pub success_rate: Option<f64>,
+    pub usage: Usage,
+    /// Its budget (the card's, overridden measure by measure by the policy's); `null` when unlimited.
+    pub budget: Option<Budget>,
+    /// The budget is spent: it gets no new tasks (or its runs fail, as the policy says).
+    pub budget_exhausted: bool,
+    /// Its last sign of life (RFC 3339).
+    pub last_seen: String,
+}
+
+/// An agent registered (or its card replaced).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Registered {
+    pub agent_id: String,
+    /// The registration's place in the log.
+    pub seq: u64,
+    /// How often the agent must show a sign of life to stay online.
+    pub heartbeat_interval_sec: u64,
+    /// The agent as the registry now shows it.
+    pub agent: Option<Agent>,
+}
+
+/// An agent removed: it gets no new tasks, and its unfinished ones are routed again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Removed {
+    pub agent_id: String,
+    pub status: Status,
+    pub seq: u64,
+}
+
+/// A heartbeat taken: the agent is online until it has been silent too long.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Heartbeat {
+    pub agent_id: String,
+    pub status: Status,
+    /// When to beat next, at the latest.
+    pub next_heartbeat_sec: u64,
+}
+
+/// Tasks in flight against the card's limit (`null`: no limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Load {
+    pub in_flight: usize,
+    pub max_concurrency: Option<u32>,
+}
+
+/// What an agent or a run has used so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Usage {
+    /// LLM tokens (input and output).
+    pub tokens: u64,
+    pub cost_usd: f64,
+    /// Requests (LLM or tool calls).
+    pub requests: u64,
+    /// Seconds of work: an agent's tasks from acceptance to end; a run's first to last event.
+    pub wall_time_sec: u64,
+}
+
+impl From<&crate::registry::Usage> for Usage {
+    fn from(u: &crate::registry::Usage) -> Usage {
+        Usage { tokens: u.tokens, cost_usd: u.cost_usd, requests: u.requests, wall_time_sec: u.wall_ms / 1000 }
+    }
+}
+
+/// Every name a task's state may have. A routed task (one the router gives to an agent) moves
+/// requested → queued | routed → accepted → running → completed | failed | cancelled | timed_out,
+/// with retrying between routings; a planned workflow task moves pending → claimed → in_progress →
+/// completed | failed (blocked on the way, cancelled when its plan is replaced); a workflow's root
+/// task has its workflow's status (planning, in_progress, blocked, completed, failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    Requested,
+    Queued,
+    Routed,
+    Accepted,
+    Running,
+    Retrying,
+    Planning,
+    Pending,
+    Claimed,
+    InProgress,
+    Blocked,
+    Completed,
+    Failed,
+    Cancelled,
+    TimedOut,
+}
+
+impl TaskState {
+    pub const ALL: [TaskState; 15] = [
+        TaskState::Requested,
+        TaskState::Queued,
+        TaskState::Routed,
+        TaskState::Accepted,
+        TaskState::Running,
+        TaskState::Retrying,
+        TaskState::Planning,
+        TaskState::Pending,
+        TaskState::Claimed,
+        TaskState::InProgress,
+        TaskState::Blocked,
+        TaskState::Completed,
+        TaskState::Failed,
+        TaskState::Cancelled,
+        TaskState::TimedOut,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Requested => "requested",
+            TaskState::Queued => "queued",
+            TaskState::Routed => "routed",
+            TaskState::Accepted => "accepted",
+            TaskState::Running => "running",
+            TaskState::Retrying => "retrying",
+            TaskState::Planning => "planning",
+            TaskState::Pending => "pending",
+            TaskState::Claimed => "claimed",
+            TaskState::InProgress => "in_progress",
+            TaskState::Blocked => "blocked",
+            TaskState::Completed => "completed",
+            TaskState::Failed => "failed",
+            TaskState::Cancelled => "cancelled",
+            TaskState::TimedOut => "timed_out",
+        }
+    }
+
+    /// Nothing more happens to the task.
+    pub fn is_final(self) -> bool {
+        matches!(self, TaskState::Completed | TaskState::Failed | TaskState::Cancelled | TaskState::TimedOut)
+    }
+}
+
+impl From<Phase> for TaskState {
+    fn from(p: Phase) -> TaskState {
+        match p {
+            Phase::Requested => TaskState::Requested,
+            Phase::Queued => TaskState::Queued,
+            Phase::Routed => TaskState::Routed,
+            Phase::Accepted => TaskState::Accepted,
+            Phase::Running => TaskState::Running,
+            Phase::Retrying => TaskState::Retrying,
+            Phase::Completed => TaskState::Completed,
+            Phase::Failed => TaskState::Failed,
+            Phase::Cancelled => TaskState::Cancelled,
+            Phase::TimedOut => TaskState::TimedOut,
+        }
+    }
+}
+
+impl From<TaskStatus> for TaskState {
+    fn from(s: TaskStatus) -> TaskState {
+        match s {
+            TaskStatus::Pending => TaskState::Pending,
+            TaskStatus::Claimed => TaskState::Claimed,
+            TaskStatus::InProgress => TaskState::InProgress,
+            TaskStatus::Completed => TaskState::Completed,
+            TaskStatus::Failed => TaskState::Failed,
+            TaskStatus::Blocked => TaskState::Blocked,
+        }
+    }
+}
+
+impl From<WorkflowStatus> for TaskState {
+    fn from(s: WorkflowStatus) -> TaskState {
+        match s {
+            WorkflowStatus::Planning => TaskState::Planning,
+            WorkflowStatus::InProgress => TaskState::InProgress,
+            WorkflowStatus::Blocked => TaskState::Blocked,
+            WorkflowStatus::Completed => TaskState::Completed,
+            WorkflowStatus::Failed => TaskState::Failed,
+        }
+    }
+}
+
+/// Which machine a task follows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskKind {
+    /// Given to an agent by the router (or sent to one by name).
+    #[default]
+    Routed,
+    /// A workflow's root task: it stands for the whole workflow.
+    Workflow,
+    /// A planned task of a workflow, claimed by the agents that pull their work.
+    WorkflowTask,
+}
+
+impl TaskKind {
+    fn is_routed(&self) -> bool {
+        *self == TaskKind::Routed
+    }
+}
+
+/// A task: on its own with its history, or as a node of a run's tree with its children.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Task {
+    pub task_id: String,
+    pub run_id: String,
+    pub thread_id: String,
+    pub parent_task_id: Option<String>,
+    /// Absent for a routed task.
+    #[serde(default, skip_serializing_if = "TaskKind::is_routed")]
+    pub kind: TaskKind,
+    /// What the task is called: a workflow's or a planned task's name; absent for a routed task,
+    /// which is named by its request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub state: TaskState,
+    /// The agent it is routed to or held by (or was, once ended).
+    pub agent: Option<String>,
+    /// Who asked (the first request's sender) or, for a workflow, who created it.
+    pub requester: Option<String>,
+    /// Delivery attempt of the current assignment (1-based; 0 for workflow tasks).
+    #[serde(default)]
+    pub attempt: u32,
+    /// How many times the router has given it to an agent.
+    #[serde(default)]
+    pub routings: u32,
+    /// The last reported progress, 0 to 100.
+    pub progress: Option<f64>,
+    /// The capabilities the request requires.
+    #[serde(default)]
+    pub requires: Vec<String>,
+    /// The last error reported about it.
+    pub error: Option<TaskError>,
+    /// Every event about the task, oldest first (in a task's own view only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<Vec<Step>>,
+    /// Its child tasks by `parent_task_id` (in a run's tree only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub children: Option<Vec<Task>>,
+    /// The workflow a root task stands for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<WorkflowDetail>,
+    /// Everything recorded about a planned task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_task: Option<TaskDetail>,
+}
+
+/// An error as a task records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskError {
+    pub code: String,
+    pub message: String,
+}
+
+/// One event of a task's history, with the task's state after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Step {
+    pub seq: u64,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: MessageType,
+    pub from: String,
+    pub ts: String,
+    pub state: TaskState,
+}
+
+/// A run's tasks as a tree by `parent_task_id`, with counts per state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunTasks {
+    pub run_id: String,
+    /// The tasks whose parent is not a task of the run, each with its children.
+    pub tasks: Vec<Task>,
+    /// Tasks per state (a workflow's: every planned-task state, zero included).
+    pub counts: BTreeMap<TaskState, u64>,
+    /// The run's usage (absent for a workflow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The run's budget is spent (absent for a workflow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_exhausted: Option<bool>,
+    /// Set when the run is a workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_id: Option<String>,
+}
+
+/// A payload schema the registry holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Schema {
+    pub payload_type: String,
+    /// Its `$id`: the ref a message's `schema_ref` names it by.
+    pub schema_ref: String,
+    /// Shipped with the daemon (not registered at run time).
+    pub builtin: bool,
+}
