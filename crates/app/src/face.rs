@@ -72,3 +72,31 @@ impl Face for Push {
         Some(Box::pin(clutch_gateway::push::run(core.log.clone(), core.engine.clone(), self.0.clone(), stop)))
     }
 }
+
+/// Tools that really run: the MCP servers the operator declares (`clutch_tools`), their tools
+/// served as `mcp:<server>/<tool>`, and core's dispatcher carrying out the `tool.call`s that name
+/// them (each start and answer recorded in the log). The servers stop after the dispatcher, which
+/// lets calls under way finish for a moment first.
+pub struct Tools {
+    pub servers: Vec<clutch_tools::ServerConfig>,
+    pub dispatch: clutch_core::adapter::Options,
+}
+
+impl Face for Tools {
+    fn name(&self) -> &'static str {
+        "tools"
+    }
+
+    fn background(&self, core: &Running, stop: Stop) -> Option<BoxFuture<'static, ()>> {
+        // Servers over HTTP are reached as any URL from outside is: through the outbound guard.
+        let servers = clutch_tools::Servers::start(self.servers.clone(), core.engine.options().outbound.clone());
+        let registry = core.engine.adapters().clone();
+        registry.add(std::sync::Arc::new(servers.clone()));
+        let log = core.log.clone();
+        let dispatch = self.dispatch.clone();
+        Some(Box::pin(async move {
+            clutch_core::adapter::run(log, registry, dispatch, stop).await;
+            servers.stop();
+        }))
+    }
+}

@@ -68,6 +68,11 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::tasks::TasksCommand,
     },
+    /// Work with the tools agents may call (the MCP servers of `[[mcp_servers]]` in clutch.toml).
+    Tools {
+        #[command(subcommand)]
+        command: crate::tools::ToolsCommand,
+    },
     /// Serve the daemon's MCP tools on stdin/stdout, for MCP clients that start a command (Claude
     /// Code, ...). Forwards each call to the running daemon's /mcp endpoint; logs go to stderr.
     #[command(after_help = MCP_EXAMPLES)]

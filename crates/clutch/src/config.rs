@@ -38,6 +38,10 @@ pub struct Config {
     pub mcp: Mcp,
     pub outbound: Outbound,
     pub workspaces: Workspaces,
+    /// The MCP servers whose tools agents may call (`[[mcp_servers]]`: `name`, and `command` with
+    /// `args` and `env`, or `url` with `headers`; `connect_timeout_ms`, `call_timeout_ms`). File only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<clutch_tools::ServerConfig>,
 }
 
 /// Where the daemon may send requests whose URL came from someone else's data (agents' endpoints,
@@ -168,6 +172,7 @@ impl Default for Config {
             mcp: Mcp::default(),
             outbound: Outbound::default(),
             workspaces: Workspaces::default(),
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -258,8 +263,10 @@ fn walk(root: &serde_json::Value, schema: &serde_json::Value, prefix: &str, out:
             serde_json::Value::Array(ts) => ts.iter().filter_map(|t| t.as_str()).collect(),
             _ => Vec::new(),
         };
-        let kind = if types.contains(&"object") {
-            continue; // a map: file only
+        let items = field.get("items").map(resolve);
+        let of_tables = items.is_some_and(|i| i.get("properties").is_some() || i["type"] == "object");
+        let kind = if types.contains(&"object") || of_tables {
+            continue; // a map or a list of tables: file only
         } else if types.contains(&"array") && field.get("x-env").and_then(|x| x.as_str()) == Some("paths") {
             Kind::Paths
         } else if types.contains(&"array") {
@@ -439,6 +446,13 @@ impl Config {
             clutch_mcp::check_origin(origin).map_err(|why| anyhow::anyhow!("`mcp.allowed_origins`: {why}"))?;
         }
         self.outbound_policy()?;
+        let mut names = std::collections::BTreeSet::new();
+        for server in &self.mcp_servers {
+            server.check().map_err(|why| anyhow::anyhow!("`mcp_servers`: {}", clip(&why)))?;
+            if !names.insert(&server.name) {
+                bail!("`mcp_servers`: two servers are named {:?}", clip(&server.name));
+            }
+        }
         Ok(())
     }
 
@@ -536,6 +550,12 @@ impl Config {
     pub fn to_toml(&self) -> anyhow::Result<String> {
         let mut shown = self.clone();
         shown.db = shown.db.as_deref().map(mask_db);
+        // A server's environment and headers carry its credentials.
+        for server in &mut shown.mcp_servers {
+            for value in server.env.values_mut().chain(server.headers.values_mut()) {
+                *value = "***".into();
+            }
+        }
         let body = toml::to_string_pretty(&shown).context("cannot render the config as TOML")?;
         let mut notes = String::new();
         if self.db.is_none() {
@@ -824,6 +844,36 @@ mod tests {
                 proptest::prop_assert!(e.len() < 2048, "{} bytes", e.len());
             }
         }
+    }
+
+    #[test]
+    fn mcp_servers_are_checked_and_their_secrets_never_shown() {
+        let file = "[[mcp_servers]]\nname = \"files\"\ncommand = \"npx\"\nargs = [\"-y\", \"x\"]\n\
+                    env = { TOKEN = \"hunter2\" }\n\
+                    [[mcp_servers]]\nname = \"web\"\nurl = \"http://10.0.0.5/mcp\"\n\
+                    headers = { Authorization = \"Bearer hunter3\" }\n";
+        let c = load_with(Some(file), &[], ConfigArgs::default()).unwrap();
+        assert_eq!(c.mcp_servers.len(), 2);
+        assert_eq!((c.mcp_servers[0].connect_timeout_ms, c.mcp_servers[0].call_timeout_ms), (10_000, 60_000));
+        let dump = c.to_toml().unwrap();
+        assert!(!dump.contains("hunter2") && !dump.contains("hunter3") && dump.contains("npx"), "{dump}");
+        assert!(!keys().iter().any(|k| k.path.starts_with("mcp_servers")), "a list of tables is file only");
+        for (bad, why) in [
+            ("name = \"a\"\n", "either a command"),
+            ("name = \"a\"\ncommand = \"x\"\nurl = \"http://h/\"\n", "either a command"),
+            ("name = \"a b\"\ncommand = \"x\"\n", "name"),
+            ("name = \"a\"\nurl = \"https://h/\"\n", "http://"),
+            ("name = \"a\"\ncommand = \"x\"\nheaders = { A = \"b\" }\n", "headers go with a url"),
+        ] {
+            let e = format!(
+                "{:#}",
+                load_with(Some(&format!("[[mcp_servers]]\n{bad}")), &[], ConfigArgs::default()).unwrap_err()
+            );
+            assert!(e.contains("mcp_servers") && e.contains(why), "{bad}: {e}");
+        }
+        let twice = "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\n[[mcp_servers]]\nname = \"a\"\ncommand = \"y\"\n";
+        let e = format!("{:#}", load_with(Some(twice), &[], ConfigArgs::default()).unwrap_err());
+        assert!(e.contains("two servers"), "{e}");
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod sse;
 mod table;
 mod tail;
 mod tasks;
+mod tools;
 
 use std::process::ExitCode;
 
@@ -92,6 +93,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Runs { command: RunsCommand::Tasks(args) } => tasks::run_tree(args).await,
                     Command::Agents { command } => agents::run(command).await,
                     Command::Tasks { command } => tasks::run(command).await,
+                    Command::Tools { command } => tools::run(command).await,
                     #[cfg(feature = "bench")]
                     Command::Bench { command } => clutch_bench::run(command).await,
                     Command::Mcp(args) => mcp::run(args).await,

@@ -65,14 +65,17 @@ pub async fn run(loaded: Loaded, policy: Policy) -> anyhow::Result<()> {
     }
     let mut gateway = config.gateway_options();
     gateway.tokens = tokens;
-    let app = App::builder(backend)
+    let mut builder = App::builder(backend)
         .core(config.core_options())
         .engine(engine)
         .gateway(gateway)
         .face(face::Mcp(config.mcp_options()))
-        .face(face::Push(clutch_core::push::Options::default()))
-        .build()
-        .await?;
+        .face(face::Push(clutch_core::push::Options::default()));
+    if !config.mcp_servers.is_empty() {
+        let servers = config.mcp_servers.clone();
+        builder = builder.face(face::Tools { servers, dispatch: clutch_core::adapter::Options::default() });
+    }
+    let app = builder.build().await?;
     let served = serve(&config, &app, signals, started).await;
 
     // With no request left that could append, push workers save their positions, then the engine

@@ -69,6 +69,8 @@ pub const SYSTEM_TASK: &str = "task_00000000000000000000000000";
 pub const AGENT_STATUS_PAYLOAD: &str = "clutch.agent.status.v1";
 /// `payload_type` of budget notices (`chat.system`).
 pub const BUDGET_PAYLOAD: &str = "clutch.budget.v1";
+/// `payload_type` of the daemon's note that it is making a tool call (`chat.system`, the call's run).
+pub const TOOL_STARTED_PAYLOAD: &str = "clutch.tool.started.v1";
 
 /// Timers and policies. Defaults suit agents on the same network; tests shorten them.
 #[derive(Debug, Clone)]
@@ -109,6 +111,8 @@ pub struct Options {
     /// The directories workspaces (and the repositories they come from) may be in (see
     /// [`crate::roots`]); none: workspaces are refused.
     pub workspace_roots: Roots,
+    /// The adapters that carry tool calls out (see [`crate::adapter`]); the faces list their tools.
+    pub adapters: crate::adapter::Registry,
 }
 
 impl Default for Options {
@@ -130,6 +134,7 @@ impl Default for Options {
             clock: Clock::system(),
             outbound: Arc::new(guard::Policy::default()),
             workspace_roots: Roots::default(),
+            adapters: crate::adapter::Registry::default(),
         }
     }
 }
@@ -212,6 +217,11 @@ impl Engine {
 
     pub fn options(&self) -> &Options {
         &self.inner.options
+    }
+
+    /// The adapters that carry tool calls out, and the tools they serve.
+    pub fn adapters(&self) -> &crate::adapter::Registry {
+        &self.inner.options.adapters
     }
 
     fn state(&self) -> MutexGuard<'_, State> {

@@ -6,6 +6,7 @@
 //! or the CLI.
 
 pub mod access;
+pub mod adapter;
 pub mod clock;
 pub mod config;
 pub mod engine;
@@ -23,6 +24,7 @@ pub mod schemas;
 mod stream;
 pub mod tasks;
 pub mod throttle;
+pub mod tool;
 pub mod view;
 pub mod workflow;
 

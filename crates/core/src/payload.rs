@@ -131,11 +131,50 @@ pub struct TaskError {
     pub error: Option<String>,
 }
 
-/// `details` of the daemon's `tool.error` for a tool call the caller may not make.
+/// `details` of the daemon's `tool.error`: the call it answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct RefusedCall {
+pub struct CallRef {
+    pub tool: String,
+    /// The `tool.call`'s message id.
+    pub call_id: String,
+}
+
+/// `tool.call`: a call of a tool, named as its adapter serves it (`mcp:<server>/<tool>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolCall {
+    pub tool: String,
+    /// The tool's arguments, an object (`arguments` is read too).
+    #[serde(default, alias = "arguments", skip_serializing_if = "Map::is_empty")]
+    pub args: Map<String, Value>,
+}
+
+/// `tool.result` from the daemon: what the tool answered, to the caller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolResult {
+    pub tool: String,
+    /// The `tool.call`'s message id.
+    pub call_id: String,
+    /// The tool's content blocks as it gave them (MCP: text, image, audio, resource links and
+    /// resources).
+    pub content: Vec<Value>,
+    /// The tool's structured answer, when it gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Value>,
+    /// From the start of the call to its answer.
+    pub duration_ms: u64,
+}
+
+/// `chat.system` `clutch.tool.started.v1`, on the call's run, thread and task: the daemon is making
+/// the call. It is stored (durably) before the call is made, so after a crash a call with this and
+/// no answer is known to be in doubt, and one without it is known not to have been made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolStarted {
     pub tool: String,
     pub call_id: String,
+    /// The adapter making it.
+    pub adapter: String,
+    /// 1 for the first try; more when a read-only or idempotent call in doubt is made again.
+    pub attempt: u32,
 }
 
 /// `task.timeout`: the task ran past its agent's `max_runtime_sec`.

@@ -8,7 +8,7 @@
 use schemars::{JsonSchema, Schema, schema_for};
 use serde_json::Value;
 
-use crate::engine::{AGENT_STATUS_PAYLOAD, BUDGET_PAYLOAD, REFUSAL_PAYLOAD, SCHEMA_PAYLOAD};
+use crate::engine::{AGENT_STATUS_PAYLOAD, BUDGET_PAYLOAD, REFUSAL_PAYLOAD, SCHEMA_PAYLOAD, TOOL_STARTED_PAYLOAD};
 use crate::workflow::{
     CHECKPOINT_PAYLOAD, PLAN_PAYLOAD, TASK_PAYLOAD, TASK_PLAN_PAYLOAD, TASK_STATUS_PAYLOAD, WORKFLOW_PAYLOAD,
     WORKSPACE_PAYLOAD,
@@ -28,6 +28,7 @@ const SHAPES: &[Shape] = &[
     ("registered-view", schema_for::<view::Registered>),
     ("removed-view", schema_for::<view::Removed>),
     ("heartbeat-view", schema_for::<view::Heartbeat>),
+    ("tools-view", schema_for::<view::Tools>),
     (AGENT_STATUS_PAYLOAD, schema_for::<payload::AgentStatus>),
     (BUDGET_PAYLOAD, schema_for::<payload::BudgetNotice>),
     (REFUSAL_PAYLOAD, schema_for::<payload::Refusal>),
@@ -37,6 +38,10 @@ const SHAPES: &[Shape] = &[
     ("task.error", schema_for::<payload::TaskError>),
     ("task.timeout", schema_for::<payload::Timeout>),
     ("task.cancel", schema_for::<payload::Cancel>),
+    ("tool.call", schema_for::<payload::ToolCall>),
+    ("tool.result", schema_for::<payload::ToolResult>),
+    ("tool.error", schema_for::<payload::TaskError>),
+    (TOOL_STARTED_PAYLOAD, schema_for::<payload::ToolStarted>),
     (WORKFLOW_PAYLOAD, schema_for::<payload::Workflow>),
     (PLAN_PAYLOAD, schema_for::<payload::Plan>),
     (TASK_PAYLOAD, schema_for::<payload::PlannedTask>),

@@ -310,6 +310,79 @@ pub struct RunTasks {
     pub workflow_id: Option<String>,
 }
 
+/// The tools the daemon's adapters serve, server by server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Tools {
+    pub servers: Vec<ToolServer>,
+}
+
+/// One server of tools (an MCP server the operator declared), its state and its tools.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolServer {
+    /// `mcp:files`: what an allowlist names to allow all its tools.
+    pub name: String,
+    /// The adapter that serves it (`mcp`).
+    pub adapter: String,
+    /// How it is reached: `stdio` (a command the operator declared) or `http`.
+    pub transport: String,
+    pub state: ServerState,
+    /// Why it is not ready, when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Times it was started again after it stopped or failed.
+    pub restarts: u32,
+    pub tools: Vec<Tool>,
+}
+
+/// Where a server of tools is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerState {
+    /// Being connected (the first time).
+    Starting,
+    /// Connected; its tools are listed.
+    Ready,
+    /// It stopped or failed; it is started again after a backoff.
+    Restarting,
+    /// Shut down with the daemon.
+    Stopped,
+}
+
+/// A tool a server offers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Tool {
+    /// `mcp:files/read_file`: what a `tool.call` names.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The JSON Schema of its arguments.
+    pub input_schema: serde_json::Value,
+    /// What the server says the tool does (MCP's hints; absent hints take MCP's defaults).
+    pub annotations: ToolAnnotations,
+}
+
+/// What a tool does, as its server describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolAnnotations {
+    /// It changes nothing.
+    pub read_only: bool,
+    /// It may destroy or overwrite (meaningful when not read-only).
+    pub destructive: bool,
+    /// Calling it again with the same arguments has no further effect.
+    pub idempotent: bool,
+    /// It reaches beyond the server (the web, other systems).
+    pub open_world: bool,
+}
+
+impl ToolAnnotations {
+    /// Making it again is safe when its outcome is unknown.
+    pub fn retry_safe(self) -> bool {
+        self.read_only || self.idempotent
+    }
+}
+
 /// A payload schema the registry holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Schema {

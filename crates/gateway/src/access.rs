@@ -32,6 +32,7 @@ pub const ACCESS: &[(&str, &str, Access)] = &[
     ("GET", "/v1/schemas", Access::Read),
     ("POST", "/v1/schemas", Access::Write),
     ("GET", "/v1/schemas/{name}", Access::Read),
+    ("GET", "/v1/tools", Access::Read),
     ("GET", "/v1/agents", Access::Read),
     ("POST", "/v1/agents", Access::Write),
     ("GET", "/v1/agents/{id}", Access::Read),

@@ -107,6 +107,7 @@ fn routes(artifact_limit: usize) -> Routes {
         .add("GET", "/v1/schemas", schemas::list)
         .add("POST", "/v1/schemas", schemas::register)
         .add("GET", "/v1/schemas/{name}", schemas::show)
+        .add("GET", "/v1/tools", agents::tools)
         .add("GET", "/v1/agents", agents::list)
         .add("POST", "/v1/agents", agents::register)
         .add("GET", "/v1/agents/{id}", agents::show)

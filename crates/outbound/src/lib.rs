@@ -89,6 +89,15 @@ impl Client {
     pub fn post(&self, url: &str) -> Result<reqwest::RequestBuilder, Error> {
         self.request(reqwest::Method::POST, url)
     }
+
+    /// The guarded HTTP client for a library that builds its own requests to `url` (an MCP client),
+    /// once the guard allowed what it can tell without a lookup. Names are checked as they are
+    /// resolved and redirects as they come, as for every request of this client; use it for `url`
+    /// only, as an address written in another URL is not looked up and so not checked.
+    pub fn for_url(&self, url: &str) -> Result<reqwest::Client, Error> {
+        let _checked = self.request(reqwest::Method::GET, url)?;
+        Ok(self.http.clone())
+    }
 }
 
 /// The guard's refusal behind a failed request (at connect time or on a redirect), if that is why

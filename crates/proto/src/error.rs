@@ -77,6 +77,10 @@ codes! {
     SlowConsumer = "SLOW_CONSUMER", 409, -32017, true, "A stream subscriber fell too far behind and was cut off; resume with `after`.";
     DeliveryFailed = "DELIVERY_FAILED", 502, -32018, false, "A message could not be delivered to its agent within the retry policy.";
     Unavailable = "UNAVAILABLE", 503, -32019, true, "The daemon is starting, shutting down or its store is unreachable.";
+    ToolUnavailable = "TOOL_UNAVAILABLE", 503, -32024, true, "The tool's server is not connected (starting, restarting or gone); the call was not made.";
+    ToolTimeout = "TOOL_TIMEOUT", 504, -32025, false, "The tool did not answer within its timeout; it may have acted (retryable only when the tool is read-only or idempotent).";
+    ToolFailed = "TOOL_FAILED", 502, -32026, false, "The tool ran and reported an error; the message carries its words.";
+    ToolInDoubt = "TOOL_IN_DOUBT", 502, -32027, false, "The call was started but its outcome is unknown (the daemon or the tool's server stopped mid-call); it is not run again unless the tool is read-only or idempotent.";
     Internal = "INTERNAL", 500, -32603, true, "An unexpected failure; details are in the daemon's log.";
 }
 

@@ -21,9 +21,9 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
     // The MCP client (other servers' tools, run for `tool.call`s) lives in `tools`, beside the other
     // tool adapters; runtime's agents call tools through the log (`tool.call` → `tool.result`), so
     // runtime depends on neither `tools` nor the `mcp` face.
-    ("tools", Some(&["core", "proto", "outbound"])),
+    ("tools", Some(&["core", "proto", "store", "outbound"])),
     ("runtime", Some(&["core", "proto", "outbound"])),
-    ("app", Some(&["core", "proto", "store", "gateway", "mcp", "a2a"])),
+    ("app", Some(&["core", "proto", "store", "gateway", "mcp", "a2a", "tools"])),
     ("bench", Some(&["app", "core", "proto", "store", "store-sqlite", "store-postgres", "gateway", "mcp"])),
     ("clutch", None),
 ];
@@ -39,8 +39,9 @@ const BACKENDS: &[&str] = &["store-sqlite", "store-postgres"];
 /// Crates whose `[dev-dependencies]` may not add a backend: the layers below the backends, and the
 /// backends themselves.
 const NO_BACKEND_IN_TESTS: &[&str] = &["proto", "store", "store-sqlite", "store-postgres"];
-/// The app builder, which a face's tests may use to build their daemon as the binary does (a cycle
-/// through [dev-dependencies] only, which Cargo allows for tests).
+/// The app builder, which the tests of a face (and of `tools`, the adapters it wires) may use to
+/// build their daemon as the binary does (a cycle through [dev-dependencies] only, which Cargo
+/// allows for tests).
 const APP: &str = "app";
 /// The load drivers: only the binary links them, behind its `bench` feature.
 const BENCH: &str = "bench";
@@ -92,7 +93,7 @@ fn layering_violations(manifests: &[Manifest]) -> Vec<String> {
                 dep.section == Section::Dev && BACKENDS.contains(&to) && !NO_BACKEND_IN_TESTS.contains(&from);
             // A crate's tests may turn on its own test-only features (proto's `fuzz`).
             let own_feature = dep.section == Section::Dev && to == from;
-            let test_app = dep.section == Section::Dev && to == APP && FACES.contains(&from);
+            let test_app = dep.section == Section::Dev && to == APP && (FACES.contains(&from) || from == "tools");
             if allowed.contains(&to) || test_backend || own_feature || test_app {
                 continue;
             }

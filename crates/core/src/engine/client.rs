@@ -237,7 +237,7 @@ impl Engine {
             code: ErrorCode::Forbidden.as_str().to_owned(),
             message: refusal.message.clone(),
             retryable: false,
-            details: Some(Value::Object(payload::object(&payload::RefusedCall {
+            details: Some(Value::Object(payload::object(&payload::CallRef {
                 tool: tool.to_owned(),
                 call_id: call.id.clone(),
             }))),

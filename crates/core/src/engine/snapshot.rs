@@ -192,6 +192,7 @@ pub(super) fn fingerprint(options: &Options) -> String {
         clock: Clock::system(),
         outbound: Arc::default(),
         workspace_roots: Roots::default(),
+        adapters: crate::adapter::Registry::default(),
         ..options.clone()
     };
     clutch_store::sha256_hex(format!("{SNAPSHOT_FORMAT}\n{relevant:?}").as_bytes())

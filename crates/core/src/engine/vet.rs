@@ -149,21 +149,22 @@ impl State {
         };
         let refuse = |why: String| Err(Refusal::new(ErrorCode::Forbidden, why).field("payload.tool"));
         if let Some(list) = own
-            && !list.iter().any(|t| t == tool)
+            && !list.iter().any(|t| crate::tool::covers(t, tool))
         {
             return refuse(format!("{tool} is not in this message's tool_allowlist"));
         }
         if let Some(list) = inherited
-            && !list.iter().any(|t| t == tool)
+            && !list.iter().any(|t| crate::tool::covers(t, tool))
         {
             return refuse(format!("{tool} is not in the tool_allowlist of task {}", message.task_id));
         }
         if let Some(agent) = agent {
-            if !agent.profile.has_tool(tool) {
+            if !agent.profile.has_tool(tool) && !crate::tool::server_of(tool).is_some_and(|s| agent.profile.has_tool(s))
+            {
                 return refuse(format!("{tool} is not among the tools on {caller}'s card"));
             }
             if let Some(list) = options.policy.tool_allowlist(caller)
-                && !list.iter().any(|t| t == tool)
+                && !list.iter().any(|t| crate::tool::covers(t, tool))
             {
                 return refuse(format!("{tool} is not in the operator's tool allowlist for {caller}"));
             }

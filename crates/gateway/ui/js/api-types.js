@@ -13,6 +13,7 @@
 //   registered-view → Registered
 //   removed-view → Removed
 //   heartbeat-view → Heartbeat
+//   tools-view → Tools
 //   clutch.agent.status.v1 → AgentStatus
 //   clutch.budget.v1 → BudgetNotice
 //   clutch.refusal.v1 → Refusal
@@ -22,6 +23,10 @@
 //   task.error → TaskErrorPayload
 //   task.timeout → Timeout
 //   task.cancel → Cancel
+//   tool.call → ToolCall
+//   tool.result → ToolResult
+//   tool.error → ToolErrorPayload
+//   clutch.tool.started.v1 → ToolStarted
 //   clutch.workflow.v1 → Workflow
 //   clutch.workflow.plan.v1 → Plan
 //   clutch.workflow.task.v1 → PlannedTask
@@ -401,6 +406,11 @@
  */
 
 /**
+ * Where a server of tools is.
+ * @typedef {'starting' | 'ready' | 'restarting' | 'stopped'} ServerState
+ */
+
+/**
  * Availability of an agent.
  * @typedef {'online' | 'stale' | 'offline' | 'removed'} Status
  */
@@ -537,6 +547,81 @@
  * `task.timeout`: the task ran past its agent's `max_runtime_sec`.
  * @typedef {object} Timeout
  * @property {string} message
+ */
+
+/**
+ * A tool a server offers.
+ * @typedef {object} Tool
+ * @property {ToolAnnotations} annotations  What the server says the tool does (MCP's hints; absent hints take MCP's defaults).
+ * @property {string | null} [description]
+ * @property {any} input_schema  The JSON Schema of its arguments.
+ * @property {string} name  `mcp:files/read_file`: what a `tool.call` names.
+ * @property {string | null} [title]
+ */
+
+/**
+ * What a tool does, as its server describes it.
+ * @typedef {object} ToolAnnotations
+ * @property {boolean} destructive  It may destroy or overwrite (meaningful when not read-only).
+ * @property {boolean} idempotent  Calling it again with the same arguments has no further effect.
+ * @property {boolean} open_world  It reaches beyond the server (the web, other systems).
+ * @property {boolean} read_only  It changes nothing.
+ */
+
+/**
+ * `tool.call`: a call of a tool, named as its adapter serves it (`mcp:<server>/<tool>`).
+ * @typedef {object} ToolCall
+ * @property {Record<string, any>} [args]  The tool's arguments, an object (`arguments` is read too).
+ * @property {string} tool
+ */
+
+/**
+ * `task.error` and `tool.error` as the daemon sends them (and as agents should).
+ * @typedef {object} ToolErrorPayload
+ * @property {string} code
+ * @property {any} [details]  More about it (a refused tool call: the tool and the call's id).
+ * @property {string | null} [error]  A workflow task's failure as its holder worded it (the same as `message`).
+ * @property {string} message
+ * @property {boolean} retryable  Whether the same request may succeed later.
+ */
+
+/**
+ * `tool.result` from the daemon: what the tool answered, to the caller.
+ * @typedef {object} ToolResult
+ * @property {string} call_id  The `tool.call`'s message id.
+ * @property {Array<any>} content  The tool's content blocks as it gave them (MCP: text, image, audio, resource links and resources).
+ * @property {number} duration_ms  From the start of the call to its answer.
+ * @property {any} [structured_content]  The tool's structured answer, when it gives one.
+ * @property {string} tool
+ */
+
+/**
+ * One server of tools (an MCP server the operator declared), its state and its tools.
+ * @typedef {object} ToolServer
+ * @property {string} adapter  The adapter that serves it (`mcp`).
+ * @property {string | null} [error]  Why it is not ready, when it is not.
+ * @property {string} name  `mcp:files`: what an allowlist names to allow all its tools.
+ * @property {number} restarts  Times it was started again after it stopped or failed.
+ * @property {ServerState} state
+ * @property {Array<Tool>} tools
+ * @property {string} transport  How it is reached: `stdio` (a command the operator declared) or `http`.
+ */
+
+/**
+ * `chat.system` `clutch.tool.started.v1`, on the call's run, thread and task: the daemon is making
+ * the call. It is stored (durably) before the call is made, so after a crash a call with this and
+ * no answer is known to be in doubt, and one without it is known not to have been made.
+ * @typedef {object} ToolStarted
+ * @property {string} adapter  The adapter making it.
+ * @property {number} attempt  1 for the first try; more when a read-only or idempotent call in doubt is made again.
+ * @property {string} call_id
+ * @property {string} tool
+ */
+
+/**
+ * The tools the daemon's adapters serve, server by server.
+ * @typedef {object} Tools
+ * @property {Array<ToolServer>} servers
  */
 
 /**

@@ -1,0 +1,132 @@
+//! `clutch tools list`: the tools the daemon's adapters serve (`/v1/tools`), server by server, with
+//! each server's state, as a table for people or as the daemon's JSON for programs.
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use clutch_core::view::{self, ServerState};
+use serde_json::Value;
+
+use crate::cli::ClientArgs;
+use crate::client::Client;
+use crate::render;
+use crate::table::{Cell, Table};
+
+#[derive(Debug, Subcommand)]
+pub enum ToolsCommand {
+    /// List the tools agents may call: each server's state, then its tools and what they do.
+    #[command(after_help = LIST_EXAMPLES)]
+    List(ListArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Print the daemon's answer as JSON (`{"servers": [...]}`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(command: ToolsCommand) -> anyhow::Result<()> {
+    match command {
+        ToolsCommand::List(args) => {
+            let client = Client::connect(&args.client)?;
+            let answer: Value = client.json(client.get("/v1/tools")).await?;
+            if args.json {
+                return render::print(&format!("{answer}\n"));
+            }
+            let tools: view::Tools = serde_json::from_value(answer)
+                .context("the daemon's answer is not the shape this clutch knows (another version?)")?;
+            if tools.servers.is_empty() {
+                eprintln!(
+                    "clutch: no tool server is declared; add [[mcp_servers]] to clutch.toml (see `clutch serve --help`)"
+                );
+                return Ok(());
+            }
+            render::print(&list(&tools, render::stdout_color()))
+        }
+    }
+}
+
+/// One row per server, then one per tool under it.
+fn list(tools: &view::Tools, color: bool) -> String {
+    let mut table = Table::new(&["TOOL", "STATE", "DOES"]);
+    for server in &tools.servers {
+        let state = match server.state {
+            ServerState::Starting => "starting",
+            ServerState::Ready => "ready",
+            ServerState::Restarting => "restarting",
+            ServerState::Stopped => "stopped",
+        };
+        let color_of = match server.state {
+            ServerState::Ready => Some("32"),
+            ServerState::Restarting => Some("31"),
+            _ => Some("33"),
+        };
+        let mut about = format!("{} server, {} tools", server.transport, server.tools.len());
+        if server.restarts > 0 {
+            about.push_str(&format!(", restarted {}×", server.restarts));
+        }
+        if let Some(error) = &server.error {
+            about.push_str(&format!("; {error}"));
+        }
+        table.row(vec![server.name.as_str().into(), Cell::colored(state, color_of), about.into()]);
+        for tool in &server.tools {
+            let a = tool.annotations;
+            let kind = if a.read_only {
+                "read-only"
+            } else if a.destructive {
+                "destructive"
+            } else {
+                "writes"
+            };
+            let mut does = kind.to_owned();
+            if a.idempotent && !a.read_only {
+                does.push_str(", idempotent");
+            }
+            if let Some(d) = tool.description.as_deref().and_then(|d| d.lines().next()) {
+                does.push_str(&format!(": {}", clutch_proto::error::clip(d, 80)));
+            }
+            table.row(vec![format!("  {}", tool.name).into(), "".into(), does.into()]);
+        }
+    }
+    table.render(color)
+}
+
+const LIST_EXAMPLES: &str = "EXAMPLES:
+  clutch tools list
+  clutch tools list --json | jq '.servers[] | {name, state}'
+
+  A tool is called with a tool.call message naming it (payload {\"tool\": \"mcp:files/read_file\",
+  \"args\": {...}}); the daemon answers the caller with a tool.result or a tool.error. An allowlist
+  entry naming a server (mcp:files) allows all its tools.";
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn servers_then_their_tools() {
+        let tools: view::Tools = serde_json::from_value(json!({"servers": [{
+            "name": "mcp:files", "adapter": "mcp", "transport": "stdio", "state": "ready", "restarts": 1,
+            "tools": [
+                {"name": "mcp:files/read_file", "description": "Read a file\nin detail", "input_schema": {},
+                 "annotations": {"read_only": true, "destructive": false, "idempotent": true, "open_world": false}},
+                {"name": "mcp:files/write_file", "input_schema": {},
+                 "annotations": {"read_only": false, "destructive": true, "idempotent": true, "open_world": false}}
+            ]
+        }]}))
+        .unwrap();
+        assert_eq!(
+            list(&tools, false),
+            "\
+TOOL                    STATE  DOES
+mcp:files               ready  stdio server, 2 tools, restarted 1×
+  mcp:files/read_file          read-only: Read a file
+  mcp:files/write_file         destructive, idempotent
+"
+        );
+    }
+}

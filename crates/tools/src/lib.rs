@@ -1,0 +1,9 @@
+//! Tools that really run. The MCP client adapter ([`mcp::Servers`]) connects to the MCP servers the
+//! operator declares (a command on stdio, or a URL over Streamable HTTP through the outbound guard),
+//! keeps each connected (restarted with backoff when it stops), lists their tools as
+//! `mcp:<server>/<tool>`, and carries out the `tool.call`s that name them for core's adapter
+//! dispatcher (`clutch_core::adapter`), which records each call's start and answer in the log.
+
+pub mod mcp;
+
+pub use mcp::{ServerConfig, Servers};

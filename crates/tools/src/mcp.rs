@@ -1,0 +1,484 @@
+//! The MCP client adapter: the MCP servers the operator declares, each kept connected by a
+//! supervisor of its own, their tools served as `mcp:<server>/<tool>`.
+//!
+//! A server is a command (stdio: the daemon starts it, with the arguments and environment the
+//! config gives, and speaks MCP on its stdin and stdout; only the operator's config can name one) or
+//! a Streamable HTTP URL (reached through the outbound guard's client, so the operator's
+//! `outbound.*` rules apply to it as to every URL). Either protocol era is spoken, whichever the
+//! server does (rmcp's `Auto` lifecycle). When a server stops or cannot be reached, it is started
+//! again after a backoff (core's, 0.2 s doubling to 30 s); its state, restarts and last error are in
+//! [`Servers::servers`] (`GET /v1/tools`).
+//!
+//! A call waits up to the server's `connect_timeout_ms` for it to be ready, then up to its
+//! `call_timeout_ms` for the answer. The answer keeps the tool's content blocks and structured
+//! content; a tool that reports an error (`isError`) is `TOOL_FAILED`; no connection is
+//! `TOOL_UNAVAILABLE` (retryable: the call was not made); no answer in time is `TOOL_TIMEOUT`; a
+//! server that stops mid-call is `TOOL_IN_DOUBT`. The last two are retryable only for a read-only or
+//! idempotent tool, as its annotations say.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use clutch_core::adapter::{Adapter, Answer, BoxFuture};
+use clutch_core::view::{ServerState, Tool, ToolAnnotations, ToolServer};
+use clutch_core::{payload, tool};
+use clutch_proto::{ErrorCode, Message, MessageType};
+use rmcp::model::{CallToolRequestParams, ClientConfig, Implementation, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceError};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+
+/// The adapter's name: the prefix of its tools (`mcp:files/read_file`).
+pub const ADAPTER: &str = "mcp";
+
+/// One MCP server as the operator declares it (`[[mcp_servers]]` in `clutch.toml`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Its name in tool names, `mcp:<name>/<tool>`: letters, digits, `.`, `_` and `-`.
+    pub name: String,
+    /// The command that starts it, speaking MCP on its stdin and stdout (found on `PATH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Variables set for the command besides the daemon's own environment (never shown).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Its Streamable HTTP endpoint (`http://host:port/mcp`), instead of a command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Headers sent with each request to `url`, such as `Authorization` (never shown).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// How long connecting may take, and a call may wait for a connection.
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// How long one call may take.
+    #[serde(default = "default_call_timeout_ms")]
+    pub call_timeout_ms: u64,
+}
+
+fn default_connect_timeout_ms() -> u64 {
+    10_000
+}
+
+fn default_call_timeout_ms() -> u64 {
+    60_000
+}
+
+impl ServerConfig {
+    /// What is wrong with it, in words naming the field.
+    pub fn check(&self) -> Result<(), String> {
+        clutch_proto::id::check_name(&self.name).map_err(|e| format!("name {:?}: {e}", self.name))?;
+        match (&self.command, &self.url) {
+            (Some(c), None) if !c.trim().is_empty() => {}
+            (None, Some(url)) => {
+                if !url.starts_with("http://") {
+                    return Err(format!("{}: url: only http:// URLs are supported", self.name));
+                }
+                if !self.args.is_empty() || !self.env.is_empty() {
+                    return Err(format!("{}: args and env go with a command, not a url", self.name));
+                }
+            }
+            _ => return Err(format!("{}: give either a command (stdio) or a url (Streamable HTTP)", self.name)),
+        }
+        if self.command.is_some() && !self.headers.is_empty() {
+            return Err(format!("{}: headers go with a url, not a command", self.name));
+        }
+        if self.connect_timeout_ms == 0 || self.call_timeout_ms == 0 {
+            return Err(format!("{}: timeouts must be at least 1 ms", self.name));
+        }
+        Ok(())
+    }
+
+    fn transport(&self) -> &'static str {
+        if self.url.is_some() { "http" } else { "stdio" }
+    }
+}
+
+/// The MCP client adapter: every declared server, each kept connected until [`Servers::stop`].
+#[derive(Clone)]
+pub struct Servers {
+    servers: Arc<HashMap<String, Arc<Server>>>,
+    http: Option<clutch_outbound::Client>,
+    stop: watch::Sender<bool>,
+}
+
+/// One server: its config and what its supervisor knows of it.
+struct Server {
+    config: ServerConfig,
+    status: RwLock<Status>,
+    /// Bumped whenever the connection changes (calls waiting for one watch it).
+    changed: watch::Sender<u64>,
+}
+
+struct Status {
+    state: ServerState,
+    error: Option<String>,
+    restarts: u32,
+    tools: Vec<rmcp::model::Tool>,
+    service: Option<Arc<RunningService<RoleClient, ClientConfig>>>,
+}
+
+impl Servers {
+    /// Starts a supervisor for each server (call within a tokio runtime). Servers given by URL are
+    /// reached through the outbound guard with `guard`'s rules.
+    pub fn start(configs: Vec<ServerConfig>, guard: Arc<clutch_core::guard::Policy>) -> Servers {
+        // Streams of long calls stay open: each call's own timeout bounds it.
+        let options = clutch_outbound::Options { timeout: Duration::from_secs(24 * 3600), ..Default::default() };
+        let http = match clutch_outbound::Client::new(guard, &options) {
+            Ok(client) => Some(client),
+            Err(e) => {
+                tracing::error!(error = %e, "no HTTP client for MCP servers over HTTP");
+                None
+            }
+        };
+        let (stop, _) = watch::channel(false);
+        let servers: HashMap<String, Arc<Server>> = configs
+            .into_iter()
+            .map(|config| {
+                let status =
+                    Status { state: ServerState::Starting, error: None, restarts: 0, tools: Vec::new(), service: None };
+                let (changed, _) = watch::channel(0);
+                (config.name.clone(), Arc::new(Server { config, status: RwLock::new(status), changed }))
+            })
+            .collect();
+        let this = Servers { servers: Arc::new(servers), http, stop };
+        for server in this.servers.values() {
+            tokio::spawn(supervise(server.clone(), this.http.clone(), this.stop.subscribe()));
+        }
+        this
+    }
+
+    /// Stops every server (their supervisors close the connections and end the commands).
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+    }
+
+    /// Waits until every server is ready or `timeout` passes; says whether all are.
+    pub async fn ready(&self, timeout: Duration) -> bool {
+        let all = async {
+            for server in self.servers.values() {
+                server.wait_ready().await;
+            }
+        };
+        tokio::time::timeout(timeout, all).await.is_ok()
+    }
+
+    fn server_of(&self, message: &Message) -> Option<(&Arc<Server>, String)> {
+        let call = payload::read::<payload::ToolCall>(&message.payload)?;
+        let (server, tool) = tool::split(ADAPTER, &call.tool)?;
+        Some((self.servers.get(server)?, tool.to_owned()))
+    }
+}
+
+impl Adapter for Servers {
+    fn name(&self) -> &str {
+        ADAPTER
+    }
+
+    fn can_handle(&self, message: &Message) -> bool {
+        message.kind == MessageType::ToolCall && self.server_of(message).is_some()
+    }
+
+    fn outbound<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Answer> {
+        Box::pin(async move {
+            let Some((server, tool)) = self.server_of(message) else {
+                return error(ErrorCode::ToolUnavailable, "no such MCP server is declared".into(), false);
+            };
+            let args = payload::read::<payload::ToolCall>(&message.payload).map(|c| c.args).unwrap_or_default();
+            server.call(&tool, args).await
+        })
+    }
+
+    fn servers(&self) -> Vec<ToolServer> {
+        self.servers.values().map(|s| s.view()).collect()
+    }
+
+    fn retry_safe<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let Some((server, tool)) = self.server_of(message) else { return false };
+            // Its tools are known once it is connected (a restart recovers calls before that).
+            let connect = Duration::from_millis(server.config.connect_timeout_ms);
+            let _ = tokio::time::timeout(connect, server.wait_ready()).await;
+            server.annotations(&tool).is_some_and(|a| a.retry_safe())
+        })
+    }
+}
+
+impl Server {
+    fn status(&self) -> std::sync::RwLockReadGuard<'_, Status> {
+        self.status.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set(&self, change: impl FnOnce(&mut Status)) {
+        change(&mut self.status.write().unwrap_or_else(|e| e.into_inner()));
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    fn view(&self) -> ToolServer {
+        let status = self.status();
+        let name = &self.config.name;
+        ToolServer {
+            name: format!("{ADAPTER}:{name}"),
+            adapter: ADAPTER.to_owned(),
+            transport: self.config.transport().to_owned(),
+            state: status.state,
+            error: status.error.clone(),
+            restarts: status.restarts,
+            tools: status
+                .tools
+                .iter()
+                .map(|t| Tool {
+                    name: format!("{ADAPTER}:{name}/{}", t.name),
+                    title: t.title.clone(),
+                    description: t.description.as_deref().map(str::to_owned),
+                    input_schema: Value::Object((*t.input_schema).clone()),
+                    annotations: annotations(t),
+                })
+                .collect(),
+        }
+    }
+
+    fn annotations(&self, tool: &str) -> Option<ToolAnnotations> {
+        self.status().tools.iter().find(|t| t.name == tool).map(annotations)
+    }
+
+    async fn wait_ready(&self) {
+        let mut changed = self.changed.subscribe();
+        while self.status().service.is_none() {
+            if changed.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    async fn call(&self, tool: &str, args: serde_json::Map<String, Value>) -> Answer {
+        let connect = Duration::from_millis(self.config.connect_timeout_ms);
+        if tokio::time::timeout(connect, self.wait_ready()).await.is_err() {
+            let why = self.status().error.clone().unwrap_or_else(|| "it is starting".into());
+            return error(
+                ErrorCode::ToolUnavailable,
+                format!("MCP server {} is not connected ({why}); the call was not made", self.config.name),
+                true,
+            );
+        }
+        let (service, known) = {
+            let status = self.status();
+            (status.service.clone(), status.tools.iter().find(|t| t.name == tool).map(annotations))
+        };
+        let Some(service) = service else {
+            return error(ErrorCode::ToolUnavailable, format!("MCP server {} just stopped", self.config.name), true);
+        };
+        let Some(annotations) = known else {
+            let names: Vec<String> = self.status().tools.iter().map(|t| t.name.to_string()).collect();
+            return error(
+                ErrorCode::NotFound,
+                format!("MCP server {} has no tool `{tool}` (its tools: {})", self.config.name, names.join(", ")),
+                false,
+            );
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = Some(args);
+        let limit = Duration::from_millis(self.config.call_timeout_ms);
+        match tokio::time::timeout(limit, service.call_tool(params)).await {
+            Err(_) => error(
+                ErrorCode::ToolTimeout,
+                format!("{tool} on MCP server {} did not answer within {} ms", self.config.name, limit.as_millis()),
+                annotations.retry_safe(),
+            ),
+            Ok(Ok(result)) if result.is_error == Some(true) => {
+                let text: Vec<String> = result
+                    .content
+                    .iter()
+                    .filter_map(|c| serde_json::to_value(c).ok())
+                    .filter_map(|c| c.get("text").and_then(Value::as_str).map(str::to_owned))
+                    .collect();
+                let text = if text.is_empty() { "the tool reported an error".to_owned() } else { text.join("\n") };
+                error(ErrorCode::ToolFailed, clutch_proto::error::clip(&text, 4000).into_owned(), false)
+            }
+            Ok(Ok(result)) => Answer::Result {
+                content: result.content.iter().filter_map(|c| serde_json::to_value(c).ok()).collect(),
+                structured_content: result.structured_content,
+            },
+            // The server refused the call (bad arguments, an unknown tool): it did not run.
+            Ok(Err(ServiceError::McpError(e))) => {
+                error(ErrorCode::ToolFailed, clutch_proto::error::clip(&e.message, 4000).into_owned(), false)
+            }
+            Ok(Err(e)) => error(
+                ErrorCode::ToolInDoubt,
+                format!("MCP server {} stopped answering during the call ({e}): it may have run", self.config.name),
+                annotations.retry_safe(),
+            ),
+        }
+    }
+}
+
+fn error(code: ErrorCode, message: String, retryable: bool) -> Answer {
+    Answer::Error { code, message, retryable }
+}
+
+/// MCP's hints, absent ones at MCP's defaults (not read-only, destructive, not idempotent, open).
+fn annotations(tool: &rmcp::model::Tool) -> ToolAnnotations {
+    let a = tool.annotations.as_ref();
+    ToolAnnotations {
+        read_only: a.and_then(|a| a.read_only_hint).unwrap_or(false),
+        destructive: a.and_then(|a| a.destructive_hint).unwrap_or(true),
+        idempotent: a.and_then(|a| a.idempotent_hint).unwrap_or(false),
+        open_world: a.and_then(|a| a.open_world_hint).unwrap_or(true),
+    }
+}
+
+/// Keeps one server connected until `stop`: connects, lists its tools, waits for the connection to
+/// end, and starts again after a backoff.
+async fn supervise(server: Arc<Server>, http: Option<clutch_outbound::Client>, mut stop: watch::Receiver<bool>) {
+    let name = server.config.name.clone();
+    let mut failures: u32 = 0;
+    loop {
+        let connect = Duration::from_millis(server.config.connect_timeout_ms);
+        let attempt = tokio::time::timeout(connect, connect_to(&server.config, http.as_ref())).await;
+        match attempt {
+            Ok(Ok((service, mut child))) => {
+                let service = Arc::new(service);
+                match tokio::time::timeout(connect, service.peer().list_all_tools()).await {
+                    Ok(Ok(tools)) => {
+                        failures = 0;
+                        tracing::info!(server = %name, tools = tools.len(), "MCP server ready");
+                        server.set(|s| {
+                            s.state = ServerState::Ready;
+                            s.error = None;
+                            s.tools = tools;
+                            s.service = Some(service.clone());
+                        });
+                        let why = ended(&service, child.as_mut(), &mut stop).await;
+                        server.set(|s| s.service = None);
+                        if *stop.borrow() {
+                            break;
+                        }
+                        tracing::warn!(server = %name, why = %why, "MCP server stopped; starting it again");
+                        server.set(|s| s.error = Some(why));
+                    }
+                    Ok(Err(e)) => server.set(|s| s.error = Some(format!("listing its tools failed: {e}"))),
+                    Err(_) => server.set(|s| s.error = Some("listing its tools timed out".into())),
+                }
+                if let Some(child) = child.as_mut() {
+                    let _ = child.kill().await;
+                }
+            }
+            Ok(Err(why)) => server.set(|s| s.error = Some(why)),
+            Err(_) => server.set(|s| s.error = Some(format!("connecting took longer than {} ms", connect.as_millis()))),
+        }
+        if *stop.borrow() {
+            break;
+        }
+        failures += 1;
+        let delay =
+            clutch_core::backoff(Duration::from_millis(200), Duration::from_secs(30), failures, failures as u64);
+        if failures > 1 {
+            tracing::warn!(server = %name, error = ?server.status().error, retry_in_ms = delay.as_millis() as u64, "MCP server unavailable");
+        }
+        server.set(|s| {
+            s.state = ServerState::Restarting;
+            s.restarts += 1;
+        });
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.changed() => break,
+        }
+    }
+    server.set(|s| {
+        s.state = ServerState::Stopped;
+        s.service = None;
+    });
+}
+
+/// Waits for the connection to end (the command exits, the transport closes) or for `stop`; says why.
+async fn ended(
+    service: &RunningService<RoleClient, ClientConfig>,
+    child: Option<&mut Child>,
+    stop: &mut watch::Receiver<bool>,
+) -> String {
+    let exited = async {
+        match child {
+            Some(child) => match child.wait().await {
+                Ok(status) => format!("its command exited ({status})"),
+                Err(e) => format!("its command could not be waited for: {e}"),
+            },
+            None => std::future::pending().await,
+        }
+    };
+    let closed = async {
+        while !service.is_closed() {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        "its connection closed".to_owned()
+    };
+    tokio::select! {
+        why = exited => why,
+        why = closed => why,
+        _ = stop.changed() => "the daemon is stopping".to_owned(),
+    }
+}
+
+type Connected = (RunningService<RoleClient, ClientConfig>, Option<Child>);
+
+async fn connect_to(config: &ServerConfig, http: Option<&clutch_outbound::Client>) -> Result<Connected, String> {
+    let mut info = ClientConfig::default();
+    info.client_info = Implementation::new("clutch", env!("CARGO_PKG_VERSION"));
+    let lifecycle =
+        ClientLifecycleMode::Auto { preferred_versions: vec![ProtocolVersion::V_2026_07_28], legacy_version: None };
+    if let Some(url) = &config.url {
+        let http = http.ok_or("servers over HTTP need the outbound guard's client")?;
+        let client = http.for_url(url).map_err(|e| format!("{e}"))?;
+        let mut transport = StreamableHttpClientTransportConfig::with_uri(url.clone());
+        for (name, value) in &config.headers {
+            let name =
+                reqwest::header::HeaderName::try_from(name.as_str()).map_err(|_| format!("header name {name:?}"))?;
+            let value = reqwest::header::HeaderValue::try_from(value.as_str())
+                .map_err(|_| format!("the value of header {name} is not valid"))?;
+            transport.custom_headers.insert(name, value);
+        }
+        let transport = StreamableHttpClientTransport::with_client(client, transport);
+        let service = info.serve_with_lifecycle(transport, lifecycle).await.map_err(|e| format!("{e}"))?;
+        return Ok((service, None));
+    }
+    let command = config.command.as_deref().unwrap_or_default();
+    let mut child = Command::new(command)
+        .args(&config.args)
+        .envs(&config.env)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+    // What it writes on stderr goes to the daemon's log, at debug.
+    if let Some(stderr) = child.stderr.take() {
+        let name = config.name.clone();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(server = %name, "{}", clutch_proto::error::clip(&line, 1000));
+            }
+        });
+    }
+    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        return Err("the command's stdin and stdout are not available".into());
+    };
+    match info.serve_with_lifecycle((stdout, stdin), lifecycle).await {
+        Ok(service) => Ok((service, Some(child))),
+        Err(e) => {
+            let _ = child.kill().await;
+            Err(format!("it did not complete the MCP handshake: {e}"))
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! The MCP client adapter against a real MCP server nobody here wrote: the reference
+//! `@modelcontextprotocol/server-everything` (npm, installed into ./node_modules by the test
+//! command), over stdio, in a daemon built as `clutch serve` builds it (the HTTP face aside: calls
+//! go in as `tool.call` messages through the engine, as every face submits them, and come back as
+//! `tool.result` / `tool.error` in the log).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use clutch_app::{App, face};
+use clutch_core::view::{self, ServerState};
+use clutch_core::{Engine, Handle};
+use clutch_proto::id::{self, Kind};
+use clutch_proto::validate::{self, Defaults};
+use clutch_store::Filter;
+use clutch_tools::ServerConfig;
+use serde_json::{Value, json};
+
+/// How long anything here may take before a test says what it was waiting for.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The reference server's command, as the test command installs it.
+fn everything() -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../node_modules/.bin/mcp-server-everything");
+    assert!(
+        bin.exists(),
+        "{} is missing: the test command installs it (./scripts/ui-setup runs npm ci); run ./scripts/test, or npm ci",
+        bin.display()
+    );
+    bin
+}
+
+/// The reference server over stdio, started through `sh` so that it writes its pid to `pid_file`.
+fn server(name: &str, pid_file: &std::path::Path, call_timeout_ms: u64) -> ServerConfig {
+    ServerConfig {
+        name: name.to_owned(),
+        command: Some("sh".into()),
+        args: vec!["-c".into(), format!("echo $$ > '{}'; exec '{}' stdio", pid_file.display(), everything().display())],
+        env: Default::default(),
+        url: None,
+        headers: Default::default(),
+        connect_timeout_ms: 20_000,
+        call_timeout_ms,
+    }
+}
+
+struct Daemon {
+    log: Handle,
+    engine: Engine,
+    app: App,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(servers: Vec<ServerConfig>) -> Daemon {
+    start_in(tempfile::tempdir().unwrap(), Some(servers)).await
+}
+
+/// A daemon over the store in `dir`: with the tools face and `servers`, or (`None`) without it.
+async fn start_in(dir: tempfile::TempDir, servers: Option<Vec<ServerConfig>>) -> Daemon {
+    let store = clutch_store_sqlite::Store::open(dir.path()).unwrap();
+    let mut builder = App::builder(Arc::new(store));
+    if let Some(servers) = servers {
+        builder = builder.face(face::Tools { servers, dispatch: clutch_core::adapter::Options::default() });
+    }
+    let app = builder.build().await.unwrap();
+    Daemon { log: app.log.clone(), engine: app.engine.clone(), app, _dir: dir }
+}
+
+impl Daemon {
+    async fn tools(&self) -> view::Tools {
+        self.engine.adapters().tools()
+    }
+
+    /// Waits until every server is ready; returns the listing.
+    async fn ready(&self) -> view::Tools {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let tools = self.tools().await;
+            if tools.servers.iter().all(|s| s.state == ServerState::Ready) {
+                return tools;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "servers not ready: {tools:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Posts a `tool.call` from `from` on a task of its own; returns the call's (id, task id).
+    async fn call(&self, from: &str, tool: &str, args: Value) -> Result<(String, String), Value> {
+        let task = id::generate(Kind::Task);
+        let call = json!({
+            "run_id": id::generate(Kind::Run), "thread_id": id::generate(Kind::Thread), "task_id": task,
+            "from": {"agent_id": from}, "to": [], "type": "tool.call", "payload": {"tool": tool, "args": args},
+        });
+        let call = validate::message(&call, &Defaults { now: SystemTime::now() }).unwrap();
+        let id = call.id.clone();
+        match self.engine.submit(vec![call]).await.unwrap().pop().unwrap() {
+            Ok(_) => Ok((id, task)),
+            Err(e) => Err(serde_json::to_value(e.body()).unwrap()),
+        }
+    }
+
+    /// The events of `task`, once one of them is the call's answer.
+    async fn answer(&self, task: &str) -> (Value, Vec<Value>) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let filter = Filter { task_id: Some(task.to_owned()), ..Filter::default() };
+            let events: Vec<Value> = self
+                .log
+                .read(&filter, 0, 100)
+                .await
+                .unwrap()
+                .iter()
+                .map(|e| serde_json::from_str(&e.to_wire()).unwrap())
+                .collect();
+            if let Some(answer) = events.iter().find(|e| e["type"] == "tool.result" || e["type"] == "tool.error") {
+                return (answer.clone(), events);
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no answer for {task}: {events:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_run_on_a_real_mcp_server_and_answer_in_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = start(vec![server("everything", &dir.path().join("pid"), 60_000)]).await;
+    let tools = d.ready().await;
+    let server = &tools.servers[0];
+    assert_eq!((server.name.as_str(), server.transport.as_str(), server.restarts), ("mcp:everything", "stdio", 0));
+    let echo = server.tools.iter().find(|t| t.name == "mcp:everything/echo").expect("echo is listed");
+    assert!(echo.annotations.read_only && echo.annotations.idempotent, "{echo:?}");
+    assert_eq!(echo.input_schema["required"], json!(["message"]));
+
+    // Success: the content blocks as the tool gave them, to the caller, after a durable start note.
+    let (call, task) = d.call("agent:ken", "mcp:everything/echo", json!({"message": "hello"})).await.unwrap();
+    let (answer, events) = d.answer(&task).await;
+    assert_eq!(answer["type"], "tool.result", "{answer}");
+    assert_eq!(answer["from"]["agent_id"], "agent:orchestrator");
+    assert_eq!(answer["to"], json!([{"agent_id": "agent:ken"}]));
+    assert_eq!(answer["payload"]["call_id"], call.as_str());
+    assert_eq!(answer["payload"]["tool"], "mcp:everything/echo");
+    assert_eq!(answer["payload"]["content"], json!([{"type": "text", "text": "Echo: hello"}]));
+    let kinds: Vec<(&str, Option<&str>)> =
+        events.iter().map(|e| (e["type"].as_str().unwrap(), e["payload_type"].as_str())).collect();
+    assert_eq!(
+        kinds,
+        [("tool.call", None), ("chat.system", Some("clutch.tool.started.v1")), ("tool.result", None)],
+        "the call, its start note, its answer"
+    );
+    assert_eq!(
+        events[1]["payload"],
+        json!({"tool": "mcp:everything/echo", "call_id": call, "adapter": "mcp", "attempt": 1})
+    );
+
+    // Structured content is kept.
+    let (_, task) =
+        d.call("agent:ken", "mcp:everything/get-structured-content", json!({"location": "New York"})).await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    assert_eq!(answer["type"], "tool.result", "{answer}");
+    assert!(answer["payload"]["structured_content"].is_object(), "{answer}");
+
+    // The tool refuses its arguments: TOOL_FAILED, not retryable, the tool's words.
+    let (_, task) = d.call("agent:ken", "mcp:everything/get-sum", json!({"a": "one", "b": 2})).await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    assert_eq!(answer["type"], "tool.error", "{answer}");
+    assert_eq!(
+        (answer["payload"]["code"].as_str(), answer["payload"]["retryable"].as_bool()),
+        (Some("TOOL_FAILED"), Some(false)),
+        "{answer}"
+    );
+    assert_eq!(answer["payload"]["details"]["tool"], "mcp:everything/get-sum");
+
+    // A tool the server does not have.
+    let (_, task) = d.call("agent:ken", "mcp:everything/nope", json!({})).await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    assert_eq!(answer["payload"]["code"], "NOT_FOUND", "{answer}");
+    assert!(answer["payload"]["message"].as_str().unwrap().contains("echo"), "names the tools it has: {answer}");
+
+    // Calls of tools no adapter serves are left alone (an agent may answer them).
+    let (_, task) = d.call("agent:ken", "mcp:elsewhere/x", json!({})).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let events = d.log.read(&Filter { task_id: Some(task), ..Filter::default() }, 0, 10).await.unwrap();
+    assert_eq!(events.len(), 1, "only the call");
+    d.app.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_crashes_and_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let d = start(vec![server("everything", &pid_file, 1_000)]).await;
+    d.ready().await;
+
+    // No answer within the call's timeout: TOOL_TIMEOUT, retryable as the tool is read-only.
+    let args = json!({"duration": 5, "steps": 5});
+    let (_, task) = d.call("agent:ken", "mcp:everything/trigger-long-running-operation", args).await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    assert_eq!(
+        (answer["payload"]["code"].as_str(), answer["payload"]["retryable"].as_bool()),
+        (Some("TOOL_TIMEOUT"), Some(true)),
+        "{answer}"
+    );
+
+    // The server killed mid-call: the call is in doubt, and the server comes back.
+    let d = restart_with(d, vec![server("everything", &pid_file, 60_000)]).await;
+    d.ready().await;
+    let args = json!({"duration": 10, "steps": 10});
+    let (_, task) = d.call("agent:ken", "mcp:everything/trigger-long-running-operation", args).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let killed = std::process::Command::new("kill").args(["-9", pid.trim()]).status().unwrap();
+    assert!(killed.success());
+    let (answer, _) = d.answer(&task).await;
+    assert_eq!(answer["payload"]["code"], "TOOL_IN_DOUBT", "{answer}");
+    assert_eq!(answer["payload"]["retryable"], true, "a read-only tool may be called again: {answer}");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let tools = d.tools().await;
+        if tools.servers[0].state == ServerState::Ready && tools.servers[0].restarts >= 1 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "not restarted: {tools:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, task) = d.call("agent:ken", "mcp:everything/echo", json!({"message": "back"})).await.unwrap();
+    assert_eq!(d.answer(&task).await.0["type"], "tool.result");
+    d.app.stop().await.unwrap();
+}
+
+async fn restart_with(d: Daemon, servers: Vec<ServerConfig>) -> Daemon {
+    d.app.stop().await.unwrap();
+    start_in(d._dir, Some(servers)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowlists_cover_whole_servers_and_single_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = start(vec![server("everything", &dir.path().join("pid"), 60_000)]).await;
+    d.ready().await;
+    for (name, tools) in [("ida", json!(["mcp:everything"])), ("ken", json!(["mcp:everything/echo"]))] {
+        let card = json!({"agent_id": format!("agent:{name}"), "capabilities": [{"id": "skill:x", "tools": tools}]});
+        d.engine.register(&validate::agent_card(&card).unwrap()).await.unwrap();
+    }
+    let (_, task) = d.call("agent:ida", "mcp:everything/get-sum", json!({"a": 1, "b": 2})).await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    assert_eq!(answer["type"], "tool.result", "the whole server is on ida's card: {answer}");
+    assert_eq!(answer["payload"]["content"][0]["text"], "The sum of 1 and 2 is 3.");
+    let (_, task) = d.call("agent:ken", "mcp:everything/echo", json!({"message": "ok"})).await.unwrap();
+    assert_eq!(d.answer(&task).await.0["type"], "tool.result");
+    // Not on ken's card: refused before it is stored, answered in the log, never made.
+    let refused = d.call("agent:ken", "mcp:everything/get-sum", json!({"a": 1, "b": 2})).await.unwrap_err();
+    assert_eq!(refused["code"], "FORBIDDEN", "{refused}");
+    d.app.stop().await.unwrap();
+}
+
+/// A restart finds calls as a crash left them: one never started is made; one started and not
+/// answered is made again if its tool is read-only or idempotent, and is otherwise answered
+/// TOOL_IN_DOUBT without being made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_a_crash_left_are_made_once_or_answered_in_doubt() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let d = start(vec![server("everything", &pid_file, 60_000)]).await;
+    d.ready().await;
+    let (first, _) = d.call("agent:ken", "mcp:everything/echo", json!({"message": "warm"})).await.unwrap();
+    assert!(!first.is_empty());
+    // The daemon stops; then, as if it had crashed with calls under way, the log is given calls
+    // with and without start notes and no answers.
+    let store = d._dir;
+    d.app.stop().await.unwrap();
+    let (never, retried, doubted) = {
+        // Without the tools face: nothing makes these calls or moves past them.
+        let d = start_in(store, None).await;
+        let mut out = Vec::new();
+        for (tool, args, noted) in [
+            ("mcp:everything/echo", json!({"message": "never started"}), false),
+            ("mcp:everything/echo", json!({"message": "again"}), true),
+            ("mcp:everything/toggle-simulated-logging", json!({}), true),
+        ] {
+            let (call, task) = d.call("agent:ken", tool, args).await.unwrap();
+            if noted {
+                let mut note = clutch_proto::Message::new(
+                    clutch_proto::MessageType::ChatSystem,
+                    "agent:orchestrator",
+                    ("run_00000000000000000000000001", "thr_00000000000000000000000001", &task),
+                    json!({"tool": tool, "call_id": call, "adapter": "mcp", "attempt": 1}).as_object().unwrap().clone(),
+                );
+                note.payload_type = Some("clutch.tool.started.v1".into());
+                note.idempotency_key = Some(format!("clutch:tool-start:{call}:1"));
+                d.log.append_one(note).await.unwrap();
+            }
+            out.push(task);
+        }
+        let dir = d._dir;
+        d.app.stop().await.unwrap();
+        let d = start_in(dir, Some(vec![server("everything", &pid_file, 60_000)])).await;
+        let answers = (d.answer(&out[0]).await, d.answer(&out[1]).await, d.answer(&out[2]).await);
+        d.app.stop().await.unwrap();
+        answers
+    };
+    assert_eq!(never.0["payload"]["content"][0]["text"], "Echo: never started", "{:?}", never.0);
+    let notes = |events: &[Value]| events.iter().filter(|e| e["payload_type"] == "clutch.tool.started.v1").count();
+    assert_eq!(notes(&never.1), 1);
+    assert_eq!(retried.0["type"], "tool.result", "echo is read-only: made again ({:?})", retried.0);
+    assert_eq!(notes(&retried.1), 2, "its second start is noted");
+    assert_eq!(doubted.0["payload"]["code"], "TOOL_IN_DOUBT", "{:?}", doubted.0);
+    assert_eq!(doubted.0["payload"]["retryable"], false);
+    assert_eq!(notes(&doubted.1), 1, "not made again");
+}
