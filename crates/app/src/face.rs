@@ -94,8 +94,10 @@ impl Face for Tools {
         registry.add(std::sync::Arc::new(servers.clone()));
         let log = core.log.clone();
         let dispatch = self.dispatch.clone();
+        // Before any client can append: calls from here on are this daemon's to make.
+        let first = core.engine.seq();
         Some(Box::pin(async move {
-            clutch_core::adapter::run(log, registry, dispatch, stop).await;
+            clutch_core::adapter::run(log, registry, dispatch, first, stop).await;
             servers.stop();
         }))
     }

@@ -129,14 +129,12 @@ const CURSOR: &str = "adapters";
 
 /// Carries out the `tool.call`s of the log that an adapter of `registry` can handle, until
 /// `shutdown` resolves (see the module's docs). Starts where it stood (the saved cursor), or, the
-/// first time, at the log's head.
-pub async fn run(log: Handle, registry: Registry, options: Options, shutdown: impl Future<Output = ()>) {
+/// first time, after `first`: the log's head when the daemon was built (`Engine::seq`), so
+/// calls stored before there were adapters are left alone and none made since is missed.
+pub async fn run(log: Handle, registry: Registry, options: Options, first: u64, shutdown: impl Future<Output = ()>) {
     let start = match log.cursor(CURSOR).await {
         Ok(Some(seq)) => seq,
-        Ok(None) => match log.head().await {
-            Ok(head) => head,
-            Err(e) => return tracing::error!(error = %e, "cannot read the log's head; no tool calls are carried out"),
-        },
+        Ok(None) => first,
         Err(e) => {
             return tracing::error!(error = %e, "cannot read the adapters' position; no tool calls are carried out");
         }

@@ -219,6 +219,13 @@ impl Engine {
         &self.inner.options
     }
 
+    /// The `seq` of the last event applied to the engine's state: the log's head once the daemon is
+    /// built and before any client can append (what a component starting with it takes as "from
+    /// here on").
+    pub fn seq(&self) -> u64 {
+        self.state().seq
+    }
+
     /// The adapters that carry tool calls out, and the tools they serve.
     pub fn adapters(&self) -> &crate::adapter::Registry {
         &self.inner.options.adapters

@@ -58,8 +58,16 @@ async fn start(servers: Vec<ServerConfig>) -> Daemon {
 
 /// A daemon over the store in `dir`: with the tools face and `servers`, or (`None`) without it.
 async fn start_in(dir: tempfile::TempDir, servers: Option<Vec<ServerConfig>>) -> Daemon {
+    start_with(dir, servers, clutch_core::engine::Options::default()).await
+}
+
+async fn start_with(
+    dir: tempfile::TempDir,
+    servers: Option<Vec<ServerConfig>>,
+    engine: clutch_core::engine::Options,
+) -> Daemon {
     let store = clutch_store_sqlite::Store::open(dir.path()).unwrap();
-    let mut builder = App::builder(Arc::new(store));
+    let mut builder = App::builder(Arc::new(store)).engine(engine);
     if let Some(servers) = servers {
         builder = builder.face(face::Tools { servers, dispatch: clutch_core::adapter::Options::default() });
     }
@@ -308,4 +316,55 @@ async fn calls_a_crash_left_are_made_once_or_answered_in_doubt() {
     assert_eq!(doubted.0["payload"]["code"], "TOOL_IN_DOUBT", "{:?}", doubted.0);
     assert_eq!(doubted.0["payload"]["retryable"], false);
     assert_eq!(notes(&doubted.1), 1, "not made again");
+}
+
+/// The reference server over Streamable HTTP on this machine: reached only once the operator allows
+/// loopback targets (the outbound guard refuses them by default, as every URL from config is checked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_over_http_go_through_the_outbound_guard() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut web = tokio::process::Command::new(everything())
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let config = ServerConfig {
+        name: "web".into(),
+        command: None,
+        args: Vec::new(),
+        env: Default::default(),
+        url: Some(format!("http://127.0.0.1:{port}/mcp")),
+        headers: [("X-Test".to_owned(), "yes".to_owned())].into(),
+        connect_timeout_ms: 1_000,
+        call_timeout_ms: 60_000,
+    };
+
+    // Default rules: loopback is refused, so the server is never reached and calls are not made.
+    let d = start(vec![config.clone()]).await;
+    let (_, task) = d.call("agent:ken", "mcp:web/echo", json!({"message": "hi"})).await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    assert_eq!(
+        (answer["payload"]["code"].as_str(), answer["payload"]["retryable"].as_bool()),
+        (Some("TOOL_UNAVAILABLE"), Some(true)),
+        "{answer}"
+    );
+    let server = &d.tools().await.servers[0];
+    assert_ne!(server.state, ServerState::Ready);
+    assert!(server.error.as_deref().unwrap_or_default().contains("outbound"), "names the guard's rule: {server:?}");
+    d.app.stop().await.unwrap();
+
+    // The operator allows loopback: the same server is reached, its tools listed and called.
+    let policy = clutch_core::guard::Policy::new(&[], true, &Default::default()).unwrap();
+    let engine = clutch_core::engine::Options { outbound: Arc::new(policy), ..Default::default() };
+    let d = start_with(tempfile::tempdir().unwrap(), Some(vec![config]), engine).await;
+    let tools = d.ready().await;
+    assert_eq!(tools.servers[0].transport, "http");
+    let (_, task) = d.call("agent:ken", "mcp:web/echo", json!({"message": "over http"})).await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    assert_eq!(answer["payload"]["content"], json!([{"type": "text", "text": "Echo: over http"}]), "{answer}");
+    d.app.stop().await.unwrap();
+    web.kill().await.unwrap();
 }
