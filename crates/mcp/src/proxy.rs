@@ -112,24 +112,10 @@ impl Bridge {
 }
 
 impl ServerHandler for Bridge {
+    crate::server::undeclared!();
+
     fn get_info(&self) -> ServerConfig {
         self.info.clone()
-    }
-
-    async fn read_resource(
-        &self,
-        request: rmcp::model::ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> std::result::Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        Err(crate::server::no_resource(&request.uri))
-    }
-
-    async fn get_prompt(
-        &self,
-        request: rmcp::model::GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> std::result::Result<rmcp::model::GetPromptResponse, ErrorData> {
-        Err(crate::server::no_prompt(&request.name))
     }
 
     /// Accepted, so that 2025-11-25 clients may set it; Clutch sends no log messages over MCP.

@@ -26,25 +26,50 @@ true, follow the suggestion and call again.";
 /// answer rather than a surprise, prompts and resources (none yet) and logging (`logging/setLevel` is
 /// accepted; no log messages are sent).
 pub(crate) fn capabilities() -> ServerCapabilities {
+    // Only what it serves: tools, and (for 2025-11-25 clients that set a level) logging. It offers
+    // no prompts or resources, so it does not announce them; their methods are unknown here.
     #[allow(deprecated)] // logging is deprecated at 2026-07-28, still part of 2025-11-25
-    ServerCapabilities::builder().enable_logging().enable_prompts().enable_resources().enable_tools().build()
+    ServerCapabilities::builder().enable_logging().enable_tools().build()
 }
 
-/// The answer to `resources/read`: Clutch lists no resources, so every URI is unknown (SEP-2164).
-pub(crate) fn no_resource(uri: &str) -> ErrorData {
-    ErrorData::invalid_params(
-        format!("no resource `{}`: resources/list names what this server offers (nothing yet)", quote(uri)),
-        Some(serde_json::json!({ "uri": quote(uri) })),
-    )
-}
+/// The methods of what [`capabilities`] leaves out, answered as unknown (rmcp's defaults would answer
+/// the lists as empty, which tells a client the server offers them after all). In a `ServerHandler`.
+macro_rules! undeclared {
+    () => {
+        async fn list_prompts(
+            &self,
+            _request: Option<rmcp::model::PaginatedRequestParams>,
+            _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+        ) -> std::result::Result<rmcp::model::ListPromptsResult, rmcp::ErrorData> {
+            Err(rmcp::ErrorData::method_not_found::<rmcp::model::ListPromptsRequestMethod>())
+        }
 
-/// The answer to `prompts/get`: Clutch lists no prompts, so every name is unknown.
-pub(crate) fn no_prompt(name: &str) -> ErrorData {
-    ErrorData::invalid_params(
-        format!("no prompt `{}`: prompts/list names what this server offers (nothing yet)", quote(name)),
-        Some(serde_json::json!({ "name": quote(name) })),
-    )
+        async fn list_resources(
+            &self,
+            _request: Option<rmcp::model::PaginatedRequestParams>,
+            _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+        ) -> std::result::Result<rmcp::model::ListResourcesResult, rmcp::ErrorData> {
+            Err(rmcp::ErrorData::method_not_found::<rmcp::model::ListResourcesRequestMethod>())
+        }
+
+        async fn list_resource_templates(
+            &self,
+            _request: Option<rmcp::model::PaginatedRequestParams>,
+            _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+        ) -> std::result::Result<rmcp::model::ListResourceTemplatesResult, rmcp::ErrorData> {
+            Err(rmcp::ErrorData::method_not_found::<rmcp::model::ListResourceTemplatesRequestMethod>())
+        }
+
+        async fn complete(
+            &self,
+            _request: rmcp::model::CompleteRequestParams,
+            _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+        ) -> std::result::Result<rmcp::model::CompleteResult, rmcp::ErrorData> {
+            Err(rmcp::ErrorData::method_not_found::<rmcp::model::CompleteRequestMethod>())
+        }
+    };
 }
+pub(crate) use undeclared;
 
 /// One profile's MCP server over the engine. Cheap to clone (the transport makes one per request).
 #[derive(Clone)]
@@ -65,27 +90,13 @@ impl Server {
 }
 
 impl ServerHandler for Server {
+    crate::server::undeclared!();
+
     fn get_info(&self) -> ServerConfig {
         let mut info = ServerConfig::new(capabilities());
         info.server_info = Implementation::new("clutch", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(INSTRUCTIONS.into());
         info
-    }
-
-    async fn read_resource(
-        &self,
-        request: rmcp::model::ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> std::result::Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        Err(crate::server::no_resource(&request.uri))
-    }
-
-    async fn get_prompt(
-        &self,
-        request: rmcp::model::GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> std::result::Result<rmcp::model::GetPromptResponse, ErrorData> {
-        Err(crate::server::no_prompt(&request.name))
     }
 
     /// Accepted, so that 2025-11-25 clients may set it; Clutch sends no log messages over MCP.

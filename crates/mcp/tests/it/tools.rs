@@ -103,3 +103,28 @@ async fn every_tool_has_strict_described_schemas_and_truthful_annotations() {
     assert_eq!(register["inputSchema"]["required"], json!(["name", "runtime"]));
     daemon.stop().await;
 }
+
+/// The server declares what it serves and nothing else: tools (and logging, for clients that set a
+/// level); prompts, resources and completions are unknown methods, in both eras.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_what_is_served_is_declared() {
+    let daemon = start().await;
+    for era in ERAS {
+        let client = connect(&format!("{}/mcp", daemon.url), era).await;
+        let info = client.peer_info().expect("server info").clone();
+        let capabilities = serde_json::to_value(&info.capabilities).unwrap();
+        let mut declared: Vec<&str> = capabilities.as_object().unwrap().keys().map(String::as_str).collect();
+        declared.sort_unstable();
+        assert_eq!(declared, ["logging", "tools"], "{era:?}: {capabilities}");
+        for error in [
+            client.list_prompts(None).await.unwrap_err(),
+            client.list_resources(None).await.unwrap_err(),
+            client.list_resource_templates(None).await.unwrap_err(),
+        ] {
+            let rmcp::ServiceError::McpError(e) = error else { panic!("{era:?}: {error}") };
+            assert_eq!(e.code, rmcp::model::ErrorCode::METHOD_NOT_FOUND, "{era:?}: {e:?}");
+        }
+        client.cancel().await.unwrap();
+    }
+    daemon.stop().await;
+}
