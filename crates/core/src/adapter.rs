@@ -134,7 +134,13 @@ const CURSOR: &str = "adapters";
 pub async fn run(log: Handle, registry: Registry, options: Options, first: u64, shutdown: impl Future<Output = ()>) {
     let start = match log.cursor(CURSOR).await {
         Ok(Some(seq)) => seq,
-        Ok(None) => first,
+        // Saved at once: a crash before the first save must not leave the next start without it.
+        Ok(None) => match log.set_cursor(CURSOR, first).await {
+            Ok(()) => first,
+            Err(e) => {
+                return tracing::error!(error = %e, "cannot save the adapters' position; no tool calls are carried out");
+            }
+        },
         Err(e) => {
             return tracing::error!(error = %e, "cannot read the adapters' position; no tool calls are carried out");
         }

@@ -17,4 +17,5 @@ mod support;
 mod tail;
 mod tasks;
 mod tidy;
+mod tools;
 mod workers;
