@@ -90,14 +90,13 @@ impl Face for Tools {
     fn background(&self, core: &Running, stop: Stop) -> Option<BoxFuture<'static, ()>> {
         // Servers over HTTP are reached as any URL from outside is: through the outbound guard.
         let servers = clutch_tools::Servers::start(self.servers.clone(), core.engine.options().outbound.clone());
-        let registry = core.engine.adapters().clone();
-        registry.add(std::sync::Arc::new(servers.clone()));
-        let log = core.log.clone();
+        core.engine.adapters().add(std::sync::Arc::new(servers.clone()));
+        let (log, engine) = (core.log.clone(), core.engine.clone());
         let dispatch = self.dispatch.clone();
         // Before any client can append: calls from here on are this daemon's to make.
         let first = core.engine.seq();
         Some(Box::pin(async move {
-            clutch_core::adapter::run(log, registry, dispatch, first, stop).await;
+            clutch_core::adapter::run(log, engine, dispatch, first, stop).await;
             servers.stop();
         }))
     }

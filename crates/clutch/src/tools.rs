@@ -1,5 +1,7 @@
 //! `clutch tools list`: the tools the daemon's adapters serve (`/v1/tools`), server by server, with
-//! each server's state, as a table for people or as the daemon's JSON for programs.
+//! each server's state; `clutch tools pending|approve|deny`: the calls waiting for a person's
+//! approval (`/v1/approvals`, `/v1/tool-calls/{id}/approve|deny`). Tables for people, or the
+//! daemon's JSON for programs.
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -16,6 +18,30 @@ pub enum ToolsCommand {
     /// List the tools agents may call: each server's state, then its tools and what they do.
     #[command(after_help = LIST_EXAMPLES)]
     List(ListArgs),
+    /// List the tool calls waiting for approval: the tool, who called it, with what, until when.
+    #[command(after_help = PENDING_EXAMPLES)]
+    Pending(ListArgs),
+    /// Approve a tool call waiting for approval: it is made.
+    #[command(after_help = DECIDE_EXAMPLES)]
+    Approve(DecideArgs),
+    /// Deny a tool call waiting for approval: its caller gets a tool.error TOOL_DENIED.
+    #[command(after_help = DECIDE_EXAMPLES)]
+    Deny(DecideArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DecideArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// The call: the `tool.call` message's id (`clutch tools pending` lists them).
+    #[arg(value_name = "CALL_ID")]
+    pub call: String,
+    /// Why, for the record.
+    #[arg(long)]
+    pub note: Option<String>,
+    /// Print the daemon's answer as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -45,7 +71,56 @@ pub async fn run(command: ToolsCommand) -> anyhow::Result<()> {
             }
             render::print(&list(&tools, render::stdout_color()))
         }
+        ToolsCommand::Pending(args) => {
+            let client = Client::connect(&args.client)?;
+            let answer: Value = client.json(client.get("/v1/approvals")).await?;
+            if args.json {
+                return render::print(&format!("{answer}\n"));
+            }
+            let approvals: view::Approvals = typed(answer)?;
+            if approvals.pending.is_empty() {
+                eprintln!("clutch: no tool call is waiting for approval");
+                return Ok(());
+            }
+            render::print(&pending(&approvals, render::stdout_color()))
+        }
+        ToolsCommand::Approve(args) => decide(args, "approve").await,
+        ToolsCommand::Deny(args) => decide(args, "deny").await,
     }
+}
+
+async fn decide(args: DecideArgs, verb: &str) -> anyhow::Result<()> {
+    let client = Client::connect(&args.client)?;
+    let path = format!("/v1/tool-calls/{}/{verb}", crate::client::path_segment(&args.call));
+    let body = serde_json::json!({"note": args.note});
+    let answer: Value = client.json(client.post(&path).json(&body)).await?;
+    if args.json {
+        return render::print(&format!("{answer}\n"));
+    }
+    let decided: clutch_core::payload::ApprovalDecided = typed(answer)?;
+    render::print(&format!("{} {} ({}) by {}\n", decided.call_id, decided.decision.as_str(), decided.tool, decided.by))
+}
+
+/// The daemon's answer as the view it is.
+fn typed<T: serde::de::DeserializeOwned>(answer: Value) -> anyhow::Result<T> {
+    serde_json::from_value(answer).context("the daemon's answer is not the shape this clutch knows (another version?)")
+}
+
+/// One row per call waiting for approval.
+fn pending(approvals: &view::Approvals, color: bool) -> String {
+    let mut table = Table::new(&["CALL", "TOOL", "CALLER", "WHY", "EXPIRES", "ARGS"]);
+    for a in &approvals.pending {
+        let args = serde_json::Value::Object(a.args.clone()).to_string();
+        table.row(vec![
+            a.call_id.as_str().into(),
+            a.tool.as_str().into(),
+            a.caller.as_str().into(),
+            Cell::colored(a.reason.as_str(), Some("33")),
+            render::clock(&a.expires_at).into(),
+            clutch_proto::error::clip(&args, 60).into_owned().into(),
+        ]);
+    }
+    table.render(color)
 }
 
 /// One row per server, then one per tool under it.
@@ -92,6 +167,22 @@ fn list(tools: &view::Tools, color: bool) -> String {
     }
     table.render(color)
 }
+
+const PENDING_EXAMPLES: &str = "EXAMPLES:
+  clutch tools pending
+  clutch tools pending --json | jq '.pending[].call_id'
+
+  WHY is `destructive` (the tool's annotations say it may destroy and is not read-only) or `policy`
+  (org.yaml's approvals.tools names it). A call not decided by EXPIRES is not made (TOOL_DENIED,
+  retryable).";
+
+const DECIDE_EXAMPLES: &str = "EXAMPLES:
+  clutch tools approve msg_01J... --note 'checked the path'
+  clutch tools deny msg_01J... --note 'not on production'
+
+  Needs an admin's or an approver's token (org.yaml's tokens, role approver). A call gets one
+  decision: deciding again is refused and names the decision that stands; a call that is not
+  waiting is refused too (exit 1).";
 
 const LIST_EXAMPLES: &str = "EXAMPLES:
   clutch tools list

@@ -1,5 +1,6 @@
-//! Who may do what: API token roles (admin, agent, observer) and the rules every face applies to a
-//! caller. An agent token acts only as its own agent id; an observer only reads. Each route or tool
+//! Who may do what: API token roles (admin, agent, approver, observer) and the rules every face
+//! applies to a caller. An agent token acts only as its own agent id; an approver reads and decides
+//! tool calls waiting for approval; an observer only reads. Each route or tool
 //! states the [`Access`] it needs, and a face checks it, and which agent a request acts as, before
 //! it reads the request any further.
 
@@ -17,6 +18,8 @@ pub enum Access {
     Read,
     /// A token that may change things: an admin, or an agent (acting only as itself).
     Write,
+    /// A person who may approve or deny tool calls: an admin or an approver.
+    Approve,
 }
 
 impl Access {
@@ -25,6 +28,7 @@ impl Access {
             Access::Open => "open",
             Access::Read => "read",
             Access::Write => "write",
+            Access::Approve => "approve",
         }
     }
 }
@@ -36,17 +40,20 @@ pub enum Role {
     Admin,
     /// Act as one agent.
     Agent,
+    /// Read, and approve or deny tool calls waiting for approval.
+    Approver,
     /// Read only.
     Observer,
 }
 
 impl Role {
-    pub const ALL: &'static [Role] = &[Role::Admin, Role::Agent, Role::Observer];
+    pub const ALL: &'static [Role] = &[Role::Admin, Role::Agent, Role::Approver, Role::Observer];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Admin => "admin",
             Role::Agent => "agent",
+            Role::Approver => "approver",
             Role::Observer => "observer",
         }
     }
@@ -78,6 +85,27 @@ impl Caller {
         match access {
             Access::Open | Access::Read => Ok(()),
             Access::Write => self.may_write(),
+            Access::Approve => self.may_approve(),
+        }
+    }
+
+    /// May the caller approve or deny tool calls? An admin or an approver (anyone, without tokens).
+    pub fn may_approve(&self) -> Result<(), Refusal> {
+        match &self.0 {
+            Some(g) if !matches!(g.role, Role::Admin | Role::Approver) => Err(Refusal::new(
+                ErrorCode::Forbidden,
+                format!("token `{}` is an {}: only admins and approvers decide tool calls", g.name, g.role),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Who decides, as a decision records it: `user:<token name>`, or `user:local` on a daemon
+    /// without tokens.
+    pub fn person(&self) -> String {
+        match &self.0 {
+            Some(g) => format!("user:{}", g.name),
+            None => "user:local".to_owned(),
         }
     }
 
@@ -96,9 +124,10 @@ impl Caller {
     /// May the caller change anything at all?
     pub fn may_write(&self) -> Result<(), Refusal> {
         match &self.0 {
-            Some(g) if g.role == Role::Observer => {
-                Err(Refusal::new(ErrorCode::Forbidden, format!("token `{}` is an observer: it may only read", g.name)))
-            }
+            Some(g) if matches!(g.role, Role::Observer | Role::Approver) => Err(Refusal::new(
+                ErrorCode::Forbidden,
+                format!("token `{}` is an {}: it may only read (and an approver decide tool calls)", g.name, g.role),
+            )),
             _ => Ok(()),
         }
     }

@@ -16,19 +16,20 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use clutch_proto::message::Recipient;
 use clutch_proto::{ErrorCode, Message, MessageType};
 use clutch_store::Filter;
 use serde_json::Value;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, oneshot, watch};
 use tokio::task::JoinSet;
 
-use crate::engine::TOOL_STARTED_PAYLOAD;
+use crate::engine::{APPROVAL_DECIDED_PAYLOAD, APPROVAL_REQUESTED_PAYLOAD, TOOL_STARTED_PAYLOAD};
+use crate::payload::Decision;
 use crate::tasks::ORCHESTRATOR;
-use crate::{End, Handle, Refusal, payload, view};
+use crate::{End, Engine, Handle, Refusal, payload, view};
 
 /// A boxed future, as adapters return them.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -65,10 +66,11 @@ pub trait Adapter: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// Whether `message` may be made again when its outcome is unknown (the tool changes nothing,
-    /// or making it twice is as making it once). It may wait to know (a server still connecting).
-    fn retry_safe<'a>(&'a self, _message: &'a Message) -> BoxFuture<'a, bool> {
-        Box::pin(async { false })
+    /// What the tool `message` calls does, as its server describes it (`None`: unknown). It may
+    /// wait to know (a server still connecting). Decides whether a call needs approval and whether
+    /// one whose outcome is unknown may be made again.
+    fn annotations<'a>(&'a self, _message: &'a Message) -> BoxFuture<'a, Option<view::ToolAnnotations>> {
+        Box::pin(async { None })
     }
 }
 
@@ -127,11 +129,13 @@ impl Default for Options {
 /// The store cursor: every call at or before it is answered.
 const CURSOR: &str = "adapters";
 
-/// Carries out the `tool.call`s of the log that an adapter of `registry` can handle, until
-/// `shutdown` resolves (see the module's docs). Starts where it stood (the saved cursor), or, the
-/// first time, after `first`: the log's head when the daemon was built (`Engine::seq`), so
-/// calls stored before there were adapters are left alone and none made since is missed.
-pub async fn run(log: Handle, registry: Registry, options: Options, first: u64, shutdown: impl Future<Output = ()>) {
+/// Carries out the `tool.call`s of the log that one of the engine's adapters can handle, until
+/// `shutdown` resolves (see the module's docs), asking a person first when the operator's policy
+/// or the tool's annotations say so (org.yaml's `approvals`). Starts where it stood (the saved
+/// cursor), or, the first time, after `first`: the log's head when the daemon was built
+/// (`Engine::seq`), so calls stored before there were adapters are left alone and none made since
+/// is missed.
+pub async fn run(log: Handle, engine: Engine, options: Options, first: u64, shutdown: impl Future<Output = ()>) {
     let start = match log.cursor(CURSOR).await {
         Ok(Some(seq)) => seq,
         // Saved at once: a crash before the first save must not leave the next start without it.
@@ -145,26 +149,29 @@ pub async fn run(log: Handle, registry: Registry, options: Options, first: u64, 
             return tracing::error!(error = %e, "cannot read the adapters' position; no tool calls are carried out");
         }
     };
-    let mut d = Dispatcher {
+    let (stopping, stopped) = watch::channel(false);
+    let ctx = Ctx {
         log: log.clone(),
-        registry,
+        engine: engine.clone(),
         permits: Arc::new(Semaphore::new(options.concurrency.max(1))),
-        running: JoinSet::new(),
-        in_flight: BTreeSet::new(),
-        seen: start,
-        saved: start,
+        waiters: Arc::default(),
+        stopping: stopped,
     };
-    let mut after = match d.recover(start).await {
+    let mut d = Dispatcher { ctx, running: JoinSet::new(), in_flight: BTreeSet::new(), seen: start, saved: start };
+    let read_up_to = match d.recover(start).await {
         Ok(after) => after,
         Err(e) => return tracing::error!(error = %e, "cannot read the tool calls to recover; none are carried out"),
     };
+    let (mut calls_after, mut notes_after) = (read_up_to, read_up_to);
     tokio::pin!(shutdown);
     let mut save = tokio::time::interval(options.save_every);
     'subscribe: loop {
-        let filter = Filter { kind: Some(MessageType::ToolCall), ..Filter::default() };
-        let mut calls = match log.subscribe(filter, Some(after)).await {
-            Ok(s) => s,
-            Err(e) => {
+        let calls = log.subscribe(Filter { kind: Some(MessageType::ToolCall), ..Filter::default() }, Some(calls_after));
+        let notes =
+            log.subscribe(Filter { kind: Some(MessageType::ChatSystem), ..Filter::default() }, Some(notes_after));
+        let (mut calls, mut notes) = match (calls.await, notes.await) {
+            (Ok(c), Ok(n)) => (c, n),
+            (Err(e), _) | (_, Err(e)) => {
                 tracing::warn!(error = %e, "tool call subscription failed; retrying");
                 tokio::select! {
                     () = &mut shutdown => break 'subscribe,
@@ -179,14 +186,31 @@ pub async fn run(log: Handle, registry: Registry, options: Options, first: u64, 
                 _ = save.tick() => d.save().await,
                 next = calls.next() => match next {
                     Ok(event) => {
+                        calls_after = event.seq;
                         d.seen = d.seen.max(event.seq);
                         match event.message() {
-                            Ok(call) => d.start(event.seq, call, 1),
+                            Ok(call) => d.start(event.seq, call, Start::New),
                             Err(e) => tracing::warn!(seq = event.seq, error = %e, "a stored tool call does not read"),
                         }
                     }
                     Err(End::Lagged { last_seq } | End::Failed { last_seq, .. }) => {
-                        after = last_seq;
+                        calls_after = last_seq;
+                        continue 'subscribe;
+                    }
+                    Err(End::Shutdown { .. }) => break 'subscribe,
+                },
+                next = notes.next() => match next {
+                    Ok(event) => {
+                        notes_after = event.seq;
+                        if let Ok(m) = event.message()
+                            && m.payload_type.as_deref() == Some(APPROVAL_DECIDED_PAYLOAD)
+                            && let Some(decided) = payload::read::<payload::ApprovalDecided>(&m.payload)
+                        {
+                            d.ctx.decided(decided);
+                        }
+                    }
+                    Err(End::Lagged { last_seq } | End::Failed { last_seq, .. }) => {
+                        notes_after = last_seq;
                         continue 'subscribe;
                     }
                     Err(End::Shutdown { .. }) => break 'subscribe,
@@ -194,7 +218,9 @@ pub async fn run(log: Handle, registry: Registry, options: Options, first: u64, 
             }
         }
     }
-    // Calls under way may finish; those that do not are in doubt at the next start.
+    // Calls waiting for a decision wait again after the next start; calls under way may finish,
+    // and those that do not are in doubt then.
+    let _ = stopping.send(true);
     let _ = tokio::time::timeout(options.drain, async {
         while let Some(done) = d.running.join_next().await {
             d.finished(done);
@@ -205,10 +231,32 @@ pub async fn run(log: Handle, registry: Registry, options: Options, first: u64, 
     d.save().await;
 }
 
-struct Dispatcher {
+/// What the dispatcher's calls share.
+#[derive(Clone)]
+struct Ctx {
     log: Handle,
-    registry: Registry,
+    engine: Engine,
     permits: Arc<Semaphore>,
+    /// Calls waiting for a decision, by call id.
+    waiters: Arc<Mutex<HashMap<String, oneshot::Sender<payload::ApprovalDecided>>>>,
+    /// True once the daemon stops: waits end (the next start takes them up again).
+    stopping: watch::Receiver<bool>,
+}
+
+/// Where a call stands when the dispatcher takes it up.
+enum Start {
+    /// Not yet looked at: asked about if it needs approval, then made.
+    New,
+    /// Approval was asked for and no decision came yet: wait (until it expires).
+    Waiting { expires_ms: i64 },
+    /// A decision came and nothing followed it yet.
+    Decided(payload::ApprovalDecided),
+    /// Started (`attempt`) and not answered when the daemon stopped.
+    InDoubt { attempt: u32 },
+}
+
+struct Dispatcher {
+    ctx: Ctx,
     running: JoinSet<u64>,
     /// The seqs of calls not yet answered.
     in_flight: BTreeSet<u64>,
@@ -218,31 +266,43 @@ struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// Reads the calls after `start` and what became of them: the ones never started are made, the
-    /// ones started and not answered are made again or answered in doubt. Returns the seq read up to.
+    /// Reads the calls after `start` and what became of them, and takes up each unanswered one
+    /// where it stands. Returns the seq read up to.
     async fn recover(&mut self, start: u64) -> crate::Result<u64> {
         let mut calls: Vec<(u64, Message)> = Vec::new();
         let mut started: HashMap<String, u32> = HashMap::new();
+        let mut requested: HashMap<String, i64> = HashMap::new();
+        let mut decided: HashMap<String, payload::ApprovalDecided> = HashMap::new();
         let mut answered: HashSet<String> = HashSet::new();
         let mut after = start;
         loop {
-            let events = self.log.read(&Filter::default(), after, 1000).await?;
+            let events = self.ctx.log.read(&Filter::default(), after, 1000).await?;
             let Some(last) = events.last() else { break };
             after = last.seq;
             for event in events {
                 let Ok(m) = event.message() else { continue };
-                match (m.kind, m.idempotency_key.as_deref()) {
+                match (m.kind, m.payload_type.as_deref()) {
                     (MessageType::ToolCall, _) => calls.push((event.seq, m)),
-                    (MessageType::ChatSystem, Some(key)) if m.payload_type.as_deref() == Some(TOOL_STARTED_PAYLOAD) => {
-                        if let Some(s) = payload::read::<payload::ToolStarted>(&m.payload)
-                            && key.starts_with("clutch:tool-start:")
-                        {
+                    (MessageType::ChatSystem, Some(TOOL_STARTED_PAYLOAD)) => {
+                        if let Some(s) = payload::read::<payload::ToolStarted>(&m.payload) {
                             let attempt = started.entry(s.call_id).or_default();
                             *attempt = (*attempt).max(s.attempt);
                         }
                     }
-                    (MessageType::ToolResult | MessageType::ToolError, Some(key)) => {
-                        if let Some(id) = key.strip_prefix("clutch:tool-answer:") {
+                    (MessageType::ChatSystem, Some(APPROVAL_REQUESTED_PAYLOAD)) => {
+                        if let Some(r) = payload::read::<payload::ApprovalRequested>(&m.payload) {
+                            requested.insert(r.call_id, ms_of(&r.expires_at).unwrap_or(0));
+                        }
+                    }
+                    (MessageType::ChatSystem, Some(APPROVAL_DECIDED_PAYLOAD)) => {
+                        if let Some(d) = payload::read::<payload::ApprovalDecided>(&m.payload) {
+                            decided.insert(d.call_id.clone(), d);
+                        }
+                    }
+                    (MessageType::ToolResult | MessageType::ToolError, _) => {
+                        if let Some(id) =
+                            m.idempotency_key.as_deref().and_then(|k| k.strip_prefix("clutch:tool-answer:"))
+                        {
                             answered.insert(id.to_owned());
                         }
                     }
@@ -255,47 +315,38 @@ impl Dispatcher {
             if answered.contains(&call.id) {
                 continue;
             }
-            match started.get(&call.id) {
-                None => self.start(seq, call, 1),
-                Some(&attempt) => self.in_doubt(seq, call, attempt),
-            }
+            let start = if let Some(&attempt) = started.get(&call.id) {
+                Start::InDoubt { attempt }
+            } else if let Some(d) = decided.remove(&call.id) {
+                Start::Decided(d)
+            } else if let Some(&expires_ms) = requested.get(&call.id) {
+                Start::Waiting { expires_ms }
+            } else {
+                Start::New
+            };
+            self.start(seq, call, start);
         }
         Ok(after)
     }
 
-    /// A call started before a stop, with no answer: made again if that is safe, else answered.
-    fn in_doubt(&mut self, seq: u64, call: Message, attempt: u32) {
-        let adapter = self.registry.find(&call);
-        self.in_flight.insert(seq);
-        let log = self.log.clone();
-        let permits = self.permits.clone();
-        self.running.spawn(async move {
-            if let Some(adapter) = adapter
-                && adapter.retry_safe(&call).await
-            {
-                tracing::info!(call_id = %call.id, attempt = attempt + 1, "a read-only or idempotent call in doubt is made again");
-                return make(log, permits, adapter, call, seq, attempt + 1).await;
+    /// Takes up a call an adapter handles, in the background.
+    fn start(&mut self, seq: u64, call: Message, start: Start) {
+        let adapter = self.ctx.engine.adapters().find(&call);
+        let Some(adapter) = adapter else {
+            // Not ours (an agent may answer it); but one this daemon started and lost track of is
+            // answered in doubt.
+            if let Start::InDoubt { .. } = start {
+                self.in_flight.insert(seq);
+                let log = self.ctx.log.clone();
+                self.running.spawn(async move {
+                    append_answer(&log, &call, in_doubt(&tool_of(&call)), 0).await;
+                    seq
+                });
             }
-            let tool = tool_of(&call);
-            tracing::warn!(call_id = %call.id, tool = %tool, "a tool call was under way when the daemon stopped: in doubt");
-            let answer = Answer::Error {
-                code: ErrorCode::ToolInDoubt,
-                message: format!(
-                    "{tool} was called but the daemon stopped before it answered: it may have run; it is not \
-                     called again (it is neither read-only nor idempotent)"
-                ),
-                retryable: false,
-            };
-            append_answer(&log, &call, answer, 0).await;
-            seq
-        });
-    }
-
-    /// Makes a call its adapter handles (in the background, within the concurrency limit).
-    fn start(&mut self, seq: u64, call: Message, attempt: u32) {
-        let Some(adapter) = self.registry.find(&call) else { return };
+            return;
+        };
         self.in_flight.insert(seq);
-        self.running.spawn(make(self.log.clone(), self.permits.clone(), adapter, call, seq, attempt));
+        self.running.spawn(self.ctx.clone().take_up(adapter, call, seq, start));
     }
 
     fn finished(&mut self, done: Result<u64, tokio::task::JoinError>) {
@@ -314,32 +365,168 @@ impl Dispatcher {
         if at <= self.saved {
             return;
         }
-        match self.log.set_cursor(CURSOR, at).await {
+        match self.ctx.log.set_cursor(CURSOR, at).await {
             Ok(()) => self.saved = at,
             Err(e) => tracing::warn!(error = %e, "cannot save the adapters' position"),
         }
     }
 }
 
-/// Notes the call as started (durably), makes it and stores the answer; returns its seq, or 0 when
-/// it could not be noted (then it was not made, stays under way, and the next start makes it).
-async fn make(
-    log: Handle,
-    permits: Arc<Semaphore>,
-    adapter: Arc<dyn Adapter>,
-    call: Message,
-    seq: u64,
-    attempt: u32,
-) -> u64 {
-    let Ok(_permit) = permits.acquire_owned().await else { return 0 };
-    if let Err(e) = log.append_one(started_note(&call, adapter.name(), attempt)).await {
-        tracing::warn!(call_id = %call.id, error = %e, "cannot note a tool call as started; not made now");
-        return 0;
+impl Ctx {
+    /// A decision about a call: handed to the call waiting for it, if one is.
+    fn decided(&self, decided: payload::ApprovalDecided) {
+        if let Some(waiter) = self.waiters.lock().unwrap_or_else(|e| e.into_inner()).remove(&decided.call_id) {
+            let _ = waiter.send(decided);
+        }
     }
-    let began = Instant::now();
-    let answer = adapter.outbound(&call).await;
-    append_answer(&log, &call, answer, began.elapsed().as_millis() as u64).await;
-    seq
+
+    /// Carries a call from where it stands to its answer; returns its seq once it is answered, 0
+    /// when it is left for the next start (it could not be noted, or the daemon is stopping).
+    async fn take_up(self, adapter: Arc<dyn Adapter>, call: Message, seq: u64, start: Start) -> u64 {
+        let tool = tool_of(&call);
+        let decision = match start {
+            Start::InDoubt { attempt } => {
+                if adapter.annotations(&call).await.is_some_and(|a| a.retry_safe()) {
+                    tracing::info!(call_id = %call.id, attempt = attempt + 1, "a read-only or idempotent call in doubt is made again");
+                    return self.make(adapter, call, seq, attempt + 1).await;
+                }
+                tracing::warn!(call_id = %call.id, tool = %tool, "a tool call was under way when the daemon stopped: in doubt");
+                append_answer(&self.log, &call, in_doubt(&tool), 0).await;
+                return seq;
+            }
+            Start::Decided(d) => d,
+            Start::Waiting { expires_ms } => match self.wait(&call, expires_ms).await {
+                Some(d) => d,
+                None => return 0,
+            },
+            Start::New => {
+                let annotations = adapter.annotations(&call).await;
+                let Some(reason) = self.engine.options().policy.org.approvals.needed(&tool, annotations) else {
+                    return self.make(adapter, call, seq, 1).await;
+                };
+                let timeout = self.engine.options().policy.org.approvals.timeout;
+                let expires_ms = self.engine.options().clock.now_ms() + timeout.as_millis() as i64;
+                // Waiting before asking, so that no decision can come before the wait.
+                let waiting = self.waiter(&call.id);
+                if let Err(e) = self.log.append_one(approval_request(&call, reason, expires_ms)).await {
+                    tracing::warn!(call_id = %call.id, error = %e, "cannot ask for a tool call's approval; not now");
+                    return 0;
+                }
+                tracing::info!(call_id = %call.id, tool = %tool, reason, "tool call waits for approval");
+                match self.wait_on(&call, waiting, expires_ms).await {
+                    Some(d) => d,
+                    None => return 0,
+                }
+            }
+        };
+        match decision.decision {
+            Decision::Approved => self.make(adapter, call, seq, 1).await,
+            Decision::Denied | Decision::Expired => {
+                let (why, retryable) = match decision.decision {
+                    Decision::Denied => (format!("{tool} was denied by {}", decision.by), false),
+                    _ => (format!("{tool} waited for approval and no one decided in time"), true),
+                };
+                let note = decision.note.map(|n| format!(": {n}")).unwrap_or_default();
+                let answer = Answer::Error { code: ErrorCode::ToolDenied, message: format!("{why}{note}"), retryable };
+                append_answer(&self.log, &call, answer, 0).await;
+                seq
+            }
+        }
+    }
+
+    fn waiter(&self, call_id: &str) -> oneshot::Receiver<payload::ApprovalDecided> {
+        let (tx, rx) = oneshot::channel();
+        self.waiters.lock().unwrap_or_else(|e| e.into_inner()).insert(call_id.to_owned(), tx);
+        rx
+    }
+
+    /// Waits for the decision about `call` (a person's, or expiry at `expires_ms`).
+    async fn wait(&self, call: &Message, expires_ms: i64) -> Option<payload::ApprovalDecided> {
+        let waiting = self.waiter(&call.id);
+        // A decision stored between the recovery's read and the wait is in the engine's state.
+        if !self.engine.approvals().pending.iter().any(|a| a.call_id == call.id) {
+            self.waiters.lock().unwrap_or_else(|e| e.into_inner()).remove(&call.id);
+            return self.engine.stored_decision(&call.id).await;
+        }
+        self.wait_on(call, waiting, expires_ms).await
+    }
+
+    async fn wait_on(
+        &self,
+        call: &Message,
+        mut waiting: oneshot::Receiver<payload::ApprovalDecided>,
+        expires_ms: i64,
+    ) -> Option<payload::ApprovalDecided> {
+        let left = (expires_ms - self.engine.options().clock.now_ms()).max(0) as u64;
+        let mut stopping = self.stopping.clone();
+        tokio::select! {
+            decided = &mut waiting => return decided.ok(),
+            () = tokio::time::sleep(Duration::from_millis(left)) => {}
+            _ = stopping.wait_for(|s| *s) => return None,
+        }
+        match self.engine.decide_approval(&call.id, Decision::Expired, ORCHESTRATOR, None).await {
+            Ok(d) => Some(d),
+            // A person decided just before: that decision stands and is on its way.
+            Err(_) => tokio::time::timeout(Duration::from_secs(5), waiting).await.ok().and_then(Result::ok),
+        }
+    }
+
+    /// Notes the call as started (durably), makes it and stores the answer; returns its seq, or 0
+    /// when it could not be noted (then it was not made, stays under way, and the next start makes
+    /// it). A note that is already stored means the call was started elsewhere: it is not made.
+    async fn make(self, adapter: Arc<dyn Adapter>, call: Message, seq: u64, attempt: u32) -> u64 {
+        let Ok(_permit) = self.permits.clone().acquire_owned().await else { return 0 };
+        match self.log.append_one(started_note(&call, adapter.name(), attempt)).await {
+            Ok(outcome) if outcome.duplicate => {
+                tracing::warn!(call_id = %call.id, attempt, "a tool call was already started; not made twice");
+                return seq;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(call_id = %call.id, error = %e, "cannot note a tool call as started; not made now");
+                return 0;
+            }
+        }
+        let began = Instant::now();
+        let answer = adapter.outbound(&call).await;
+        append_answer(&self.log, &call, answer, began.elapsed().as_millis() as u64).await;
+        seq
+    }
+}
+
+fn in_doubt(tool: &str) -> Answer {
+    Answer::Error {
+        code: ErrorCode::ToolInDoubt,
+        message: format!(
+            "{tool} was called but the daemon stopped before it answered: it may have run; it is not called \
+             again (it is neither read-only nor idempotent)"
+        ),
+        retryable: false,
+    }
+}
+
+fn approval_request(call: &Message, reason: &str, expires_ms: i64) -> Message {
+    let call_payload = payload::read::<payload::ToolCall>(&call.payload);
+    let expires = std::time::SystemTime::UNIX_EPOCH + Duration::from_millis(expires_ms.max(0) as u64);
+    let request = payload::ApprovalRequested {
+        tool: tool_of(call),
+        call_id: call.id.clone(),
+        caller: call.from.agent_id.clone(),
+        args: call_payload.map(|c| c.args).unwrap_or_default(),
+        reason: reason.to_owned(),
+        expires_at: clutch_proto::validate::format_ts(expires),
+    };
+    let mut m = about(call, MessageType::ChatSystem, payload::object(&request));
+    m.to = vec![Recipient { agent_id: call.from.agent_id.clone() }];
+    m.payload_type = Some(APPROVAL_REQUESTED_PAYLOAD.to_owned());
+    m.idempotency_key = Some(format!("clutch:approval-request:{}", call.id));
+    m
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time.
+fn ms_of(ts: &str) -> Option<i64> {
+    let t = time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339).ok()?;
+    Some((t.unix_timestamp_nanos() / 1_000_000) as i64)
 }
 
 /// The tool a call names (`?` when it names none).

@@ -7,8 +7,8 @@
 //!
 //! One module per concern: `snapshot` (rebuilding and saving the state), `client` (what clients
 //! call), `vet` (the gate's check before a message is stored), `apply` (each committed event), the
-//! `reactor` (timers and routing), `messages` (the engine's own messages), `views` (what it shows)
-//! and `workflows` (the workflow operations). This file holds what they share: the options, the
+//! `reactor` (timers and routing), `messages` (the engine's own messages), `views` (what it shows),
+//! `workflows` (the workflow operations) and `approvals` (tool calls waiting for a person). This file holds what they share: the options, the
 //! engine handle and its state.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -44,6 +44,7 @@ use crate::workflow::{self, Workflows};
 use crate::{Error, Refusal, Result};
 
 mod apply;
+mod approvals;
 mod client;
 #[cfg(feature = "testing")]
 mod machine;
@@ -71,6 +72,10 @@ pub const AGENT_STATUS_PAYLOAD: &str = "clutch.agent.status.v1";
 pub const BUDGET_PAYLOAD: &str = "clutch.budget.v1";
 /// `payload_type` of the daemon's note that it is making a tool call (`chat.system`, the call's run).
 pub const TOOL_STARTED_PAYLOAD: &str = "clutch.tool.started.v1";
+/// `payload_type` of a tool call waiting for approval (`chat.system`, the call's run).
+pub const APPROVAL_REQUESTED_PAYLOAD: &str = "clutch.approval.requested.v1";
+/// `payload_type` of the decision about a call that waited for approval.
+pub const APPROVAL_DECIDED_PAYLOAD: &str = "clutch.approval.decided.v1";
 
 /// Timers and policies. Defaults suit agents on the same network; tests shorten them.
 #[derive(Debug, Clone)]
@@ -197,6 +202,9 @@ struct State {
     next_agent_check_ms: i64,
     /// Workflows: pull work, claimed by agents (see [`crate::workflow`]).
     workflows: Workflows,
+    /// Tool calls waiting for a person's approval, by call id.
+    #[serde(default)]
+    approvals: BTreeMap<String, crate::view::Approval>,
 }
 
 #[derive(Default, serde::Serialize, serde::Deserialize)]

@@ -177,6 +177,56 @@ pub struct ToolStarted {
     pub attempt: u32,
 }
 
+/// `chat.system` `clutch.approval.requested.v1` on the call's run, thread and task, to the caller: the
+/// call waits for a person's decision before it is made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ApprovalRequested {
+    pub tool: String,
+    pub call_id: String,
+    /// Who made the call.
+    pub caller: String,
+    /// The arguments it would be made with.
+    #[serde(default)]
+    pub args: Map<String, Value>,
+    /// Why it needs approval: `policy` (org.yaml's `approvals.tools`) or `destructive` (its
+    /// annotations say it may destroy and is not read-only).
+    pub reason: String,
+    /// When it expires undecided (RFC 3339): then it is not made.
+    pub expires_at: String,
+}
+
+/// What a person decided about a call waiting for approval (or that no one did in time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Approved,
+    Denied,
+    Expired,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Approved => "approved",
+            Decision::Denied => "denied",
+            Decision::Expired => "expired",
+        }
+    }
+}
+
+/// `chat.system` `clutch.approval.decided.v1` on the call's run, thread and task: the one decision
+/// about a call that waited for approval (a second is a duplicate of the first).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ApprovalDecided {
+    pub tool: String,
+    pub call_id: String,
+    pub decision: Decision,
+    /// Who decided: `user:<token name>` (`user:local` without tokens), or the daemon when it expired.
+    pub by: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
 /// `task.timeout`: the task ran past its agent's `max_runtime_sec`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Timeout {

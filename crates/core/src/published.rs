@@ -8,7 +8,10 @@
 use schemars::{JsonSchema, Schema, schema_for};
 use serde_json::Value;
 
-use crate::engine::{AGENT_STATUS_PAYLOAD, BUDGET_PAYLOAD, REFUSAL_PAYLOAD, SCHEMA_PAYLOAD, TOOL_STARTED_PAYLOAD};
+use crate::engine::{
+    AGENT_STATUS_PAYLOAD, APPROVAL_DECIDED_PAYLOAD, APPROVAL_REQUESTED_PAYLOAD, BUDGET_PAYLOAD, REFUSAL_PAYLOAD,
+    SCHEMA_PAYLOAD, TOOL_STARTED_PAYLOAD,
+};
 use crate::workflow::{
     CHECKPOINT_PAYLOAD, PLAN_PAYLOAD, TASK_PAYLOAD, TASK_PLAN_PAYLOAD, TASK_STATUS_PAYLOAD, WORKFLOW_PAYLOAD,
     WORKSPACE_PAYLOAD,
@@ -29,6 +32,7 @@ const SHAPES: &[Shape] = &[
     ("removed-view", schema_for::<view::Removed>),
     ("heartbeat-view", schema_for::<view::Heartbeat>),
     ("tools-view", schema_for::<view::Tools>),
+    ("approvals-view", schema_for::<view::Approvals>),
     (AGENT_STATUS_PAYLOAD, schema_for::<payload::AgentStatus>),
     (BUDGET_PAYLOAD, schema_for::<payload::BudgetNotice>),
     (REFUSAL_PAYLOAD, schema_for::<payload::Refusal>),
@@ -42,6 +46,8 @@ const SHAPES: &[Shape] = &[
     ("tool.result", schema_for::<payload::ToolResult>),
     ("tool.error", schema_for::<payload::TaskError>),
     (TOOL_STARTED_PAYLOAD, schema_for::<payload::ToolStarted>),
+    (APPROVAL_REQUESTED_PAYLOAD, schema_for::<payload::ApprovalRequested>),
+    (APPROVAL_DECIDED_PAYLOAD, schema_for::<payload::ApprovalDecided>),
     (WORKFLOW_PAYLOAD, schema_for::<payload::Workflow>),
     (PLAN_PAYLOAD, schema_for::<payload::Plan>),
     (TASK_PAYLOAD, schema_for::<payload::PlannedTask>),

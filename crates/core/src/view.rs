@@ -334,6 +334,31 @@ pub struct ToolServer {
     pub tools: Vec<Tool>,
 }
 
+/// The tool calls waiting for a person's approval, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Approvals {
+    pub pending: Vec<Approval>,
+}
+
+/// A tool call waiting for approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Approval {
+    /// The `tool.call`'s message id: what approving or denying names.
+    pub call_id: String,
+    pub tool: String,
+    pub caller: String,
+    /// The arguments the call would be made with.
+    pub args: serde_json::Map<String, serde_json::Value>,
+    pub run_id: String,
+    pub thread_id: String,
+    pub task_id: String,
+    /// `policy` or `destructive` (see the `clutch.approval.requested.v1` payload).
+    pub reason: String,
+    /// When approval was asked for, and when the call expires undecided (RFC 3339).
+    pub requested_at: String,
+    pub expires_at: String,
+}
+
 /// Where a server of tools is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -1,5 +1,5 @@
 //! The agent registry over HTTP: register, list, show, remove, heartbeat; task state:
-//! `GET /v1/tasks/{id}`, `GET /v1/runs/{id}/tasks`; and the tools agents may call: `GET /v1/tools`.
+//! `GET /v1/tasks/{id}`, `GET /v1/runs/{id}/tasks`.
 
 use axum::Extension;
 use axum::extract::{Path, State};
@@ -14,11 +14,6 @@ use clutch_proto::error::ErrorBody;
 use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::JsonValue;
-
-/// `GET /v1/tools`: the servers of tools the daemon's adapters serve, their state and tools.
-pub(crate) async fn tools(State(state): State<AppState>) -> Response {
-    axum::Json(state.engine.adapters().tools()).into_response()
-}
 
 pub(crate) async fn list(State(state): State<AppState>) -> Response {
     axum::Json(view::Agents { agents: state.engine.agents() }).into_response()

@@ -12,6 +12,7 @@ mod messages;
 pub mod push;
 mod schemas;
 mod stream;
+mod tools;
 mod ui;
 mod workflows;
 
@@ -107,7 +108,10 @@ fn routes(artifact_limit: usize) -> Routes {
         .add("GET", "/v1/schemas", schemas::list)
         .add("POST", "/v1/schemas", schemas::register)
         .add("GET", "/v1/schemas/{name}", schemas::show)
-        .add("GET", "/v1/tools", agents::tools)
+        .add("GET", "/v1/tools", tools::list)
+        .add("GET", "/v1/approvals", tools::approvals)
+        .add("POST", "/v1/tool-calls/{id}/approve", tools::approve)
+        .add("POST", "/v1/tool-calls/{id}/deny", tools::deny)
         .add("GET", "/v1/agents", agents::list)
         .add("POST", "/v1/agents", agents::register)
         .add("GET", "/v1/agents/{id}", agents::show)

@@ -6,6 +6,7 @@
 //! would (`fast`).
 
 mod agents;
+mod approvals;
 mod error;
 mod fast;
 mod origin;

@@ -104,7 +104,8 @@ pub(crate) struct Tool {
     /// checks against the arguments; the fast path leaves such calls to rmcp.
     pub(crate) param_headers: bool,
     lane: Lane,
-    /// What the caller's role must allow: `Read` for the tools annotated read-only, `Write` for the rest.
+    /// What the caller's role must allow: `Read` for the tools annotated read-only, `Write` for the
+    /// rest, `Approve` for the tools that decide tool calls.
     access: Access,
     /// The argument naming the agent the tool acts as, if any.
     acting_as: Option<&'static str>,
@@ -112,6 +113,12 @@ pub(crate) struct Tool {
 }
 
 impl Tool {
+    /// Only admins and approvers may call it (it decides tool calls waiting for approval).
+    pub(crate) fn for_approvers(mut self) -> Tool {
+        self.access = Access::Approve;
+        self
+    }
+
     /// Names the argument that holds the agent the tool acts as: an agent id, or a bare name
     /// (`worker-1` for `agent:worker-1`).
     pub(crate) fn acting_as(mut self, argument: &'static str) -> Tool {
@@ -248,6 +255,7 @@ impl Registry {
     pub(crate) fn new() -> Registry {
         let mut tools = crate::agents::tools();
         tools.extend(crate::workflows::tools());
+        tools.extend(crate::approvals::tools());
         tools.sort_by(|a, b| a.definition.name.cmp(&b.definition.name));
         let list = |lanes: &[Lane]| -> Arc<[rmcp::model::Tool]> {
             tools.iter().filter(|t| lanes.contains(&t.lane)).map(|t| t.definition.clone()).collect()

@@ -80,6 +80,7 @@ codes! {
     ToolUnavailable = "TOOL_UNAVAILABLE", 503, -32024, true, "The tool's server is not connected (starting, restarting or gone); the call was not made.";
     ToolTimeout = "TOOL_TIMEOUT", 504, -32025, false, "The tool did not answer within its timeout; it may have acted (retryable only when the tool is read-only or idempotent).";
     ToolFailed = "TOOL_FAILED", 502, -32026, false, "The tool ran and reported an error; the message carries its words.";
+    ToolDenied = "TOOL_DENIED", 403, -32028, false, "The call waited for approval and a person denied it, or no one decided in time (then retryable); it was not made.";
     ToolInDoubt = "TOOL_IN_DOUBT", 502, -32027, false, "The call was started but its outcome is unknown (the daemon or the tool's server stopped mid-call); it is not run again unless the tool is read-only or idempotent.";
     Internal = "INTERNAL", 500, -32603, true, "An unexpected failure; details are in the daemon's log.";
 }

@@ -204,13 +204,13 @@ impl Adapter for Servers {
         self.servers.values().map(|s| s.view()).collect()
     }
 
-    fn retry_safe<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, bool> {
+    fn annotations<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Option<ToolAnnotations>> {
         Box::pin(async move {
-            let Some((server, tool)) = self.server_of(message) else { return false };
-            // Its tools are known once it is connected (a restart recovers calls before that).
+            let (server, tool) = self.server_of(message)?;
+            // Its tools are known once it is connected (a start takes up calls before that).
             let connect = Duration::from_millis(server.config.connect_timeout_ms);
             let _ = tokio::time::timeout(connect, server.wait_ready()).await;
-            server.annotations(&tool).is_some_and(|a| a.retry_safe())
+            server.annotations(&tool)
         })
     }
 }

@@ -35,7 +35,7 @@ fn config_check_summarizes_a_good_policy() {
     assert_eq!(
         lines,
         [
-            format!("{}: 2 roles, 2 agents (1 must sign), 3 tokens", dir.join("org.yaml").display()),
+            format!("{}: 2 roles, 2 agents (1 must sign), 4 tokens", dir.join("org.yaml").display()),
             format!(
                 "{}: 1 workflow, 3 steps, 1 payload schema of its own (6 in all)",
                 dir.join("workflows.yaml").display()

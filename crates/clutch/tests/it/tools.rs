@@ -1,8 +1,9 @@
 //! Tool calls through the real binary: `clutch serve` with an MCP server declared in clutch.toml
 //! (`@modelcontextprotocol/server-filesystem`, npm, installed by the test command), `clutch tools
-//! list`, and the crash test for side effects: the daemon is killed with SIGKILL after it noted a
-//! call as started and before the call's answer; after a restart the call is answered in doubt and
-//! its side effect happened at most once.
+//! list`, a destructive call approved with `clutch tools pending|approve`, and the crash test for
+//! side effects: the daemon is killed with SIGKILL after it noted a call as started and before the
+//! call's answer; after a restart the call is answered in doubt and its side effect happened at most
+//! once.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -103,6 +104,24 @@ async fn a_call_under_way_at_sigkill_is_in_doubt_after_the_restart_and_ran_at_mo
     let edit_args = json!({"path": file.display().to_string(), "edits": [{"oldText": "a", "newText": "ab"}]});
     let (status, ack) = post(&http, &daemon.url, &call(&run_id, &task, "mcp:files/edit_file", edit_args)).await;
     assert_eq!(status, 201, "{ack}");
+    // edit_file may destroy and is not read-only: it waits for a person's approval.
+    let call_id = ack["id"].as_str().unwrap().to_owned();
+    until(&http, &daemon.url, &run_id, |events| {
+        events.iter().any(|e| e["payload_type"] == "clutch.approval.requested.v1")
+    })
+    .await;
+    let cli = |args: &[&str]| {
+        let mut cmd = clutch();
+        cmd.args(args).args(["--url", &daemon.url]);
+        run(cmd, "")
+    };
+    let pending = cli(&["tools", "pending"]);
+    assert!(pending.stdout.contains(&call_id) && pending.stdout.contains("destructive"), "{pending:?}");
+    let approved = cli(&["tools", "approve", &call_id, "--note", "checked"]);
+    assert_eq!(approved.code, Some(0), "{approved:?}");
+    assert_eq!(approved.stdout, format!("{call_id} approved (mcp:files/edit_file) by user:local\n"));
+    let again = cli(&["tools", "deny", &call_id]);
+    assert_eq!(again.code, Some(1), "one decision per call: {again:?}");
     until(&http, &daemon.url, &run_id, |events| events.iter().any(|e| e["payload_type"] == "clutch.tool.started.v1"))
         .await;
     daemon.kill();

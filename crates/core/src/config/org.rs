@@ -1,5 +1,6 @@
 //! `org.yaml`: roles, agents (their tools, budgets, keys and signature duty), API tokens, the
-//! signature policy and run budgets. Raw YAML types with locations, checked into the public types.
+//! signature policy, run budgets and which tool calls wait for approval. Raw YAML types with
+//! locations, checked into the public types.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,6 +27,40 @@ pub struct Org {
     /// Which agents must sign their messages, beyond those with `require_signature: true`.
     pub signatures: SignaturePolicy,
     pub budgets: Budgets,
+    pub approvals: Approvals,
+}
+
+/// Which tool calls wait for a person's approval before they are made (`approvals:`): every tool
+/// whose annotations say it is destructive and not read-only, and the tools (or whole servers)
+/// listed in `tools`, except those in `exempt`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approvals {
+    pub tools: Vec<String>,
+    pub exempt: Vec<String>,
+    /// How long a call waits for a decision before it expires (denied, retryable).
+    pub timeout: std::time::Duration,
+}
+
+impl Default for Approvals {
+    fn default() -> Self {
+        Approvals { tools: Vec::new(), exempt: Vec::new(), timeout: std::time::Duration::from_secs(15 * 60) }
+    }
+}
+
+impl Approvals {
+    /// Why a call of `tool` needs approval, if it does: `policy` (listed), `destructive` (its
+    /// annotations), or `None`.
+    pub fn needed(&self, tool: &str, annotations: Option<crate::view::ToolAnnotations>) -> Option<&'static str> {
+        if self.exempt.iter().any(|e| crate::tool::covers(e, tool)) {
+            None
+        } else if self.tools.iter().any(|t| crate::tool::covers(t, tool)) {
+            Some("policy")
+        } else if annotations.is_some_and(|a| a.destructive && !a.read_only) {
+            Some("destructive")
+        } else {
+            None
+        }
+    }
 }
 
 /// A role: defaults for the agents that name it.
@@ -154,6 +189,16 @@ pub(super) struct RawOrg {
     signatures: Option<RawSignatures>,
     #[serde(default)]
     budgets: Option<RawBudgets>,
+    #[serde(default)]
+    approvals: Option<RawApprovals>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApprovals {
+    tools: Option<Vec<Spanned<String>>>,
+    exempt: Option<Vec<Spanned<String>>>,
+    timeout_sec: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -247,6 +292,17 @@ pub(super) fn check(raw: RawOrg, report: &mut Report<'_>) -> Org {
                     format!("must be exclude or fail_run, not `{other}`"),
                 ),
             }
+        }
+    }
+
+    if let Some(a) = raw.approvals {
+        org.approvals.tools = a.tools.map(|t| tool_names(t, "approvals.tools", report)).unwrap_or_default();
+        org.approvals.exempt = a.exempt.map(|t| tool_names(t, "approvals.exempt", report)).unwrap_or_default();
+        if let Some(t) = a.timeout_sec {
+            if t.value == 0 || t.value > 7 * 24 * 3600 {
+                report.at(&t.referenced, "approvals.timeout_sec", "must be 1 second to 7 days (604800)");
+            }
+            org.approvals.timeout = std::time::Duration::from_secs(t.value);
         }
     }
 
@@ -417,6 +473,12 @@ fn card_parts(
 }
 
 fn tool_allowlist(tools: Vec<Spanned<String>>, path: &str, report: &mut Report<'_>) -> Vec<String> {
+    tool_names(tools, &format!("{path}.tool_allowlist"), report)
+}
+
+/// Tool names as allowlists and approvals name them: `mcp:browser` (a whole server),
+/// `mcp:files/read_file` (one of its tools) or `tool:search`.
+fn tool_names(tools: Vec<Spanned<String>>, path: &str, report: &mut Report<'_>) -> Vec<String> {
     tools
         .into_iter()
         .enumerate()
@@ -424,10 +486,20 @@ fn tool_allowlist(tools: Vec<Spanned<String>>, path: &str, report: &mut Report<'
             let ok = ["tool:", "mcp:"]
                 .iter()
                 .find_map(|p| tool.value.strip_prefix(p))
-                .map(|name| id::check_name(name).map_err(|e| format!("not a valid tool id: {e}")))
-                .unwrap_or_else(|| Err("must be a tool id such as `mcp:browser` or `tool:search`".into()));
-            if let Err(e) = ok {
-                report.at(&tool.referenced, format!("{path}.tool_allowlist[{i}]"), e);
+                .map(|name| {
+                    name.split('/').try_for_each(id::check_name).map_err(|e| format!("not a valid tool id: {e}"))
+                })
+                .unwrap_or_else(|| {
+                    Err("must be a tool id such as `mcp:browser`, `mcp:files/read_file` or `tool:search`".into())
+                });
+            if let Err(e) = ok.and_then(|()| {
+                if tool.value.matches('/').count() > 1 {
+                    Err("at most one `/`: server/tool".to_owned())
+                } else {
+                    Ok(())
+                }
+            }) {
+                report.at(&tool.referenced, format!("{path}[{i}]"), e);
             }
             tool.value
         })
@@ -465,12 +537,13 @@ fn token(
     let role = match raw.role.value.as_str() {
         "admin" => Some(access::Role::Admin),
         "agent" => Some(access::Role::Agent),
+        "approver" => Some(access::Role::Approver),
         "observer" => Some(access::Role::Observer),
         other => {
             report.at(
                 &raw.role.referenced,
                 format!("{path}.role"),
-                format!("must be admin, agent or observer, not `{other}`"),
+                format!("must be admin, agent, approver or observer, not `{other}`"),
             );
             None
         }

@@ -30,6 +30,28 @@ impl State {
             MessageType::ChatSystem if message.payload_type.as_deref() == Some(SCHEMA_PAYLOAD) => {
                 self.register_stored_schema(message.payload.clone());
             }
+            MessageType::ChatSystem if message.payload_type.as_deref() == Some(APPROVAL_REQUESTED_PAYLOAD) => {
+                if let Some(r) = payload::read::<payload::ApprovalRequested>(&message.payload) {
+                    let pending = crate::view::Approval {
+                        call_id: r.call_id.clone(),
+                        tool: r.tool,
+                        caller: r.caller,
+                        args: r.args,
+                        run_id: message.run_id.clone(),
+                        thread_id: message.thread_id.clone(),
+                        task_id: message.task_id.clone(),
+                        reason: r.reason,
+                        requested_at: message.ts.clone(),
+                        expires_at: r.expires_at,
+                    };
+                    self.approvals.insert(r.call_id, pending);
+                }
+            }
+            MessageType::ChatSystem if message.payload_type.as_deref() == Some(APPROVAL_DECIDED_PAYLOAD) => {
+                if let Some(d) = payload::read::<payload::ApprovalDecided>(&message.payload) {
+                    self.approvals.remove(&d.call_id);
+                }
+            }
             MessageType::ChatSystem if message.payload_type.as_deref() == Some(BUDGET_PAYLOAD) => {
                 match payload::read::<payload::BudgetNotice>(&message.payload) {
                     Some(n) if n.scope == BudgetScope::Agent => {

@@ -26,6 +26,16 @@ impl State {
             return self.workflows.check(flows, &|a| agents.get(a).map(|x| x.status), message);
         }
         match message.kind {
+            MessageType::ChatSystem if message.payload_type.as_deref() == Some(APPROVAL_DECIDED_PAYLOAD) => {
+                let call = message.payload.get("call_id").and_then(Value::as_str).unwrap_or_default();
+                if !self.approvals.contains_key(call) {
+                    return Err(Refusal::new(
+                        ErrorCode::InvalidTransition,
+                        format!("tool call `{}` is not waiting for approval", clutch_proto::error::quote(call)),
+                    )
+                    .field("call_id"));
+                }
+            }
             MessageType::AgentRegister | MessageType::AgentUpdate => return self.check_agent(options, message, daemon),
             MessageType::RoutingDecision | MessageType::RoutingFailure if !daemon => {
                 return Err(Refusal::new(ErrorCode::Forbidden, "routing events are the daemon's own").field("type"));

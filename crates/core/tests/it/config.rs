@@ -43,7 +43,10 @@ fn the_documented_example_loads() {
     let org = &config.org;
     assert_eq!(org.roles.keys().collect::<Vec<_>>(), ["researcher", "reviewer"]);
     assert_eq!(org.agents.keys().collect::<Vec<_>>(), ["agent:ken", "agent:rita"]);
-    assert_eq!(org.tokens.len(), 3);
+    assert_eq!(org.tokens.len(), 4);
+    assert_eq!(org.tokens[3].role, access::Role::Approver);
+    assert_eq!(org.approvals.tools, ["mcp:shell", "mcp:files/write_file"]);
+    assert_eq!(org.approvals.timeout, std::time::Duration::from_secs(900));
     assert_eq!(org.signatures, SignaturePolicy::None);
     assert_eq!(org.budgets.on_exceed, OnExceed::Exclude);
     assert_eq!(
@@ -242,7 +245,7 @@ budgets: {{on_exceed: panic}}
         [
             "DIR/org.yaml:29:23: signatures.require: must be none or all, not `some`",
             "DIR/org.yaml:30:22: budgets.on_exceed: must be exclude or fail_run, not `panic`",
-            "DIR/org.yaml:3:35: roles.researcher.tool_allowlist[1]: must be a tool id such as `mcp:browser` or `tool:search`",
+            "DIR/org.yaml:3:35: roles.researcher.tool_allowlist[1]: must be a tool id such as `mcp:browser`, `mcp:files/read_file` or `tool:search`",
             "DIR/org.yaml:4:24: roles.researcher.budget.cost_usd: must be a number from 0",
             "DIR/org.yaml:5:3: roles.bad role: not a valid role name: ` ` is not allowed in a name (use letters, digits, `.`, `_`, `-`)",
             "DIR/org.yaml:8:11: agents.agent:ken.role: unknown role `reseacher` (roles: bad role, researcher)",
@@ -255,7 +258,7 @@ budgets: {{on_exceed: panic}}
             "DIR/org.yaml:18:24: agents.ken.require_signature: the agent has no `keys` to sign with",
             "DIR/org.yaml:20:38: tokens[0].sha256: must be 64 hex digits (the SHA-256 of the token)",
             "DIR/org.yaml:21:12: tokens[1].name: `ops` names another token too",
-            "DIR/org.yaml:21:23: tokens[1].role: must be admin, agent or observer, not `root`",
+            "DIR/org.yaml:21:23: tokens[1].role: must be admin, agent, approver or observer, not `root`",
             "DIR/org.yaml:22:23: tokens[2].agent_id: required: an agent token names the agent it acts as",
             "DIR/org.yaml:23:44: tokens[3].agent_id: only agent tokens name an agent; this one is `observer`",
             "DIR/org.yaml:24:49: tokens[4].sha256: give either `token` or `sha256`, not both",
@@ -385,4 +388,43 @@ fn tokens_authenticate_by_secret_or_digest() {
     );
     assert_eq!(config.authenticate("s3cret "), None);
     assert_eq!(config.authenticate(digest), None, "the digest itself is no token");
+}
+
+/// `approvals:` names tools or whole servers that wait for a person, and exempts others; a
+/// destructive tool that is not read-only waits unless exempt.
+#[test]
+fn approvals_name_tools_and_servers() {
+    let policy = load(
+        Some(
+            "approvals:\n  tools: [mcp:shell, mcp:files/write_file]\n  exempt: [mcp:files/edit_file]\n  timeout_sec: 60\n\
+             roles:\n  w:\n    tool_allowlist: [mcp:files/read_file]\n",
+        ),
+        None,
+    )
+    .unwrap();
+    let a = &policy.org.approvals;
+    assert_eq!(a.timeout, std::time::Duration::from_secs(60));
+    let destructive = clutch_core::view::ToolAnnotations {
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+        open_world: false,
+    };
+    let harmless = clutch_core::view::ToolAnnotations { destructive: false, ..destructive };
+    assert_eq!(a.needed("mcp:shell/run", Some(harmless)), Some("policy"), "a whole server");
+    assert_eq!(a.needed("mcp:files/write_file", None), Some("policy"));
+    assert_eq!(a.needed("mcp:files/edit_file", Some(destructive)), None, "exempt");
+    assert_eq!(a.needed("mcp:files/move_file", Some(destructive)), Some("destructive"));
+    assert_eq!(a.needed("mcp:files/read_file", Some(harmless)), None);
+    assert_eq!(a.needed("mcp:files/unknown", None), None, "nothing known, nothing listed");
+    let default = load(None, None).unwrap().org.approvals;
+    assert_eq!(default.timeout, std::time::Duration::from_secs(900));
+    assert_eq!(
+        org_errors("approvals:\n  tools: [files, mcp:a/b/c]\n  timeout_sec: 0\n"),
+        [
+            "DIR/org.yaml:2:11: approvals.tools[0]: must be a tool id such as `mcp:browser`, `mcp:files/read_file` or `tool:search`",
+            "DIR/org.yaml:2:18: approvals.tools[1]: at most one `/`: server/tool",
+            "DIR/org.yaml:3:16: approvals.timeout_sec: must be 1 second to 7 days (604800)",
+        ]
+    );
 }

@@ -414,6 +414,7 @@ mod authorization {
             ("ops", grant("ops", Role::Admin, None)),
             ("ken", grant("ken", Role::Agent, Some("agent:ken"))),
             ("dash", grant("dash", Role::Observer, None)),
+            ("lee", grant("lee", Role::Approver, None)),
         ]));
         let options = clutch_gateway::Options { tokens: Some(Arc::new(table)), ..Default::default() };
         start_full(clutch_core::log::Options::default(), clutch_core::engine::Options::default(), options).await
@@ -471,22 +472,33 @@ mod authorization {
             let unknown = send(&d, method, &path, Some("nope"), Some("{not json")).await;
             let observer = send(&d, method, &path, Some("dash"), Some("{not json")).await;
             let agent = send(&d, method, &path, Some("ken"), Some(&as_eve)).await;
+            let approver = send(&d, method, &path, Some("lee"), Some("{not json")).await;
             let admin = send(&d, method, &path, Some("ops"), Some(&as_eve)).await;
             match access {
                 Access::Open => {
                     assert_ne!(anonymous.0, 401, "{route} is open: {anonymous:?}");
                     assert_ne!(unknown.0, 401, "{route} is open: {unknown:?}");
                 }
-                Access::Read | Access::Write => {
+                Access::Read | Access::Write | Access::Approve => {
                     assert_eq!(anonymous, (401, "UNAUTHORIZED -".into()), "{route} without a token");
                     assert_eq!(unknown, (401, "UNAUTHORIZED -".into()), "{route} with an unknown token");
                 }
             }
             match access {
-                Access::Write => assert_eq!(observer, (403, "FORBIDDEN -".into()), "{route} for an observer"),
+                Access::Write | Access::Approve => {
+                    assert_eq!(observer, (403, "FORBIDDEN -".into()), "{route} for an observer")
+                }
                 _ => assert!(![401, 403].contains(&observer.0), "{route} reads for an observer: {observer:?}"),
             }
-            if access == Access::Write && !agentless.contains(&(method, pattern)) {
+            // An approver reads and decides tool calls, and changes nothing else.
+            match access {
+                Access::Write => assert_eq!(approver, (403, "FORBIDDEN -".into()), "{route} for an approver"),
+                _ => assert!(![401, 403].contains(&approver.0), "{route} for an approver: {approver:?}"),
+            }
+
+            if access == Access::Approve {
+                assert_eq!(agent, (403, "FORBIDDEN -".into()), "{route} for an agent");
+            } else if access == Access::Write && !agentless.contains(&(method, pattern)) {
                 let field = if pattern == "/v1/messages" { "from.agent_id" } else { "agent_id" };
                 assert_eq!(agent, (403, format!("FORBIDDEN {field}")), "{route} for an agent acting as another");
             } else {

@@ -5,7 +5,7 @@
 // tests' agents and people gave it reason to.
 
 import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -47,15 +47,27 @@ const ENGINE_DEFAULTS = {
 /**
  * Starts `clutch serve` on a free port (or `port`) over `dataDir` (a new temporary one by default),
  * and waits for its "listening" line. `env` adds or overrides variables (`CLUTCH_ENGINE_*` timers).
- * @param {{dataDir?: string, port?: number, env?: Record<string, string>}} [options]
+ * `files` writes config files (`clutch.toml`, `policy/org.yaml`) into the daemon's working directory.
+ * @param {{dataDir?: string, port?: number, env?: Record<string, string>, files?: Record<string, string>}} [options]
  */
 export async function startDaemon(options = {}) {
   const dataDir = options.dataDir || mkdtempSync(path.join(tmpdir(), 'clutch-ui-'));
   const listen = `127.0.0.1:${options.port || 0}`;
   const env = { ...process.env, ...ENGINE_DEFAULTS, ...options.env, CLUTCH_LOG: 'warn', NO_COLOR: '1' };
+  // Config files (clutch.toml, policy/org.yaml...) go into a directory of their own, the daemon's
+  // working directory, where it finds clutch.toml.
+  let cwd;
+  if (options.files) {
+    cwd = mkdtempSync(path.join(tmpdir(), 'clutch-ui-config-'));
+    for (const [name, text] of Object.entries(options.files)) {
+      mkdirSync(path.dirname(path.join(cwd, name)), { recursive: true });
+      writeFileSync(path.join(cwd, name), text);
+    }
+  }
   const child = spawn(BIN, ['serve', '--listen', listen, '--data-dir', dataDir], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env,
+    cwd,
   });
   let stderr = '';
   const url = await new Promise((resolve, reject) => {
@@ -448,7 +460,7 @@ export async function until(page, fn, arg) {
  * node may run a file's top-level hooks together) and stopped after them. A test may replace
  * `daemon` (a restart); the one there at the end is disposed of. `options` go to `startDaemon`.
  * @param {(env: Env) => Promise<void>} [setup]
- * @param {{env?: Record<string, string>}} [options]
+ * @param {{env?: Record<string, string>, files?: Record<string, string>}} [options]
  * @returns {Env}
  */
 export function daemonAndBrowser(setup, options = {}) {

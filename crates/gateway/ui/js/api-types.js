@@ -14,6 +14,7 @@
 //   removed-view → Removed
 //   heartbeat-view → Heartbeat
 //   tools-view → Tools
+//   approvals-view → Approvals
 //   clutch.agent.status.v1 → AgentStatus
 //   clutch.budget.v1 → BudgetNotice
 //   clutch.refusal.v1 → Refusal
@@ -27,6 +28,8 @@
 //   tool.result → ToolResult
 //   tool.error → ToolErrorPayload
 //   clutch.tool.started.v1 → ToolStarted
+//   clutch.approval.requested.v1 → ApprovalRequested
+//   clutch.approval.decided.v1 → ApprovalDecided
 //   clutch.workflow.v1 → Workflow
 //   clutch.workflow.plan.v1 → Plan
 //   clutch.workflow.task.v1 → PlannedTask
@@ -78,6 +81,50 @@
  * The agents: every registered one, by id.
  * @typedef {object} Agents
  * @property {Array<Agent>} agents
+ */
+
+/**
+ * A tool call waiting for approval.
+ * @typedef {object} Approval
+ * @property {Record<string, any>} args  The arguments the call would be made with.
+ * @property {string} call_id  The `tool.call`'s message id: what approving or denying names.
+ * @property {string} caller
+ * @property {string} expires_at
+ * @property {string} reason  `policy` or `destructive` (see the `clutch.approval.requested.v1` payload).
+ * @property {string} requested_at  When approval was asked for, and when the call expires undecided (RFC 3339).
+ * @property {string} run_id
+ * @property {string} task_id
+ * @property {string} thread_id
+ * @property {string} tool
+ */
+
+/**
+ * `chat.system` `clutch.approval.decided.v1` on the call's run, thread and task: the one decision
+ * about a call that waited for approval (a second is a duplicate of the first).
+ * @typedef {object} ApprovalDecided
+ * @property {string} by  Who decided: `user:<token name>` (`user:local` without tokens), or the daemon when it expired.
+ * @property {string} call_id
+ * @property {Decision} decision
+ * @property {string | null} [note]
+ * @property {string} tool
+ */
+
+/**
+ * `chat.system` `clutch.approval.requested.v1` on the call's run, thread and task, to the caller: the
+ * call waits for a person's decision before it is made.
+ * @typedef {object} ApprovalRequested
+ * @property {Record<string, any>} [args]  The arguments it would be made with.
+ * @property {string} call_id
+ * @property {string} caller  Who made the call.
+ * @property {string} expires_at  When it expires undecided (RFC 3339): then it is not made.
+ * @property {string} reason  Why it needs approval: `policy` (org.yaml's `approvals.tools`) or `destructive` (its annotations say it may destroy and is not read-only).
+ * @property {string} tool
+ */
+
+/**
+ * The tool calls waiting for a person's approval, oldest first.
+ * @typedef {object} Approvals
+ * @property {Array<Approval>} pending
  */
 
 /**
@@ -217,6 +264,11 @@
 
 /**
  * @typedef {'low' | 'medium' | 'high'} CostHint
+ */
+
+/**
+ * What a person decided about a call waiting for approval (or that no one did in time).
+ * @typedef {'approved' | 'denied' | 'expired'} Decision
  */
 
 /**

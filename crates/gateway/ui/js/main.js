@@ -57,6 +57,8 @@ class App {
     this.noticeEl = h('p', { class: 'notice', hidden: true, role: 'alert' });
     this.main = h('main', { class: 'main', id: 'main', tabindex: '-1' });
     this.themeButton = h('button', { type: 'button', class: 'icon', onclick: () => this.cycleTheme() });
+    // Approve / Deny on a tool call waiting for approval (see render/payloads.js).
+    document.addEventListener('clutch-decide', (ev) => void this.decide(/** @type {CustomEvent} */ (ev).detail));
     this.sidebarSlot = h('div', { class: 'sidebar-slot' });
     this.shell = h(
       'div',
@@ -257,6 +259,21 @@ class App {
   notice(text) {
     this.noticeEl.textContent = text;
     this.noticeEl.hidden = !text;
+  }
+
+  /**
+   * Asks the daemon to approve or deny a tool call; says how it went beside the buttons.
+   * @param {{callId: string, verb: 'approve' | 'deny', status: HTMLElement}} detail
+   */
+  async decide({ callId, verb, status }) {
+    status.textContent = verb === 'approve' ? 'approving…' : 'denying…';
+    try {
+      /** @type {import('./api-types.js').ApprovalDecided} */
+      const decided = await (await this.api.fetch(`/v1/tool-calls/${encodeURIComponent(callId)}/${verb}`, { method: 'POST', body: {} })).json();
+      status.textContent = `${decided.decision} by ${decided.by}`;
+    } catch (e) {
+      status.textContent = String(/** @type {Error} */ (e).message || e);
+    }
   }
 
   cycleTheme() {

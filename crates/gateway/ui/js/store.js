@@ -73,7 +73,7 @@ const SLICE_MS = 8;
 
 /** @param {ClutchEvent} e */
 function titleOf(e) {
-  const named = workflowName(e);
+  const named = workflowName(e) || toolCallName(e);
   if (named) return truncate(named, 120);
   const text = payloadText(e.payload);
   if (text) return truncate(text.replace(/\s+/g, ' ').trim(), 120);
@@ -97,6 +97,16 @@ function workflowName(e) {
     return typeof t.name === 'string' ? t.name : '';
   }
   return '';
+}
+
+/**
+ * What a tool call names: `call mcp:files/read_file`; '' for any other event.
+ * @param {ClutchEvent} e
+ */
+function toolCallName(e) {
+  if (e.type !== 'tool.call') return '';
+  const c = /** @type {import('./api-types.js').ToolCall} */ (/** @type {unknown} */ (e.payload));
+  return typeof c.tool === 'string' ? `call ${c.tool}` : '';
 }
 
 /** @param {ClutchEvent} e @returns {string[]} */

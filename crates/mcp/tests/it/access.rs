@@ -72,15 +72,33 @@ async fn every_tool_decides_who_may_call_it_before_parsing_its_arguments() {
     let client = connect(&format!("{}/mcp", daemon.url), Era::Modern).await;
     let tools = client.list_all_tools().await.unwrap();
     client.cancel().await.unwrap();
-    assert_eq!(tools.len(), 20, "every tool is walked");
+    assert_eq!(tools.len(), 23, "every tool is walked");
     let routers = [true, false].map(|fast_path| {
         let options = clutch_mcp::Options { fast_path, ..Default::default() };
         clutch_mcp::router(daemon.engine.clone(), &options).unwrap()
     });
     let (observer, agent, admin) = (caller(Role::Observer), caller(Role::Agent), caller(Role::Admin));
+    let approver = caller(Role::Approver);
     let mut writes = 0;
     for tool in &tools {
         let name = tool.name.as_ref();
+        // The tools that decide tool calls: admins and approvers only, whatever the arguments.
+        if ["tool_call_approve", "tool_call_deny"].contains(&name) {
+            for router in &routers {
+                assert_eq!(answer(router, &observer, name, &json!({"bogus": 1})).await, "FORBIDDEN -", "{name}");
+                assert_eq!(answer(router, &agent, name, &json!({"bogus": 1})).await, "FORBIDDEN -", "{name}");
+                let by_approver = answer(router, &approver, name, &json!({"call_id": "msg_x"})).await;
+                assert_eq!(by_approver, "NOT_FOUND call_id", "{name}: an approver may call it");
+                let by_admin = answer(router, &admin, name, &json!({"bogus": 1})).await;
+                assert_eq!(by_admin, "VALIDATION_FAILED bogus", "{name}: an admin may call it");
+            }
+            continue;
+        }
+        if !tool.annotations.as_ref().and_then(|a| a.read_only_hint).unwrap_or(false) {
+            // An approver changes nothing but decisions.
+            let by_approver = answer(&routers[0], &approver, name, &json!({"bogus": 1})).await;
+            assert_eq!(by_approver, "FORBIDDEN -", "{name} writes: an approver may not call it");
+        }
         let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
         let argument = acting_argument(name);
         // Bad arguments: an unknown one, the required ones missing; and naming another agent,

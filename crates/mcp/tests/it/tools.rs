@@ -25,7 +25,14 @@ const WORKER: &[&str] = &[
     "workspace_create",
     "workspace_update",
 ];
-const COORDINATOR_ONLY: &[&str] = &["agent_list", "workflow_create", "workflow_set_plan"];
+const COORDINATOR_ONLY: &[&str] = &[
+    "agent_list",
+    "tool_approvals_pending",
+    "tool_call_approve",
+    "tool_call_deny",
+    "workflow_create",
+    "workflow_set_plan",
+];
 
 async fn listed(url: &str, era: crate::Era) -> Value {
     let client = connect(url, era).await;

@@ -368,3 +368,125 @@ async fn servers_over_http_go_through_the_outbound_guard() {
     d.app.stop().await.unwrap();
     web.kill().await.unwrap();
 }
+
+/// A daemon whose policy (org.yaml) is `org`.
+async fn start_with_org(dir: tempfile::TempDir, servers: Vec<ServerConfig>, org: &str) -> Daemon {
+    let policy_dir = dir.path().join("policy");
+    std::fs::create_dir_all(&policy_dir).unwrap();
+    std::fs::write(policy_dir.join("org.yaml"), org).unwrap();
+    let policy = clutch_core::config::Policy::load(&policy_dir).unwrap();
+    let engine = clutch_core::engine::Options { policy: Arc::new(policy), ..Default::default() };
+    start_with(dir, Some(servers), engine).await
+}
+
+/// The events of `task` once `done` holds for them.
+async fn events_until(d: &Daemon, task: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let filter = Filter { task_id: Some(task.to_owned()), ..Filter::default() };
+        let events: Vec<Value> = d
+            .log
+            .read(&filter, 0, 100)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| serde_json::from_str(&e.to_wire()).unwrap())
+            .collect();
+        if done(&events) {
+            return events;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "not yet for {task}: {events:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn kinds(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| match e["payload_type"].as_str() {
+            Some(pt) => pt.trim_start_matches("clutch.").to_owned(),
+            None => e["type"].as_str().unwrap().to_owned(),
+        })
+        .collect()
+}
+
+/// Calls that wait for a person: approved ones are made, denied and expired ones are not, and each
+/// call gets one decision; a call waiting when the daemon stops waits again after the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_wait_for_approval_and_run_only_when_approved() {
+    use clutch_core::payload::Decision;
+    let dir = tempfile::tempdir().unwrap();
+    let pid = dir.path().join("pid");
+    let org = "approvals:\n  tools: [mcp:everything/echo]\n  timeout_sec: 2\n";
+    let store = tempfile::tempdir().unwrap();
+    let d = start_with_org(store, vec![server("everything", &pid, 60_000)], org).await;
+    d.ready().await;
+    let waiting = |d: &Daemon, call: &str| d.engine.approvals().pending.iter().any(|a| a.call_id == call);
+    let requested = |events: &[Value]| events.iter().any(|e| e["payload_type"] == "clutch.approval.requested.v1");
+
+    // Approved: made after the decision.
+    let (call, task) = d.call("agent:ken", "mcp:everything/echo", json!({"message": "may I"})).await.unwrap();
+    let events = events_until(&d, &task, requested).await;
+    assert_eq!(events[1]["payload"]["reason"], "policy");
+    assert_eq!(events[1]["payload"]["args"], json!({"message": "may I"}));
+    assert_eq!(events[1]["to"], json!([{"agent_id": "agent:ken"}]));
+    assert!(waiting(&d, &call));
+    let decided = d.engine.decide_approval(&call, Decision::Approved, "user:ada", Some("fine".into())).await.unwrap();
+    assert_eq!((decided.decision, decided.by.as_str()), (Decision::Approved, "user:ada"));
+    let (answer, events) = d.answer(&task).await;
+    assert_eq!(answer["payload"]["content"][0]["text"], "Echo: may I", "{answer}");
+    assert_eq!(
+        kinds(&events),
+        ["tool.call", "approval.requested.v1", "approval.decided.v1", "tool.started.v1", "tool.result"]
+    );
+    assert!(!waiting(&d, &call));
+    // One decision per call.
+    let again = d.engine.decide_approval(&call, Decision::Denied, "user:bob", None).await.unwrap_err();
+    assert_eq!(again.code(), clutch_proto::ErrorCode::InvalidTransition, "{again:?}");
+    assert!(again.to_string().contains("approved by user:ada"), "names the decision that stands: {again}");
+
+    // Denied: not made; the caller is told who denied it and why.
+    let (call, task) = d.call("agent:ken", "mcp:everything/echo", json!({"message": "no"})).await.unwrap();
+    events_until(&d, &task, requested).await;
+    d.engine.decide_approval(&call, Decision::Denied, "user:ada", Some("not today".into())).await.unwrap();
+    let (answer, events) = d.answer(&task).await;
+    assert_eq!(
+        (answer["payload"]["code"].as_str(), answer["payload"]["retryable"].as_bool()),
+        (Some("TOOL_DENIED"), Some(false))
+    );
+    let message = answer["payload"]["message"].as_str().unwrap();
+    assert!(message.contains("user:ada") && message.contains("not today"), "{message}");
+    assert!(!kinds(&events).contains(&"tool.started.v1".to_owned()), "never made: {events:?}");
+
+    // Expired: nobody decided within approvals.timeout_sec.
+    let (call, task) = d.call("agent:ken", "mcp:everything/echo", json!({"message": "anyone?"})).await.unwrap();
+    let (answer, events) = d.answer(&task).await;
+    assert_eq!(
+        (answer["payload"]["code"].as_str(), answer["payload"]["retryable"].as_bool()),
+        (Some("TOOL_DENIED"), Some(true))
+    );
+    let decided = events.iter().find(|e| e["payload_type"] == "clutch.approval.decided.v1").unwrap();
+    assert_eq!(
+        (decided["payload"]["decision"].as_str(), decided["payload"]["by"].as_str()),
+        (Some("expired"), Some("agent:orchestrator"))
+    );
+    assert!(!waiting(&d, &call));
+
+    // Tools the policy does not name, and not destructive, are made at once.
+    let (_, task) = d.call("agent:ken", "mcp:everything/get-sum", json!({"a": 1, "b": 1})).await.unwrap();
+    assert_eq!(d.answer(&task).await.0["type"], "tool.result");
+
+    // A call waiting when the daemon stops waits again after the restart, and is made once approved.
+    let (call, task) = d.call("agent:ken", "mcp:everything/echo", json!({"message": "later"})).await.unwrap();
+    events_until(&d, &task, requested).await;
+    let store = d._dir;
+    d.app.stop().await.unwrap();
+    let org = "approvals:\n  tools: [mcp:everything/echo]\n  timeout_sec: 60\n";
+    let d = start_with_org(store, vec![server("everything", &pid, 60_000)], org).await;
+    assert!(waiting(&d, &call), "still waiting after the restart");
+    d.engine.decide_approval(&call, Decision::Approved, "user:ada", None).await.unwrap();
+    let (answer, events) = d.answer(&task).await;
+    assert_eq!(answer["payload"]["content"][0]["text"], "Echo: later", "{answer}");
+    assert_eq!(kinds(&events).iter().filter(|k| *k == "approval.requested.v1").count(), 1, "asked once");
+    d.app.stop().await.unwrap();
+}

@@ -141,6 +141,18 @@ function toolName(p) {
   return 'tool';
 }
 
+/**
+ * A result's time and the start of its first text block (the daemon's answers: `duration_ms`,
+ * `content` as the tool gave it).
+ * @param {Record<string, any>} p
+ */
+function resultSummary(p) {
+  const time = typeof p?.duration_ms === 'number' ? `${p.duration_ms} ms` : '';
+  const first = Array.isArray(p?.content) ? p.content.find((/** @type {any} */ c) => typeof c?.text === 'string') : undefined;
+  const text = first ? first.text.replace(/\s+/g, ' ') : '';
+  return [time, text.length > 90 ? `${text.slice(0, 89)}…` : text].filter(Boolean).join(' — ');
+}
+
 /** @param {Record<string, any>} p */
 function argsSummary(p) {
   const args = p?.arguments ?? p?.args ?? p?.input ?? p?.params;
@@ -183,7 +195,7 @@ export function renderEvent(e, ctx) {
       const details = h(
         'details',
         { class: 'tool' },
-        h('summary', null, h('span', { class: 'tool-mark' }, mark), ' ', h('code', null, toolName(p)), ' ', h('span', { class: 'muted mono' }, e.type === 'tool.call' ? argsSummary(p) : '')),
+        h('summary', null, h('span', { class: 'tool-mark' }, mark), ' ', h('code', null, toolName(p)), ' ', h('span', { class: 'muted mono' }, e.type === 'tool.call' ? argsSummary(p) : e.type === 'tool.result' ? resultSummary(p) : '')),
       );
       details.addEventListener('toggle', () => {
         if (details.open && details.childElementCount === 1) details.append(payloadBlockOpen(e));

@@ -232,3 +232,54 @@ register('clutch.agent.status.v1', (p) =>
     p.previous ? ` (was ${text(p.previous)})` : '',
   ),
 );
+
+// A tool call waiting for a person (`clutch.approval.requested.v1`): the tool, its caller and
+// arguments, why it waits and until when, with Approve and Deny. A click asks the daemon through a
+// bubbling `clutch-decide` event the app answers (renderers hold no API); the decision then arrives
+// as its own event.
+register('clutch.approval.requested.v1', (p, e) => {
+  const r = /** @type {import('../api-types.js').ApprovalRequested} */ (/** @type {unknown} */ (p));
+  const status = h('span', { class: 'r-approval-status', role: 'status' });
+  /** @param {'approve' | 'deny'} verb @param {string} label */
+  const button = (verb, label) =>
+    h(
+      'button',
+      {
+        type: 'button',
+        class: `decide decide-${verb}`,
+        'data-call': r.call_id,
+        /** @param {MouseEvent} ev */
+        onclick: (ev) => {
+          const target = /** @type {HTMLElement} */ (ev.currentTarget);
+          target.dispatchEvent(new CustomEvent('clutch-decide', { bubbles: true, detail: { callId: r.call_id, verb, status } }));
+        },
+      },
+      label,
+    );
+  return h(
+    'section',
+    { class: 'r-approval', 'data-call': r.call_id, 'data-seq': String(e.seq) },
+    h('p', null, h('strong', null, text(r.tool)), ' waits for approval', r.reason === 'destructive' ? ' (it may destroy and is not read-only)' : ' (the policy asks for it)'),
+    h('p', { class: 'muted' }, 'called by ', h('a', { href: `#/agent/${encodeURIComponent(text(r.caller))}` }, nameOf(text(r.caller))), `; expires ${text(r.expires_at)}`),
+    rawJson(r.args, 'arguments', true),
+    h('p', { class: 'decide-row' }, button('approve', 'Approve'), ' ', button('deny', 'Deny'), ' ', status),
+  );
+});
+
+// The one decision about a call that waited for approval.
+register('clutch.approval.decided.v1', (p) => {
+  const d = /** @type {import('../api-types.js').ApprovalDecided} */ (/** @type {unknown} */ (p));
+  return h(
+    'p',
+    { class: `r-decided decided-${text(d.decision)}`, 'data-call': d.call_id },
+    h('strong', null, text(d.tool)),
+    d.decision === 'expired' ? ' expired without a decision' : ` ${text(d.decision)} by ${nameOf(text(d.by))}`,
+    d.note ? `: ${text(d.note)}` : '',
+  );
+});
+
+// The daemon's note that it is making a tool call.
+register('clutch.tool.started.v1', (p) => {
+  const s = /** @type {import('../api-types.js').ToolStarted} */ (/** @type {unknown} */ (p));
+  return h('p', { class: 'r-tool-started muted' }, `calling ${text(s.tool)}`, s.attempt > 1 ? ` (attempt ${s.attempt})` : '');
+});
