@@ -53,6 +53,7 @@ static ASSETS: &[Asset] = assets![
     "js/views/sidebar.js",
     "js/views/thread.js",
     "js/views/timeline.js",
+    "js/views/tools.js",
 ];
 
 /// Strong validators, one per asset, in `ASSETS` order: the length and a hash of the bytes. They change

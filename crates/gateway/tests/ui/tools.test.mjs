@@ -54,3 +54,23 @@ test('a call waiting for approval is approved or denied from its card, and its a
   const pending = await (await fetch(`${env.daemon.url}/v1/approvals`)).json();
   assert.deepEqual(pending.pending, [], 'nothing waits any more');
 });
+
+test('the tools panel shows each server, its tools, and the calls waiting, which it can decide', async (t) => {
+  const waiting = await call('from the panel');
+  await withPage(env.browser, t.name, `${env.daemon.url}/#/tools`, async (page) => {
+    await live(page);
+    const server = page.locator('.tool-server[data-server="mcp:everything"]');
+    await server.waitFor();
+    assert.match(await server.locator('header').textContent() || '', /ready mcp:everything stdio · \d+ tools/);
+    assert.match(await server.locator('.tool-list').textContent() || '', /mcp:everything\/echo read-only — Echoes back the input string/);
+    const row = page.locator(`.approval-row[data-call="${waiting.call}"]`);
+    await row.waitFor();
+    assert.match(await row.textContent() || '', /mcp:everything\/echo called by ken \(policy\)/);
+    await row.locator('button.decide-approve').click();
+    // Decided: the panel reads again and the call is no longer listed.
+    await row.waitFor({ state: 'detached' });
+    assert.equal(await page.locator('.approvals .empty').textContent(), 'No call is waiting for approval.');
+  });
+  const events = (await (await fetch(`${env.daemon.url}/v1/events?thread_id=${waiting.thread}`)).json()).events;
+  assert.ok(events.some((/** @type {any} */ e) => e.type === 'tool.result'), 'made once approved');
+});

@@ -11,6 +11,7 @@ import { Sidebar, ReadMarks } from './views/sidebar.js';
 import { ThreadView, AllView } from './views/thread.js';
 import { RunView } from './views/run.js';
 import { AgentsView, AgentView } from './views/agents.js';
+import { ToolsView } from './views/tools.js';
 import { ReplayView } from './views/replay.js';
 import { Composer } from './views/composer.js';
 import { askToken } from './views/auth.js';
@@ -170,6 +171,9 @@ class App {
         view = new RunView({ store: this.store, runId: route.id, taskId: route.task, filter: route.filter, onFilter, taskHref, runHref: (r) => href.run(r), actions: h('a', { class: 'button', href: href.replay(route.id) }, icon('play'), 'Replay'), footer: this.composer.el });
         void this.loadHistory('run', route.id);
         break;
+      case 'tools':
+        view = new ToolsView(this.api, this.store);
+        break;
       case 'agents':
         view = new AgentsView(this.api, this.store);
         break;
@@ -186,7 +190,7 @@ class App {
     this.view = view;
     this.main.replaceChildren(view.el);
     this.main.dataset.view = route.view;
-    this.sidebar?.setActive(route.view === 'all' ? '#all' : route.view === 'agents' || route.view === 'agent' ? '#agents' : route.id);
+    this.sidebar?.setActive(route.view === 'all' ? '#all' : route.view === 'agents' || route.view === 'agent' ? '#agents' : route.view === 'tools' ? '#tools' : route.id);
     this.markVisibleRead(new Set([route.id]));
     document.title = `${route.view === 'all' ? 'Everything' : route.view} · Clutch`;
   }

@@ -3,11 +3,12 @@
 //   #/thread/ID                a thread's conversation
 //   #/run/ID  #/run/ID/task/T  a run's task tree and timeline, optionally one task's events
 //   #/agents  #/agent/ID       the agents panel, one agent's messages
+//   #/tools                    the tool servers and the calls waiting for approval
 //   #/replay/ID                replay of a run
 
 /**
  * @typedef {object} Route
- * @property {'all' | 'thread' | 'run' | 'agents' | 'agent' | 'replay'} view
+ * @property {'all' | 'thread' | 'run' | 'agents' | 'agent' | 'replay' | 'tools'} view
  * @property {string} id
  * @property {string} task
  * @property {import('./types.js').Filter} filter
@@ -33,6 +34,7 @@ export function parse(hash = location.hash) {
     case 'replay':
       return { view, id, task: sub === 'task' ? task : '', filter };
     case 'agents':
+    case 'tools':
       return { view, id: '', task: '', filter };
     default:
       return { view: 'all', id: '', task: '', filter };
@@ -55,6 +57,7 @@ export const href = {
   /** @param {string} id @param {string} [task] */
   run: (id, task) => `#/run/${encodeURIComponent(id)}${task ? `/task/${encodeURIComponent(task)}` : ''}`,
   agents: () => '#/agents',
+  tools: () => '#/tools',
   /** @param {string} id */
   agent: (id) => `#/agent/${encodeURIComponent(id)}`,
   /** @param {string} id @param {string} [task] */
@@ -72,6 +75,7 @@ export function withFilter(route, filter) {
     thread: href.thread(route.id),
     run: href.run(route.id, route.task),
     agents: href.agents(),
+    tools: href.tools(),
     agent: href.agent(route.id),
     replay: href.replay(route.id, route.task),
   }[route.view];

@@ -77,6 +77,7 @@ export class Sidebar {
         { class: 'nav-list nav-top' },
         h('li', null, h('a', { href: href.all(), 'data-id': '#all' }, 'Everything')),
         h('li', null, h('a', { href: href.agents(), 'data-id': '#agents' }, 'Agents')),
+        h('li', null, h('a', { href: href.tools(), 'data-id': '#tools' }, 'Tools')),
       ),
       h('div', { class: 'nav-head' }, h('h2', null, 'Threads'), h('button', { type: 'button', class: 'small', onclick: actions.onNewThread, title: 'Start a new thread' }, '+ New')),
       this.threadList,
