@@ -19,7 +19,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use clutch_proto::message::Recipient;
+use clutch_proto::message::{Attachment, AttachmentKind, Recipient};
 use clutch_proto::{ErrorCode, Message, MessageType};
 use clutch_store::Filter;
 use serde_json::Value;
@@ -551,14 +551,70 @@ fn started_note(call: &Message, adapter: &str, attempt: u32) -> Message {
     m
 }
 
+/// A content block larger than this (as JSON) is stored as an artifact and replaced by a reference.
+pub const INLINE_MAX: usize = 32 * 1024;
+
+/// `content` with every block over [`INLINE_MAX`] stored as an artifact: the block becomes
+/// `{"type": "artifact", "ref", "media_type", "size", "replaces"}` (`replaces`: the block's own
+/// type), and the artifact is attached to the answer too. Text is stored as text, images and audio
+/// as their decoded bytes, anything else as its JSON. A block the store refuses stays inline.
+async fn offload(log: &Handle, tool: &str, content: Vec<Value>) -> (Vec<Value>, Vec<Attachment>) {
+    use base64::Engine as _;
+    let mut attachments = Vec::new();
+    let mut out = Vec::with_capacity(content.len());
+    for (i, block) in content.into_iter().enumerate() {
+        let json = block.to_string();
+        if json.len() <= INLINE_MAX {
+            out.push(block);
+            continue;
+        }
+        let kind = block["type"].as_str().unwrap_or("").to_owned();
+        let decoded = block["data"].as_str().and_then(|d| base64::engine::general_purpose::STANDARD.decode(d).ok());
+        let (bytes, media_type) = match (kind.as_str(), block["text"].as_str(), decoded) {
+            ("text", Some(text), _) => (text.as_bytes().to_vec(), "text/plain; charset=utf-8".to_owned()),
+            ("image" | "audio", _, Some(bytes)) => {
+                (bytes, block["mimeType"].as_str().unwrap_or("application/octet-stream").to_owned())
+            }
+            _ => (json.into_bytes(), "application/json".to_owned()),
+        };
+        match log.put_artifact(bytes::Bytes::from(bytes)).await {
+            Ok(a) => {
+                let block = payload::ArtifactBlock {
+                    kind: "artifact".into(),
+                    reference: a.reference.clone(),
+                    media_type: media_type.clone(),
+                    size: a.size,
+                    replaces: kind,
+                };
+                out.push(Value::Object(payload::object(&block)));
+                attachments.push(Attachment {
+                    kind: AttachmentKind::ArtifactRef,
+                    reference: a.reference,
+                    name: Some(format!("{tool} content[{i}]")),
+                    media_type: Some(media_type),
+                    size: Some(a.size),
+                });
+            }
+            Err(e) => {
+                tracing::warn!(tool, error = %e, "a large tool answer block could not be stored as an artifact; kept inline");
+                out.push(block);
+            }
+        }
+    }
+    (out, attachments)
+}
+
 /// Stores the answer to `call` (to its caller); one per call, whatever the retries.
 async fn append_answer(log: &Handle, call: &Message, answer: Answer, duration_ms: u64) {
     let tool = tool_of(call);
     let mut m = match answer {
         Answer::Result { content, structured_content } => {
+            let (content, attachments) = offload(log, &tool, content).await;
             let result =
                 payload::ToolResult { tool, call_id: call.id.clone(), content, structured_content, duration_ms };
-            about(call, MessageType::ToolResult, payload::object(&result))
+            let mut m = about(call, MessageType::ToolResult, payload::object(&result));
+            m.attachments = attachments;
+            m
         }
         Answer::Error { code, message, retryable } => {
             let details = payload::CallRef { tool, call_id: call.id.clone() };

@@ -155,13 +155,29 @@ pub struct ToolResult {
     /// The `tool.call`'s message id.
     pub call_id: String,
     /// The tool's content blocks as it gave them (MCP: text, image, audio, resource links and
-    /// resources).
+    /// resources); a block over 32 KiB is stored as an artifact (attached to the message too) and
+    /// shown as `{"type": "artifact", "ref": "artifact:sha256:…", "media_type", "size", "replaces"}`.
     pub content: Vec<Value>,
     /// The tool's structured answer, when it gives one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured_content: Option<Value>,
     /// From the start of the call to its answer.
     pub duration_ms: u64,
+}
+
+/// A content block of a tool's answer stored as an artifact (it was over 32 KiB).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ArtifactBlock {
+    /// Always `artifact`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `artifact:sha256:<hex>`: the artifact store serves it.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub media_type: String,
+    pub size: u64,
+    /// The type of the block it replaces (`text`, `image`, ...).
+    pub replaces: String,
 }
 
 /// `chat.system` `clutch.tool.started.v1`, on the call's run, thread and task: the daemon is making

@@ -641,7 +641,7 @@
  * `tool.result` from the daemon: what the tool answered, to the caller.
  * @typedef {object} ToolResult
  * @property {string} call_id  The `tool.call`'s message id.
- * @property {Array<any>} content  The tool's content blocks as it gave them (MCP: text, image, audio, resource links and resources).
+ * @property {Array<any>} content  The tool's content blocks as it gave them (MCP: text, image, audio, resource links and resources); a block over 32 KiB is stored as an artifact (attached to the message too) and shown as `{"type": "artifact", "ref": "artifact:sha256:…", "media_type", "size", "replaces"}`.
  * @property {number} duration_ms  From the start of the call to its answer.
  * @property {any} [structured_content]  The tool's structured answer, when it gives one.
  * @property {string} tool

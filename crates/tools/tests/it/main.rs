@@ -490,3 +490,28 @@ async fn calls_wait_for_approval_and_run_only_when_approved() {
     assert_eq!(kinds(&events).iter().filter(|k| *k == "approval.requested.v1").count(), 1, "asked once");
     d.app.stop().await.unwrap();
 }
+
+/// A large content block is stored as an artifact: the answer names it (and attaches it), and the
+/// artifact holds the block's text as the tool gave it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_answers_are_stored_as_artifacts() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = start(vec![server("everything", &dir.path().join("pid"), 60_000)]).await;
+    d.ready().await;
+    let big = "x".repeat(100_000);
+    let (_, task) = d.call("agent:ken", "mcp:everything/echo", json!({"message": big})).await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    let block = &answer["payload"]["content"][0];
+    assert_eq!((block["type"].as_str(), block["replaces"].as_str()), (Some("artifact"), Some("text")), "{block}");
+    assert_eq!(block["media_type"], "text/plain; charset=utf-8");
+    let reference = block["ref"].as_str().unwrap();
+    assert_eq!(answer["attachments"][0]["ref"], reference);
+    let sha = reference.strip_prefix("artifact:sha256:").unwrap();
+    let stored = d.log.get_artifact(sha).await.unwrap().expect("stored");
+    assert_eq!(stored.len() as u64, block["size"].as_u64().unwrap());
+    assert_eq!(std::str::from_utf8(&stored).unwrap(), format!("Echo: {big}"));
+    // A small answer stays inline.
+    let (_, task) = d.call("agent:ken", "mcp:everything/echo", json!({"message": "small"})).await.unwrap();
+    assert_eq!(d.answer(&task).await.0["payload"]["content"][0]["type"], "text");
+    d.app.stop().await.unwrap();
+}
