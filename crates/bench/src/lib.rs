@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 mod http1;
 mod mcp;
 mod tasks;
+mod tools;
 mod workflow;
 
 #[derive(Debug, Subcommand)]
@@ -58,6 +59,14 @@ pub enum Command {
   clutch bench workflow --transport core --agents 16
   clutch bench workflow --claims next                  # find tasks with workflow_next_tasks")]
     Workflow(workflow::WorkflowArgs),
+    /// A tool call through Clutch (stored, noted, made on an MCP server over stdio, answered to the
+    /// caller's inbox) beside the same call from rmcp's client straight to the server: round trips
+    /// and the throughput of concurrent callers.
+    #[command(after_help = "EXAMPLES:
+  clutch bench tools                                   # node_modules/.bin/mcp-server-everything stdio
+  clutch bench tools --callers 32 --duration 10
+  clutch bench tools --server npx -y @modelcontextprotocol/server-everything stdio")]
+    Tools(tools::ToolsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -117,6 +126,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Tasks(args) => tasks::run(args).await,
         Command::Mcp(args) => mcp::run(args).await,
         Command::Workflow(args) => workflow::run(args).await,
+        Command::Tools(args) => tools::run(args).await,
     }
 }
 

@@ -402,6 +402,9 @@ impl Ctx {
             Start::New => {
                 let annotations = adapter.annotations(&call).await;
                 let Some(reason) = self.engine.options().policy.org.approvals.needed(&tool, annotations) else {
+                    if annotations.is_some_and(|a| a.retry_safe()) {
+                        return self.make_repeatable(adapter, call, seq).await;
+                    }
                     return self.make(adapter, call, seq, 1).await;
                 };
                 let timeout = self.engine.options().policy.org.approvals.timeout;
@@ -474,6 +477,21 @@ impl Ctx {
     /// Notes the call as started (durably), makes it and stores the answer; returns its seq, or 0
     /// when it could not be noted (then it was not made, stays under way, and the next start makes
     /// it). A note that is already stored means the call was started elsewhere: it is not made.
+    /// Makes a call of a read-only or idempotent tool, noting its start at the same time instead of
+    /// first: if the daemon stops before the answer, the next start makes it again, which such a
+    /// tool allows, so the note only tells observers and need not be durable before the call.
+    async fn make_repeatable(self, adapter: Arc<dyn Adapter>, call: Message, seq: u64) -> u64 {
+        let Ok(_permit) = self.permits.clone().acquire_owned().await else { return 0 };
+        let began = Instant::now();
+        let (noted, answer) =
+            tokio::join!(self.log.append_one(started_note(&call, adapter.name(), 1)), adapter.outbound(&call));
+        if let Err(e) = noted {
+            tracing::warn!(call_id = %call.id, error = %e, "cannot note a tool call as started");
+        }
+        append_answer(&self.log, &call, answer, began.elapsed().as_millis() as u64).await;
+        seq
+    }
+
     async fn make(self, adapter: Arc<dyn Adapter>, call: Message, seq: u64, attempt: u32) -> u64 {
         let Ok(_permit) = self.permits.clone().acquire_owned().await else { return 0 };
         match self.log.append_one(started_note(&call, adapter.name(), attempt)).await {

@@ -24,7 +24,7 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
     ("tools", Some(&["core", "proto", "store", "outbound"])),
     ("runtime", Some(&["core", "proto", "outbound"])),
     ("app", Some(&["core", "proto", "store", "gateway", "mcp", "a2a", "tools"])),
-    ("bench", Some(&["app", "core", "proto", "store", "store-sqlite", "store-postgres", "gateway", "mcp"])),
+    ("bench", Some(&["app", "core", "proto", "store", "store-sqlite", "store-postgres", "gateway", "mcp", "tools"])),
     ("clutch", None),
 ];
 
