@@ -73,12 +73,16 @@ impl Face for Push {
     }
 }
 
-/// Tools that really run: the MCP servers the operator declares (`clutch_tools`), their tools
-/// served as `mcp:<server>/<tool>`, and core's dispatcher carrying out the `tool.call`s that name
-/// them (each start and answer recorded in the log). The servers stop after the dispatcher, which
-/// lets calls under way finish for a moment first.
+/// Tools that really run and webhooks (`clutch_tools`): the MCP servers the operator declares,
+/// their tools served as `mcp:<server>/<tool>`, and core's dispatcher carrying out the `tool.call`s
+/// that name them (each start and answer recorded in the log); the inbound hooks (`hook` adapter,
+/// reached by `POST /v1/hooks/{name}`); and the outbound webhooks, pushed by core's delivery. The
+/// servers stop after the dispatcher, which lets calls under way finish for a moment first.
+#[derive(Default)]
 pub struct Tools {
     pub servers: Vec<clutch_tools::ServerConfig>,
+    pub hooks: Vec<clutch_tools::HookConfig>,
+    pub webhooks: Vec<clutch_tools::WebhookConfig>,
     pub dispatch: clutch_core::adapter::Options,
 }
 
@@ -89,14 +93,26 @@ impl Face for Tools {
 
     fn background(&self, core: &Running, stop: Stop) -> Option<BoxFuture<'static, ()>> {
         // Servers over HTTP are reached as any URL from outside is: through the outbound guard.
-        let servers = clutch_tools::Servers::start(self.servers.clone(), core.engine.options().outbound.clone());
+        let guard = core.engine.options().outbound.clone();
+        let servers = clutch_tools::Servers::start(self.servers.clone(), guard.clone());
         core.engine.adapters().add(std::sync::Arc::new(servers.clone()));
+        if !self.hooks.is_empty() {
+            core.engine.adapters().add(std::sync::Arc::new(clutch_tools::Hooks::new(self.hooks.clone())));
+        }
+        let webhooks = self.webhooks.clone();
         let (log, engine) = (core.log.clone(), core.engine.clone());
         let dispatch = self.dispatch.clone();
-        // Before any client can append: calls from here on are this daemon's to make.
+        // Before any client can append: calls (and webhook messages) from here on are this daemon's.
         let first = core.engine.seq();
         Some(Box::pin(async move {
+            let (stop_push, push_stopped) = oneshot::channel::<()>();
+            let stopped = async move {
+                let _ = push_stopped.await;
+            };
+            let push = tokio::spawn(clutch_tools::hooks::send(log.clone(), guard, webhooks, first, stopped));
             clutch_core::adapter::run(log, engine, dispatch, first, stop).await;
+            let _ = stop_push.send(());
+            let _ = push.await;
             servers.stop();
         }))
     }

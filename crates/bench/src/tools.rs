@@ -95,10 +95,8 @@ pub async fn run(args: ToolsArgs) -> anyhow::Result<()> {
         connect_timeout_ms: 20_000,
         call_timeout_ms: 60_000,
     };
-    let app = App::builder(Arc::new(store))
-        .face(face::Tools { servers: vec![server], dispatch: clutch_core::adapter::Options::default() })
-        .build()
-        .await?;
+    let app =
+        App::builder(Arc::new(store)).face(face::Tools { servers: vec![server], ..Default::default() }).build().await?;
     let deadline = Instant::now() + Duration::from_secs(30);
     while !app.engine.adapters().tools().servers.iter().all(|s| s.state == ServerState::Ready) {
         if Instant::now() > deadline {

@@ -42,6 +42,14 @@ pub struct Config {
     /// `args` and `env`, or `url` with `headers`; `connect_timeout_ms`, `call_timeout_ms`). File only.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<clutch_tools::ServerConfig>,
+    /// Inbound webhooks (`[[hooks]]`: `name`, `secret`, `signature_header`, and the `message` each
+    /// signed body becomes at `POST /v1/hooks/<name>`). File only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<clutch_tools::HookConfig>,
+    /// Outbound webhooks (`[[webhooks]]`: `name`, `url`, `types`, `run_id`, `from`, `to`, `secret`):
+    /// the messages each selects are POSTed there in order. File only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub webhooks: Vec<clutch_tools::WebhookConfig>,
 }
 
 /// Where the daemon may send requests whose URL came from someone else's data (agents' endpoints,
@@ -173,6 +181,8 @@ impl Default for Config {
             outbound: Outbound::default(),
             workspaces: Workspaces::default(),
             mcp_servers: Vec::new(),
+            hooks: Vec::new(),
+            webhooks: Vec::new(),
         }
     }
 }
@@ -453,6 +463,20 @@ impl Config {
                 bail!("`mcp_servers`: two servers are named {:?}", clip(&server.name));
             }
         }
+        let mut names = std::collections::BTreeSet::new();
+        for hook in &self.hooks {
+            hook.check().map_err(|why| anyhow::anyhow!("`hooks`: {}", clip(&why)))?;
+            if !names.insert(&hook.name) {
+                bail!("`hooks`: two hooks are named {:?}", clip(&hook.name));
+            }
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for webhook in &self.webhooks {
+            webhook.check().map_err(|why| anyhow::anyhow!("`webhooks`: {}", clip(&why)))?;
+            if !names.insert(&webhook.name) {
+                bail!("`webhooks`: two webhooks are named {:?}", clip(&webhook.name));
+            }
+        }
         Ok(())
     }
 
@@ -550,10 +574,18 @@ impl Config {
     pub fn to_toml(&self) -> anyhow::Result<String> {
         let mut shown = self.clone();
         shown.db = shown.db.as_deref().map(mask_db);
-        // A server's environment and headers carry its credentials.
+        // A server's environment and headers, and the hooks' secrets, are credentials.
         for server in &mut shown.mcp_servers {
             for value in server.env.values_mut().chain(server.headers.values_mut()) {
                 *value = "***".into();
+            }
+        }
+        for hook in &mut shown.hooks {
+            hook.secret = "***".into();
+        }
+        for webhook in &mut shown.webhooks {
+            if webhook.secret.is_some() {
+                webhook.secret = Some("***".into());
             }
         }
         let body = toml::to_string_pretty(&shown).context("cannot render the config as TOML")?;

@@ -71,9 +71,13 @@ pub async fn run(loaded: Loaded, policy: Policy) -> anyhow::Result<()> {
         .gateway(gateway)
         .face(face::Mcp(config.mcp_options()))
         .face(face::Push(clutch_core::push::Options::default()));
-    if !config.mcp_servers.is_empty() {
-        let servers = config.mcp_servers.clone();
-        builder = builder.face(face::Tools { servers, dispatch: clutch_core::adapter::Options::default() });
+    if !(config.mcp_servers.is_empty() && config.hooks.is_empty() && config.webhooks.is_empty()) {
+        builder = builder.face(face::Tools {
+            servers: config.mcp_servers.clone(),
+            hooks: config.hooks.clone(),
+            webhooks: config.webhooks.clone(),
+            ..Default::default()
+        });
     }
     let app = builder.build().await?;
     let served = serve(&config, &app, signals, started).await;

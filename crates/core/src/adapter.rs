@@ -44,6 +44,23 @@ pub enum Answer {
     Error { code: ErrorCode, message: String, retryable: bool },
 }
 
+/// Raw input for an adapter, as a face received it.
+#[derive(Debug, Clone)]
+pub struct Inbound {
+    /// What the input is addressed to (a hook's name).
+    pub name: String,
+    /// The request's headers, names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: bytes::Bytes,
+}
+
+impl Inbound {
+    /// The first header named `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
 /// One external protocol, in and out.
 pub trait Adapter: Send + Sync + 'static {
     /// `mcp`, `hook`...: the prefix of what it serves (`mcp:files/read_file`).
@@ -52,8 +69,9 @@ pub trait Adapter: Send + Sync + 'static {
     /// Whether it carries `message` out (a `tool.call` naming one of its tools).
     fn can_handle(&self, message: &Message) -> bool;
 
-    /// Raw input of its protocol as messages for the log. Adapters that take none refuse.
-    fn inbound<'a>(&'a self, _raw: &'a Value) -> BoxFuture<'a, Result<Vec<Message>, Refusal>> {
+    /// Raw input of its protocol as messages for the log (a webhook's body). Adapters that take none
+    /// refuse.
+    fn inbound<'a>(&'a self, _input: &'a Inbound) -> BoxFuture<'a, Result<Vec<Message>, Refusal>> {
         let why = format!("the {} adapter takes no input of its own", self.name());
         Box::pin(async move { Err(Refusal::new(ErrorCode::NotFound, why)) })
     }
@@ -94,6 +112,11 @@ impl Registry {
 
     pub fn list(&self) -> Vec<Arc<dyn Adapter>> {
         self.adapters.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The adapter named `name`, if there is one.
+    pub fn named(&self, name: &str) -> Option<Arc<dyn Adapter>> {
+        self.list().into_iter().find(|a| a.name() == name)
     }
 
     /// The adapter that carries `message` out, if one does.

@@ -1,8 +1,9 @@
-//! Push delivery: the inbox of each agent whose card names an endpoint for a protocol is sent there
-//! one message at a time in `seq` order, retried with exponential backoff and jitter until the
-//! endpoint takes it, and each agent's position is saved in the store, so a restart resumes where
-//! delivery stood (at-least-once: a few messages may come twice; agents deduplicate by `id`). How a
-//! message leaves is a [`Transport`]'s business: HTTP POSTs in the gateway today, A2A push next.
+//! Push delivery: the inbox of each agent whose card names an endpoint for a protocol ([`run`]), or
+//! the messages an operator's webhook selects ([`run_to`]), sent there one message at a time in
+//! `seq` order, retried with exponential backoff and jitter until the endpoint takes it, and each
+//! target's position saved in the store, so a restart resumes where delivery stood (at-least-once: a
+//! few messages may come twice; receivers deduplicate by `id`). How a message leaves is a
+//! [`Transport`]'s business: HTTP POSTs (`outbound::push`) today, A2A push next.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -39,12 +40,45 @@ impl Default for Options {
     }
 }
 
-/// Where one agent's messages go.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where messages go, and which.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Target {
-    pub agent_id: String,
-    /// The endpoint's URL, as the agent's card names it.
+    /// Who or what receives: the agent (`agent:ken`), or the webhook (`webhook:audit`); names the
+    /// saved position (`push:<name>`) and the logs.
+    pub name: String,
+    /// The endpoint's URL: as the agent's card names it, or the operator's config.
     pub url: String,
+    /// The messages it gets: an agent's inbox, or what a webhook selects.
+    pub filter: Filter,
+    /// Of those, only these types (empty: every type).
+    pub types: Vec<clutch_proto::MessageType>,
+    /// A key the transport signs each body with (HMAC-SHA256), if any. Never shown.
+    pub secret: Option<String>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("name", &self.name)
+            .field("url", &shown(&self.url))
+            .field("filter", &self.filter)
+            .field("types", &self.types)
+            .field("secret", &self.secret.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+impl Target {
+    /// An agent's inbox, to the endpoint its card names.
+    pub fn agent(agent_id: &str, url: &str) -> Target {
+        Target {
+            name: agent_id.to_owned(),
+            url: url.to_owned(),
+            filter: Filter { to: Some(agent_id.to_owned()), ..Filter::default() },
+            types: Vec::new(),
+            secret: None,
+        }
+    }
 }
 
 /// What became of one attempt to deliver a message.
@@ -104,7 +138,7 @@ pub async fn run(
             let worker = Worker {
                 log: log.clone(),
                 transport: transport.clone(),
-                target: Target { agent_id: agent, url },
+                target: Target::agent(&agent, &url),
                 options: options.clone(),
                 blocked_said: false,
             };
@@ -121,6 +155,37 @@ pub async fn run(
     }
 }
 
+/// Runs push delivery to fixed `targets` (an operator's webhooks) until `shutdown` resolves: one
+/// worker each. A target with no saved position starts after `first` (the log's head when the
+/// daemon was built: what came before is not sent).
+pub async fn run_to(
+    log: Handle,
+    transport: Arc<dyn Transport>,
+    targets: Vec<Target>,
+    first: u64,
+    options: Options,
+    shutdown: impl Future<Output = ()>,
+) {
+    let (stop, stopped) = watch::channel(false);
+    let mut workers = Vec::new();
+    for target in targets {
+        tracing::info!(target = %target.name, url = %shown(&target.url), "push delivery started");
+        let worker = Worker {
+            log: log.clone(),
+            transport: transport.clone(),
+            target,
+            options: options.clone(),
+            blocked_said: false,
+        };
+        workers.push(tokio::spawn(worker.run(first, stopped.clone())));
+    }
+    shutdown.await;
+    let _ = stop.send(true);
+    for worker in workers {
+        let _ = worker.await;
+    }
+}
+
 struct Worker {
     log: Handle,
     transport: Arc<dyn Transport>,
@@ -131,24 +196,24 @@ struct Worker {
 }
 
 impl Worker {
-    async fn run(mut self, card_seq: u64, mut stopped: watch::Receiver<bool>) {
-        let agent = self.target.agent_id.clone();
+    /// Delivers from the saved position, or (none saved) after `from`.
+    async fn run(mut self, from: u64, mut stopped: watch::Receiver<bool>) {
+        let agent = self.target.name.clone();
         let name = format!("push:{agent}");
         let mut pushed = match self.log.cursor(&name).await {
-            Ok(saved) => saved.unwrap_or(card_seq),
+            Ok(saved) => saved.unwrap_or(from),
             Err(e) => {
-                tracing::error!(agent_id = %agent, error = %e, "cannot read the push position; not pushing");
+                tracing::error!(target = %agent, error = %e, "cannot read the push position; not pushing");
                 return;
             }
         };
         let mut saved = pushed;
         let mut saved_at = Instant::now();
         'subscribe: loop {
-            let filter = Filter { to: Some(agent.clone()), ..Filter::default() };
-            let mut inbox = match self.log.subscribe(filter, Some(pushed)).await {
+            let mut inbox = match self.log.subscribe(self.target.filter.clone(), Some(pushed)).await {
                 Ok(s) => s,
                 Err(e) => {
-                    tracing::warn!(agent_id = %agent, error = %e, "push subscription failed; retrying");
+                    tracing::warn!(target = %agent, error = %e, "push subscription failed; retrying");
                     tokio::time::sleep(self.options.backoff_max.min(Duration::from_secs(1))).await;
                     continue;
                 }
@@ -160,7 +225,7 @@ impl Worker {
                 };
                 match next {
                     Ok(event) => {
-                        if !self.deliver(&event, &mut stopped).await {
+                        if self.wanted(&event) && !self.deliver(&event, &mut stopped).await {
                             break 'subscribe;
                         }
                         pushed = event.seq;
@@ -186,15 +251,20 @@ impl Worker {
         }
         match self.log.set_cursor(name, pushed).await {
             Ok(()) => *saved = pushed,
-            Err(e) => tracing::warn!(agent_id = %self.target.agent_id, error = %e, "cannot save the push position"),
+            Err(e) => tracing::warn!(target = %self.target.name, error = %e, "cannot save the push position"),
         }
+    }
+
+    /// Whether the target takes `event`'s type (its filter chose the rest).
+    fn wanted(&self, event: &Event) -> bool {
+        self.target.types.is_empty() || event.message().is_ok_and(|m| self.target.types.contains(&m.kind))
     }
 
     /// Sends one event until the endpoint takes it or refuses it for good (logged and skipped).
     /// False when stopped first.
     async fn deliver(&mut self, event: &Event, stopped: &mut watch::Receiver<bool>) -> bool {
         let metrics = self.log.metrics();
-        let agent = self.target.agent_id.clone();
+        let agent = self.target.name.clone();
         let mut failures: u32 = 0;
         loop {
             let why = match self.transport.deliver(&self.target, event).await {
@@ -203,14 +273,14 @@ impl Worker {
                     return true;
                 }
                 Delivery::Refused(why) => {
-                    tracing::warn!(agent_id = %agent, seq = event.seq, reason = %why, "push endpoint refused the message; skipped");
+                    tracing::warn!(target = %agent, seq = event.seq, reason = %why, "push endpoint refused the message; skipped");
                     return true;
                 }
                 Delivery::Failed(why) => why,
                 Delivery::Blocked(why) => {
                     if !self.blocked_said {
                         self.blocked_said = true;
-                        tracing::warn!(agent_id = %agent, url = %shown(&self.target.url), error = %why, "push target refused by the outbound guard; nothing is sent");
+                        tracing::warn!(target = %agent, url = %shown(&self.target.url), error = %why, "push target refused by the outbound guard; nothing is sent");
                     }
                     why
                 }
@@ -218,7 +288,7 @@ impl Worker {
             metrics.push_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             failures += 1;
             let delay = crate::backoff(self.options.backoff, self.options.backoff_max, failures, event.seq);
-            tracing::debug!(agent_id = %agent, seq = event.seq, failures, error = %why, delay_ms = delay.as_millis() as u64, "push failed; retrying");
+            tracing::debug!(target = %agent, seq = event.seq, failures, error = %why, delay_ms = delay.as_millis() as u64, "push failed; retrying");
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
                 _ = stopped.changed() => return false,

@@ -36,6 +36,8 @@ pub const ACCESS: &[(&str, &str, Access)] = &[
     ("GET", "/v1/approvals", Access::Read),
     ("POST", "/v1/tool-calls/{id}/approve", Access::Approve),
     ("POST", "/v1/tool-calls/{id}/deny", Access::Approve),
+    // Senders of webhooks hold no token: a hook takes a body only signed with its own secret.
+    ("POST", "/v1/hooks/{name}", Access::Open),
     ("GET", "/v1/agents", Access::Read),
     ("POST", "/v1/agents", Access::Write),
     ("GET", "/v1/agents/{id}", Access::Read),

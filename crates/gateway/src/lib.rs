@@ -112,6 +112,7 @@ fn routes(artifact_limit: usize) -> Routes {
         .add("GET", "/v1/approvals", tools::approvals)
         .add("POST", "/v1/tool-calls/{id}/approve", tools::approve)
         .add("POST", "/v1/tool-calls/{id}/deny", tools::deny)
+        .add("POST", "/v1/hooks/{name}", tools::hook)
         .add("GET", "/v1/agents", agents::list)
         .add("POST", "/v1/agents", agents::register)
         .add("GET", "/v1/agents/{id}", agents::show)

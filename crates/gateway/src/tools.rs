@@ -1,6 +1,8 @@
 //! The tools agents may call over HTTP: `GET /v1/tools` (the servers and their tools), and the
 //! calls waiting for a person's approval: `GET /v1/approvals`, `POST /v1/tool-calls/{id}/approve`
-//! and `/deny` (an admin's or an approver's token; the decision records who).
+//! and `/deny` (an admin's or an approver's token; the decision records who). And inbound webhooks:
+//! `POST /v1/hooks/{name}`, open to callers without a token, whose bodies the `hook` adapter takes
+//! only signed with the hook's secret.
 
 use axum::Extension;
 use axum::body::Bytes;
@@ -70,4 +72,40 @@ async fn decide(
     }
     let decided = state.engine.decide_approval(&id, decision, &caller.person(), decide.note).await?;
     Ok(axum::Json(decided).into_response())
+}
+
+/// `POST /v1/hooks/{name}`: the body becomes a message by the hook's mapping (the `hook` adapter
+/// checks its signature first) and is appended as a client's would be; answered `202` with the
+/// message's `{id, seq, duplicate}`.
+pub(crate) async fn hook(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let Some(adapter) = state.engine.adapters().named("hook") else {
+        return Err(ApiError::new(ErrorCode::NotFound, "no hook is configured")
+            .field("name")
+            .hint("declare [[hooks]] in clutch.toml"));
+    };
+    let headers = headers
+        .iter()
+        .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
+        .collect();
+    let inbound = clutch_core::adapter::Inbound { name, headers, body };
+    let messages = adapter.inbound(&inbound).await?;
+    let mut results = Vec::new();
+    for answer in state.engine.submit(messages).await? {
+        match answer? {
+            clutch_core::engine::Ack::Stored(o) => {
+                results.push(serde_json::json!({"id": o.id, "seq": o.seq, "duplicate": o.duplicate}))
+            }
+            clutch_core::engine::Ack::Heartbeat(_) => {}
+        }
+    }
+    let body = match <[serde_json::Value; 1]>::try_from(results) {
+        Ok([one]) => one,
+        Err(many) => serde_json::json!({ "results": many }),
+    };
+    Ok((axum::http::StatusCode::ACCEPTED, axum::Json(body)).into_response())
 }

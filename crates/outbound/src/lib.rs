@@ -4,7 +4,10 @@
 //! the request is sent; a name is resolved by the guard, which checks every address and hands only
 //! those to the connector (no second lookup, so DNS rebinding gains nothing); each redirect is
 //! checked the same way before it is followed; no proxy from the environment is used, since a proxy
-//! would resolve names where the guard cannot see.
+//! would resolve names where the guard cannot see. `push`: the HTTP transport of core's push
+//! delivery (agents' endpoints, webhooks), and the HMAC-SHA256 signatures webhooks carry.
+
+pub mod push;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -37,6 +37,12 @@ pub fn generate_at(kind: Kind, at: SystemTime) -> String {
     format!("{}{}", kind.prefix(), ulid::Ulid::from_datetime(at))
 }
 
+/// The id of `kind` that `seed` always gives: for ids that a repeated input must repeat (a webhook
+/// delivered twice lands in the same run, so its idempotency key dedups it).
+pub fn derive(kind: Kind, seed: u128) -> String {
+    format!("{}{}", kind.prefix(), ulid::Ulid(seed))
+}
+
 /// Checks that `s` is an id of `kind`: the prefix, then 26 Crockford base-32 characters (upper case)
 /// whose value fits 128 bits. Returns why not.
 pub fn check(kind: Kind, s: &str) -> Result<(), String> {

@@ -244,7 +244,9 @@ const AGENT_TOKEN: &str = "tok-PLANTED-agent-93be";
 const USER_PART: &str = "pw-PLANTED-userpart-6d2a";
 const PARAMETER: &str = "pw-PLANTED-param-b81f";
 const SSL_PARAMETER: &str = "pw-PLANTED-sslparam-0c55";
-const PLANTED: [&str; 5] = [ADMIN_TOKEN, AGENT_TOKEN, USER_PART, PARAMETER, SSL_PARAMETER];
+const HOOK_SECRET: &str = "hook-PLANTED-secret-5e19";
+const WEBHOOK_SECRET: &str = "webhook-PLANTED-secret-a3d0";
+const PLANTED: [&str; 7] = [ADMIN_TOKEN, AGENT_TOKEN, USER_PART, PARAMETER, SSL_PARAMETER, HOOK_SECRET, WEBHOOK_SECRET];
 
 fn assert_clean(surface: &str, text: &str) {
     for secret in PLANTED {
@@ -286,7 +288,15 @@ async fn planted_secrets_show_on_no_surface() {
     let db_ssl = planted_url(&base, true);
 
     // config dump, from the file, the environment and the flag; config check.
-    std::fs::write(dir.path().join("clutch.toml"), format!("db = {db_ssl:?}\nconfig_dir = \"policy\"\n")).unwrap();
+    std::fs::write(
+        dir.path().join("clutch.toml"),
+        format!(
+            "db = {db_ssl:?}\nconfig_dir = \"policy\"\n\n\
+             [[hooks]]\nname = \"in\"\nsecret = \"{HOOK_SECRET}\"\nmessage = {{ type = \"chat.message\" }}\n\n\
+             [[webhooks]]\nname = \"out\"\nurl = \"http://127.0.0.1:9/\"\nsecret = \"{WEBHOOK_SECRET}\"\n"
+        ),
+    )
+    .unwrap();
     let mut dump = clutch();
     dump.current_dir(dir.path()).args(["config", "dump"]);
     let out = run(dump, "");

@@ -14,7 +14,7 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
     ("store-sqlite", Some(&["store", "proto"])),
     ("store-postgres", Some(&["store", "proto"])),
     ("core", Some(&["proto", "store"])),
-    ("outbound", Some(&["core", "proto"])),
+    ("outbound", Some(&["core", "proto", "store"])),
     ("gateway", Some(FACE_DEPS)),
     ("mcp", Some(FACE_DEPS)),
     ("a2a", Some(FACE_DEPS)),

@@ -158,3 +158,141 @@ async fn a_call_under_way_at_sigkill_is_in_doubt_after_the_restart_and_ran_at_mo
     let (status, _) = daemon.terminate();
     assert!(status.success());
 }
+
+/// What a webhook receiver got: `(clutch-seq, clutch-signature, body as sent)` per accepted request.
+type Received = std::sync::Arc<std::sync::Mutex<Vec<(u64, String, String)>>>;
+
+/// A webhook receiver on `addr` that answers 500 to the first `fail` requests, then 200 (recording
+/// what it took).
+async fn receiver(addr: &str, fail: usize) -> (std::net::SocketAddr, Received) {
+    use axum::http::{HeaderMap, StatusCode};
+    let socket = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let got: Received = std::sync::Arc::default();
+    let record = got.clone();
+    let failures = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let app = axum::Router::new().fallback(move |headers: HeaderMap, body: String| {
+        let (record, failures) = (record.clone(), failures.clone());
+        async move {
+            if failures.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < fail {
+                return StatusCode::INTERNAL_SERVER_ERROR;
+            }
+            let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+            let seq = text("clutch-seq").parse().unwrap_or(0);
+            record.lock().unwrap().push((seq, text("clutch-signature"), body));
+            StatusCode::OK
+        }
+    });
+    let bound = socket.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(socket, app).await });
+    (bound, got)
+}
+
+/// Webhooks both ways, through the real binary: a signed body posted to a hook becomes a message by
+/// the hook's mapping (an unsigned or forged one is refused before it is read, a mapping that does
+/// not fit is refused naming the pointer); the messages an outbound webhook selects reach its URL in
+/// order, signed, through 500s; and a webhook aimed at a network the guard refuses is never reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_in_and_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (allowed, got) = receiver("127.0.0.2:0", 2).await;
+    let (refused, refused_got) = receiver("127.0.0.1:0", 0).await;
+    let secret = "a hook secret of some length";
+    let config = format!(
+        "[outbound]\nallow = [\"127.0.0.2\"]\n\n\
+         [[hooks]]\nname = \"github\"\nsecret = \"{secret}\"\n\
+         [hooks.message]\ntype = \"task.request\"\nfrom = \"user:github\"\nrequires = [\"skill:triage\"]\n\
+         idempotency_key = \"{{header:x-github-delivery}}\"\n\
+         [hooks.message.payload]\ngoal = \"Triage: {{/issue/title}}\"\nnumber = \"{{/issue/number}}\"\nlabels = \"{{/issue/labels}}\"\n\n\
+         [[webhooks]]\nname = \"audit\"\nurl = \"http://127.0.0.2:{}/in\"\ntypes = [\"task.request\"]\nsecret = \"{secret}\"\n\n\
+         [[webhooks]]\nname = \"inside\"\nurl = \"http://127.0.0.1:{}/in\"\n",
+        allowed.port(),
+        refused.port()
+    );
+    std::fs::write(dir.path().join("clutch.toml"), config).unwrap();
+    let mut cmd = clutch();
+    cmd.current_dir(dir.path()).args(["serve", "--listen", "127.0.0.1:0", "--data-dir", "data"]);
+    let daemon = Daemon::spawn(cmd);
+    let http = reqwest::Client::new();
+    let hook = format!("{}/v1/hooks/github", daemon.url);
+    let send = |body: String, signature: Option<String>, delivery: &str| {
+        let mut r = http.post(&hook).header("content-type", "application/json").header("x-github-delivery", delivery);
+        if let Some(s) = signature {
+            r = r.header("x-hub-signature-256", s);
+        }
+        r.body(body).send()
+    };
+    let sign = |body: &str| clutch_outbound::push::signature(secret.as_bytes(), body.as_bytes());
+
+    let body = json!({"issue": {"title": "It crashes", "number": 7, "labels": ["bug"]}}).to_string();
+    let r = send(body.clone(), Some(sign(&body)), "d-1").await.unwrap();
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    assert_eq!(status, 202, "{text}");
+    let r: Value = serde_json::from_str(&text).unwrap();
+    let ack = r;
+    let seq = ack["seq"].as_u64().unwrap();
+    let stored: Value = http
+        .get(format!("{}/v1/messages/{}", daemon.url, ack["id"].as_str().unwrap()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (stored["type"].as_str(), stored["from"]["agent_id"].as_str()),
+        (Some("task.request"), Some("user:github"))
+    );
+    assert_eq!(stored["payload"], json!({"goal": "Triage: It crashes", "number": 7, "labels": ["bug"]}));
+    assert_eq!(stored["requires"], json!(["skill:triage"]));
+    // The same delivery again is a duplicate (its idempotency key comes from a header).
+    let again: Value = send(body.clone(), Some(sign(&body)), "d-1").await.unwrap().json().await.unwrap();
+    assert_eq!((again["seq"].as_u64(), again["duplicate"].as_bool()), (Some(seq), Some(true)));
+
+    // Unsigned, forged, or signed with another key: refused before the body is read.
+    for signature in [None, Some(sign("{}")), Some("sha256=00".to_owned())] {
+        let r = send("{not json".to_owned(), signature.clone(), "d-2").await.unwrap();
+        assert_eq!(r.status(), 401, "{signature:?}");
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"]["code"], "UNAUTHORIZED");
+    }
+    // Signed, but the mapping does not fit the body: refused with the pointer.
+    let body = json!({"issue": {"number": 8}}).to_string();
+    let r = send(body.clone(), Some(sign(&body)), "d-3").await.unwrap();
+    assert_eq!(r.status(), 400);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(
+        (e["error"]["code"].as_str(), e["error"]["field"].as_str()),
+        (Some("VALIDATION_FAILED"), Some("/issue/title")),
+        "{e}"
+    );
+    // Unknown hooks are 404.
+    assert_eq!(http.post(format!("{}/v1/hooks/nope", daemon.url)).body("{}").send().await.unwrap().status(), 404);
+
+    // Out: two more requests, then the allowed webhook gets all three, in order, signed, after two 500s.
+    for (i, title) in ["Second", "Third"].iter().enumerate() {
+        let body = json!({"issue": {"title": title, "number": i, "labels": []}}).to_string();
+        assert_eq!(send(body.clone(), Some(sign(&body)), &format!("d-{}", i + 10)).await.unwrap().status(), 202);
+    }
+    let deadline = Instant::now() + DEADLINE;
+    while got.lock().unwrap().len() < 3 {
+        assert!(Instant::now() < deadline, "the webhook got {:?}", got.lock().unwrap());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let received = got.lock().unwrap().clone();
+    let events: Vec<Value> = received.iter().map(|(_, _, body)| serde_json::from_str(body).unwrap()).collect();
+    let goals: Vec<&str> = events.iter().map(|e| e["payload"]["goal"].as_str().unwrap()).collect();
+    assert_eq!(goals, ["Triage: It crashes", "Triage: Second", "Triage: Third"], "in order, once each");
+    let seqs: Vec<u64> = received.iter().map(|(s, _, _)| *s).collect();
+    assert!(seqs.is_sorted() && seqs[0] == seq, "{seqs:?}");
+    for (_, signature, body) in &received {
+        assert!(
+            clutch_outbound::push::verify(secret.as_bytes(), body.as_bytes(), signature),
+            "{signature} over {body}"
+        );
+    }
+    assert!(refused_got.lock().unwrap().is_empty(), "a webhook to a refused network is never reached");
+    let (_, log) = daemon.terminate();
+    assert!(log.contains("refused by the outbound guard"), "{log}");
+    assert!(!log.contains(secret), "the secret never reaches the log");
+}

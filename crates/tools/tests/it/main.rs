@@ -69,7 +69,7 @@ async fn start_with(
     let store = clutch_store_sqlite::Store::open(dir.path()).unwrap();
     let mut builder = App::builder(Arc::new(store)).engine(engine);
     if let Some(servers) = servers {
-        builder = builder.face(face::Tools { servers, dispatch: clutch_core::adapter::Options::default() });
+        builder = builder.face(face::Tools { servers, ..Default::default() });
     }
     let app = builder.build().await.unwrap();
     Daemon { log: app.log.clone(), engine: app.engine.clone(), app, _dir: dir }
