@@ -1,8 +1,9 @@
-//! The MCP client adapter against a real MCP server nobody here wrote: the reference
+//! The MCP client adapter against real MCP servers nobody here wrote: the reference
 //! `@modelcontextprotocol/server-everything` (npm, installed into ./node_modules by the test
-//! command), over stdio, in a daemon built as `clutch serve` builds it (the HTTP face aside: calls
-//! go in as `tool.call` messages through the engine, as every face submits them, and come back as
-//! `tool.result` / `tool.error` in the log).
+//! command; over stdio and Streamable HTTP) and `mcp-server-git` (PyPI, installed into .tools/venv),
+//! in a daemon built as `clutch serve` builds it (the HTTP face aside: calls go in as `tool.call`
+//! messages through the engine, as every face submits them, and come back as `tool.result` /
+//! `tool.error` in the log).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -513,5 +514,111 @@ async fn large_answers_are_stored_as_artifacts() {
     // A small answer stays inline.
     let (_, task) = d.call("agent:ken", "mcp:everything/echo", json!({"message": "small"})).await.unwrap();
     assert_eq!(d.answer(&task).await.0["payload"]["content"][0]["type"], "text");
+    d.app.stop().await.unwrap();
+}
+
+/// The reference git server (PyPI `mcp-server-git`, installed into .tools/venv by the test command),
+/// confined to `repo`.
+fn git_server(repo: &std::path::Path) -> ServerConfig {
+    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.tools/venv/bin/mcp-server-git");
+    assert!(
+        bin.exists(),
+        "{} is missing: the test command installs it (./scripts/py-setup); run ./scripts/test",
+        bin.display()
+    );
+    ServerConfig {
+        name: "git".into(),
+        command: Some(bin.display().to_string()),
+        args: vec!["--repository".into(), repo.display().to_string()],
+        env: Default::default(),
+        url: None,
+        headers: Default::default(),
+        connect_timeout_ms: 30_000,
+        call_timeout_ms: 30_000,
+    }
+}
+
+/// `git` in `repo`, its output trimmed.
+fn git(repo: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git").arg("-C").arg(repo).args(args).output().unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A second server nobody here wrote, in another language, on a temporary repository: its calls
+/// change the repository as `git` itself sees it, its errors and its confinement come back as
+/// `TOOL_FAILED`, and its one destructive tool (by its annotations, with no policy naming it) waits
+/// for a person: denied, the index is untouched; approved, it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_server_changes_a_repository_and_waits_for_approval_to_destroy() {
+    use clutch_core::payload::Decision;
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["config", "user.name", "Test"]);
+    git(&repo, &["config", "user.email", "test@example.invalid"]);
+    let path = repo.display().to_string();
+    let d = start(vec![git_server(&repo)]).await;
+    let tools = d.ready().await;
+    let listed = |name: &str| tools.servers[0].tools.iter().find(|t| t.name == name).cloned().expect(name);
+    assert!(listed("mcp:git/git_status").annotations.read_only);
+    let reset = listed("mcp:git/git_reset").annotations;
+    assert!(reset.destructive && !reset.read_only, "{reset:?}");
+
+    // Add and commit: the repository has the commit.
+    std::fs::write(repo.join("a.txt"), "one\n").unwrap();
+    let (_, task) =
+        d.call("agent:ken", "mcp:git/git_add", json!({"repo_path": path, "files": ["a.txt"]})).await.unwrap();
+    assert_eq!(d.answer(&task).await.0["type"], "tool.result");
+    let (_, task) =
+        d.call("agent:ken", "mcp:git/git_commit", json!({"repo_path": path, "message": "First"})).await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    assert_eq!(answer["type"], "tool.result", "{answer}");
+    assert_eq!(
+        (git(&repo, &["rev-list", "--count", "HEAD"]), git(&repo, &["log", "-1", "--format=%s"])),
+        ("1".into(), "First".into())
+    );
+    let (_, task) = d.call("agent:ken", "mcp:git/git_log", json!({"repo_path": path})).await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    assert!(answer["payload"]["content"][0]["text"].as_str().unwrap().contains("First"), "{answer}");
+
+    // The tool's own errors, and its confinement to the repository: TOOL_FAILED, not retryable.
+    let outside = work.path().display().to_string();
+    for args in [
+        json!({"repo_path": path, "branch_name": "no-such-branch"}),
+        json!({"repo_path": outside, "branch_name": "main"}),
+    ] {
+        let (_, task) = d.call("agent:ken", "mcp:git/git_checkout", args.clone()).await.unwrap();
+        let (answer, _) = d.answer(&task).await;
+        assert_eq!(
+            (answer["payload"]["code"].as_str(), answer["payload"]["retryable"].as_bool()),
+            (Some("TOOL_FAILED"), Some(false)),
+            "{args}: {answer}"
+        );
+    }
+
+    // git_reset is destructive by its annotations: it waits. Denied, the staged file stays staged.
+    std::fs::write(repo.join("b.txt"), "two\n").unwrap();
+    git(&repo, &["add", "b.txt"]);
+    let requested = |events: &[Value]| events.iter().any(|e| e["payload_type"] == "clutch.approval.requested.v1");
+    let (call, task) = d.call("agent:ken", "mcp:git/git_reset", json!({"repo_path": path})).await.unwrap();
+    let events = events_until(&d, &task, requested).await;
+    assert_eq!(events[1]["payload"]["reason"], "destructive", "{events:?}");
+    d.engine.decide_approval(&call, Decision::Denied, "user:ada", Some("keep it".into())).await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    assert_eq!(answer["payload"]["code"], "TOOL_DENIED", "{answer}");
+    assert_eq!(git(&repo, &["diff", "--cached", "--name-only"]), "b.txt", "never made");
+    // Approved, it runs.
+    let (call, task) = d.call("agent:ken", "mcp:git/git_reset", json!({"repo_path": path})).await.unwrap();
+    events_until(&d, &task, requested).await;
+    d.engine.decide_approval(&call, Decision::Approved, "user:ada", None).await.unwrap();
+    let (answer, events) = d.answer(&task).await;
+    assert_eq!(answer["type"], "tool.result", "{answer}");
+    assert_eq!(
+        kinds(&events),
+        ["tool.call", "approval.requested.v1", "approval.decided.v1", "tool.started.v1", "tool.result"]
+    );
+    assert_eq!(git(&repo, &["diff", "--cached", "--name-only"]), "", "unstaged");
     d.app.stop().await.unwrap();
 }
