@@ -131,11 +131,15 @@ test('each message type is rendered for what it is', async (t) => {
     const review = page.locator(`.task-card[data-task="${s.review}"]`);
     assert.deepEqual(await review.locator('.r-findings-table .sev').allTextContents(), ['high', 'low']);
     assert.match(await review.locator('.assignee').textContent() || '', /ida/);
-    // Tool calls collapsed, with their JSON when opened.
-    const call = page.locator('.ev-tool-call details.tool');
-    assert.equal(await call.evaluate((d) => /** @type {HTMLDetailsElement} */ (d).open), false);
-    await call.locator('summary').click();
-    assert.match(await call.locator('clutch-json').textContent() || '', /"query": "Q3 report revenue"/);
+    // A tool call as a card: the tool, where the call stands (no adapter serves it: called, for an
+    // agent to answer), its arguments folded, with their JSON when opened.
+    const call = page.locator('.ev-tool-call.call-card');
+    assert.equal(await call.getAttribute('data-state'), 'called');
+    assert.equal(await call.locator('.call-state').textContent(), 'called');
+    const args = call.locator('details.raw', { hasText: 'arguments' });
+    assert.equal(await args.evaluate((d) => /** @type {HTMLDetailsElement} */ (d).open), false);
+    await args.locator('summary').click();
+    assert.match(await args.locator('clutch-json').textContent() || '', /"query": "Q3 report revenue"/);
     // Relative timestamps, absolute on hover.
     const time = page.locator('.ev-chat-message time').first();
     assert.match(await time.textContent() || '', /ago|just now/);

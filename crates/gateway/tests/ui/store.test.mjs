@@ -180,3 +180,23 @@ test('a workflow and its planned tasks are named by their names, not by their pa
   assert.equal(store.tasks.get('task_W')?.title, 'workflow oauth');
   assert.equal(store.tasks.get('task_S')?.title, 'setup');
 });
+
+test("a tool call's events are filed under the call, whatever order they arrive in", async () => {
+  seq = 0;
+  const store = new Store();
+  const call = ev({ type: 'tool.call', payload: { tool: 'mcp:files/write_file', args: { path: 'a' } } });
+  const requested = ev({ from: orch, type: 'chat.system', payload_type: 'clutch.approval.requested.v1', payload: { call_id: call.id, tool: 'mcp:files/write_file' } });
+  const decided = ev({ from: orch, type: 'chat.system', payload_type: 'clutch.approval.decided.v1', payload: { call_id: call.id, decision: 'approved', by: 'user:ada' } });
+  const started = ev({ from: orch, type: 'chat.system', payload_type: 'clutch.tool.started.v1', payload: { call_id: call.id, attempt: 1 } });
+  const answer = ev({ from: orch, type: 'tool.error', payload: { code: 'TOOL_FAILED', message: 'no', retryable: false, details: { call_id: call.id } } });
+  const unrelated = ev({ from: orch, type: 'chat.system', payload: { call_id: call.id, text: 'not a note about the call' } });
+  // The answer and the decision arrive live; the rest is history loaded afterwards.
+  store.addNow([decided, answer, unrelated]);
+  await store.addHistory([call, requested, started]);
+  const c = /** @type {any} */ (store.calls.get(call.id));
+  assert.deepEqual(
+    [c.call?.seq, c.requested?.seq, c.decided?.seq, c.started.map((/** @type {any} */ s) => s.seq), c.answer?.seq],
+    [call.seq, requested.seq, decided.seq, [started.seq], answer.seq],
+  );
+  assert.equal(store.calls.size, 1);
+});

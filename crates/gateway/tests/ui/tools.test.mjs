@@ -1,7 +1,7 @@
 // Tool calls that wait for a person: the daemon runs the reference MCP server (npm
 // @modelcontextprotocol/server-everything, declared in clutch.toml) and org.yaml asks for approval
-// of its echo tool. A call shows as a card with Approve and Deny; a click decides, the decision and
-// the call's answer follow live.
+// of its echo tool. A call shows as one card with Approve and Deny; a click decides, and the card
+// follows the call live: its decision, its start, its answer.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -26,30 +26,38 @@ async function call(message) {
   return { thread, call: ack.id };
 }
 
-test('a call waiting for approval is approved or denied from its card, and its answer follows', async (t) => {
+test('a call is one card: it waits for approval, is approved or denied there, and its answer follows', async (t) => {
   const approved = await call('ship it');
   const denied = await call('not this one');
   await withPage(env.browser, t.name, `${env.daemon.url}/#/thread/${approved.thread}`, async (page) => {
     await live(page);
-    const card = page.locator(`.r-approval[data-call="${approved.call}"]`);
-    await card.waitFor();
+    const card = page.locator(`.call-card[data-call="${approved.call}"]`);
+    await page.locator(`.call-card[data-call="${approved.call}"][data-state="waiting"]`).waitFor();
     assert.match(await card.textContent() || '', /mcp:everything\/echo waits for approval \(the policy asks for it\)/);
     assert.match(await card.textContent() || '', /ship it/, 'the arguments are shown');
     await card.locator('button.decide-approve').click();
-    await card.locator('.r-approval-status', { hasText: 'approved by user:local' }).waitFor();
-    await page.locator(`.r-decided.decided-approved[data-call="${approved.call}"]`).waitFor();
-    await page.locator('.r-tool-started', { hasText: 'calling mcp:everything/echo' }).waitFor();
-    await page.locator('.ev details.tool summary', { hasText: /✓ result mcp:everything\/echo \d+ ms — Echo: ship it/ }).waitFor();
+    // The card follows the call: decided, started, answered, with its duration and its history.
+    await page.locator(`.call-card[data-call="${approved.call}"][data-state="done"]`).waitFor();
+    await card.locator('.approval-history .r-decided.decided-approved', { hasText: 'approved by local' }).waitFor();
+    assert.match(await card.locator('.approval-history').textContent() || '', /asked for approval \(the policy asks for it\)/);
+    assert.equal(await card.locator('button.decide-approve').count(), 0, 'no buttons once decided');
+    await card.locator('.r-tool-started', { hasText: 'calling mcp:everything/echo' }).waitFor();
+    await card.locator('details.tool summary', { hasText: /✓ result mcp:everything\/echo \d+ ms — Echo: ship it/ }).waitFor();
+    assert.match(await card.locator('.call-duration').textContent() || '', /^\d+ ms$/);
+    assert.equal(await page.locator('.ev').count(), 1, 'the call, its notes and its answer fold into the card');
     assert.equal(await page.locator('.sidebar .item-title', { hasText: 'call mcp:everything/echo' }).count(), 4, 'both threads and runs named by their calls');
-    // Deciding twice is refused, and says what stands.
-    await card.locator('button.decide-deny').click();
-    await card.locator('.r-approval-status', { hasText: 'approved by user:local' }).waitFor();
+    // Every event on its own row again; deciding twice is refused, and says what stands.
+    await page.locator('input[name="every"]').check();
+    const request = page.locator(`.r-approval[data-call="${approved.call}"]`);
+    await request.locator('button.decide-deny').click();
+    await request.locator('.r-approval-status', { hasText: 'approved by user:local' }).waitFor();
 
     await page.goto(`${env.daemon.url}/#/thread/${denied.thread}`);
-    const other = page.locator(`.r-approval[data-call="${denied.call}"]`);
+    const other = page.locator(`.call-card[data-call="${denied.call}"]`);
     await other.locator('button.decide-deny').click();
-    await page.locator(`.r-decided.decided-denied[data-call="${denied.call}"]`).waitFor();
-    await page.locator('.ev', { hasText: 'TOOL_DENIED' }).first().waitFor();
+    await page.locator(`.call-card[data-call="${denied.call}"][data-state="denied"]`).waitFor();
+    await other.locator('.r-decided.decided-denied').waitFor();
+    await other.locator('.error-code', { hasText: 'TOOL_DENIED' }).waitFor();
   });
   const pending = await (await fetch(`${env.daemon.url}/v1/approvals`)).json();
   assert.deepEqual(pending.pending, [], 'nothing waits any more');

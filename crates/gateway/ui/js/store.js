@@ -9,6 +9,7 @@ import { payloadText, shortId, truncate } from './util.js';
 /** @typedef {import('./types.js').TaskStateName} TaskStateName */
 /** @typedef {import('./types.js').Scope} Scope */
 /** @typedef {import('./types.js').Change} Change */
+/** @typedef {import('./types.js').ToolCallState} ToolCallState */
 /** @typedef {import('./types.js').Filter} Filter */
 
 export const ORCHESTRATOR = 'agent:orchestrator';
@@ -238,6 +239,34 @@ export function isTaskEvent(e) {
   return LIFECYCLE.has(e.type) || e.type === 'routing.decision' || e.type === 'routing.failure';
 }
 
+/** The daemon's notes about a tool call, by payload type. */
+const CALL_NOTES = new Set(['clutch.tool.started.v1', 'clutch.approval.requested.v1', 'clutch.approval.decided.v1']);
+
+/**
+ * The tool call an event belongs to: a `tool.call`'s own id, the `call_id` of its answer (a
+ * `tool.error` carries it in its `details`) and of the daemon's notes about it; '' for any other event.
+ * @param {ClutchEvent} e
+ */
+export function callOf(e) {
+  if (e.type === 'tool.call') return e.id;
+  const relevant = e.type === 'tool.result' || e.type === 'tool.error' || (e.type === 'chat.system' && CALL_NOTES.has(e.payload_type || ''));
+  const id = relevant ? (e.payload?.call_id ?? e.payload?.details?.call_id) : undefined;
+  return typeof id === 'string' ? id : '';
+}
+
+/**
+ * Files an event of a tool call under its role.
+ * @param {ToolCallState} c
+ * @param {ClutchEvent} e
+ */
+function applyToCall(c, e) {
+  if (e.type === 'tool.call') c.call = e;
+  else if (e.type === 'tool.result' || e.type === 'tool.error') c.answer = e;
+  else if (e.payload_type === 'clutch.approval.requested.v1') c.requested = e;
+  else if (e.payload_type === 'clutch.approval.decided.v1') c.decided = e;
+  else if (!c.started.includes(e)) c.started = [...c.started, e].sort((a, b) => a.seq - b.seq);
+}
+
 const searchText = new WeakMap();
 
 /**
@@ -314,6 +343,8 @@ export class Store {
     this.bySender = new Map();
     /** @type {Map<string, Task>} tasks that have lifecycle events */
     this.tasks = new Map();
+    /** @type {Map<string, ToolCallState>} tool calls by the call's id */
+    this.calls = new Map();
     /** @type {Map<string, Set<string>>} run id → its task ids */
     this.runTasks = new Map();
     /** Every event with a seq above this is held (the stream started here); older ones load on demand. */
@@ -327,7 +358,7 @@ export class Store {
   /** Forgets every event and everything derived from them. */
   clear() {
     this.events = [];
-    for (const m of [this.bySeq, this.threads, this.runs, this.byTask, this.bySender, this.tasks, this.runTasks, this.historyLoaded]) m.clear();
+    for (const m of [this.bySeq, this.threads, this.runs, this.byTask, this.bySender, this.tasks, this.calls, this.runTasks, this.historyLoaded]) m.clear();
     this.floor = 0;
     this.head = 0;
   }
@@ -340,7 +371,7 @@ export class Store {
 
   /** @returns {Change} */
   static emptyChange() {
-    return { events: [], tasks: new Set(), scopes: new Set(), history: false, reset: false };
+    return { events: [], tasks: new Set(), calls: new Set(), scopes: new Set(), history: false, reset: false };
   }
 
   /** @param {Change} change */
@@ -442,6 +473,13 @@ export class Store {
       if (!older) applyToTask(t, e);
       change.tasks.add(e.task_id);
       if (e.parent_task_id) change.tasks.add(e.parent_task_id);
+    }
+    const callId = callOf(e);
+    if (callId) {
+      let c = this.calls.get(callId);
+      if (!c) this.calls.set(callId, (c = { id: callId, call: undefined, requested: undefined, decided: undefined, started: [], answer: undefined }));
+      applyToCall(c, e);
+      change.calls.add(callId);
     }
   }
 

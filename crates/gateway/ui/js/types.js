@@ -59,6 +59,18 @@
  */
 
 /**
+ * A tool call as the events so far describe it: the call, the daemon's notes about it, its answer.
+ * Each part is kept by its role, so events that arrive out of order (history) land where they belong.
+ * @typedef {object} ToolCallState
+ * @property {string} id  the `tool.call`'s message id
+ * @property {ClutchEvent | undefined} call
+ * @property {ClutchEvent | undefined} requested  `clutch.approval.requested.v1`
+ * @property {ClutchEvent | undefined} decided    `clutch.approval.decided.v1`
+ * @property {ClutchEvent[]} started              `clutch.tool.started.v1`, one per attempt
+ * @property {ClutchEvent | undefined} answer     the `tool.result` or `tool.error`
+ */
+
+/**
  * A thread or a run, as the sidebar lists it.
  * @typedef {object} Scope
  * @property {'thread' | 'run'} kind
@@ -76,6 +88,7 @@
  * @typedef {object} Change
  * @property {ClutchEvent[]} events   new events, in seq order (history included)
  * @property {Set<string>} tasks      task ids whose derived state changed
+ * @property {Set<string>} calls      tool call ids that gained events
  * @property {Set<string>} scopes     thread, run, task and agent ids that gained events
  * @property {boolean} history        events older than some already held were inserted
  * @property {boolean} reset          everything was cleared

@@ -1,5 +1,6 @@
 // How each kind of event looks in a timeline: chat as conversation, a task as one card whose state
-// changes in place, tool calls and results as collapsible JSON, routing decisions as a table of
+// changes in place, a tool call as one card (its state, arguments, approval history and answer),
+// tool calls and results shown one by one as collapsible JSON, routing decisions as a table of
 // candidates and scores, errors highlighted with their code and retryable flag.
 
 import { h, nameOf, shortId, timeEl, payloadText } from '../util.js';
@@ -138,6 +139,8 @@ function routingFailure(e) {
 /** @param {Record<string, any>} p */
 function toolName(p) {
   for (const k of ['tool', 'name', 'tool_name', 'method']) if (typeof p?.[k] === 'string') return p[k];
+  // A tool.error names its tool in its details.
+  if (typeof p?.details?.tool === 'string') return p.details.tool;
   return 'tool';
 }
 
@@ -153,10 +156,14 @@ function resultSummary(p) {
   return [time, text.length > 90 ? `${text.slice(0, 89)}…` : text].filter(Boolean).join(' — ');
 }
 
+/** A call's arguments, under whichever name its payload gives them. @param {Record<string, any>} p */
+function argsOf(p) {
+  return p?.args ?? p?.arguments ?? p?.input ?? p?.params;
+}
+
 /** @param {Record<string, any>} p */
 function argsSummary(p) {
-  const args = p?.arguments ?? p?.args ?? p?.input ?? p?.params;
-  const text = JSON.stringify(args ?? p);
+  const text = JSON.stringify(argsOf(p) ?? p);
   return text && text.length > 90 ? `${text.slice(0, 89)}…` : text || '';
 }
 
@@ -189,20 +196,9 @@ export function renderEvent(e, ctx) {
       return row;
     case 'tool.call':
     case 'tool.result':
-    case 'tool.error': {
-      const p = e.payload || {};
-      const mark = e.type === 'tool.call' ? '▸ call' : e.type === 'tool.result' ? '✓ result' : '✗ error';
-      const details = h(
-        'details',
-        { class: 'tool' },
-        h('summary', null, h('span', { class: 'tool-mark' }, mark), ' ', h('code', null, toolName(p)), ' ', h('span', { class: 'muted mono' }, e.type === 'tool.call' ? argsSummary(p) : e.type === 'tool.result' ? resultSummary(p) : '')),
-      );
-      details.addEventListener('toggle', () => {
-        if (details.open && details.childElementCount === 1) details.append(payloadBlockOpen(e));
-      });
-      row.append(avatar(e.from.agent_id), h('div', { class: 'ev-main' }, header(e, ctx), e.type === 'tool.error' && errorBlock(e), details));
+    case 'tool.error':
+      row.append(avatar(e.from.agent_id), h('div', { class: 'ev-main' }, header(e, ctx), e.type === 'tool.error' && errorBlock(e), toolDetails(e)));
       return row;
-    }
     case 'routing.decision':
       row.append(avatar(e.from.agent_id), h('div', { class: 'ev-main' }, header(e, ctx), routingTable(e)));
       return row;
@@ -235,6 +231,93 @@ export function renderEvent(e, ctx) {
       );
       return row;
   }
+}
+
+/**
+ * A tool call, result or error folded to one line (the tool, the arguments or the answer's start),
+ * its whole payload on opening.
+ * @param {ClutchEvent} e
+ */
+function toolDetails(e) {
+  const p = e.payload || {};
+  const mark = e.type === 'tool.call' ? '▸ call' : e.type === 'tool.result' ? '✓ result' : '✗ error';
+  const details = h(
+    'details',
+    { class: 'tool' },
+    h('summary', null, h('span', { class: 'tool-mark' }, mark), ' ', h('code', null, toolName(p)), ' ', h('span', { class: 'muted mono' }, e.type === 'tool.call' ? argsSummary(p) : e.type === 'tool.result' ? resultSummary(p) : '')),
+  );
+  details.addEventListener('toggle', () => {
+    if (details.open && details.childElementCount === 1) details.append(payloadBlockOpen(e));
+  });
+  return details;
+}
+
+/**
+ * Where a tool call stands, from its events: a key for styling and tests, and words.
+ * @param {import('../types.js').ToolCallState} c
+ * @returns {{key: string, label: string}}
+ */
+function callState(c) {
+  const a = c.answer;
+  if (a?.type === 'tool.result') return { key: 'done', label: 'done' };
+  if (a?.type === 'tool.error') {
+    const code = String(a.payload?.code || '');
+    if (code === 'TOOL_DENIED') return c.decided?.payload?.decision === 'expired' ? { key: 'expired', label: 'expired' } : { key: 'denied', label: 'denied' };
+    if (code === 'TOOL_IN_DOUBT') return { key: 'in-doubt', label: 'in doubt' };
+    return { key: 'failed', label: 'failed' };
+  }
+  if (c.requested && !c.decided) return { key: 'waiting', label: 'waiting for approval' };
+  if (c.started.length) return { key: 'running', label: 'running' };
+  const decision = c.decided?.payload?.decision;
+  if (decision === 'approved') return { key: 'approved', label: 'approved' };
+  if (decision === 'denied' || decision === 'expired') return { key: decision, label: decision };
+  return { key: 'called', label: 'called' };
+}
+
+/**
+ * The card of a tool call: the tool, its caller and state (updated in place as its events arrive),
+ * its arguments, its approval history (with Approve and Deny while it waits), its attempts, and its
+ * answer with the call's duration.
+ * @param {import('../types.js').ToolCallState} c
+ * @param {RenderContext} ctx
+ */
+export function renderCallCard(c, ctx) {
+  const e = /** @type {ClutchEvent} */ (c.call);
+  const p = e.payload || {};
+  const state = callState(c);
+  const ms = c.answer?.payload?.duration_ms;
+  const requested = /** @type {import('../api-types.js').ApprovalRequested | undefined} */ (/** @type {unknown} */ (c.requested?.payload));
+  return h(
+    'article',
+    { class: `ev ev-tool ev-tool-call call-card call-${state.key}`, 'data-seq': String(e.seq), 'data-type': e.type, 'data-call': c.id, 'data-state': state.key },
+    avatar(e.from.agent_id),
+    h(
+      'div',
+      { class: 'ev-main' },
+      header(e, ctx),
+      h(
+        'div',
+        { class: 'card-line' },
+        h('span', { class: `state call-state state-${state.key}` }, state.label),
+        h('code', { class: 'call-tool' }, toolName(p)),
+        typeof ms === 'number' && h('span', { class: 'muted call-duration' }, `${ms} ms`),
+        c.started.length > 1 && h('span', { class: 'attempt' }, `${c.started.length} attempts`),
+      ),
+      // While it waits, the request with its buttons (it shows the arguments); then the history.
+      c.requested && !c.decided ? renderPayload(c.requested) : rawJson(argsOf(p) ?? p, 'arguments'),
+      c.decided &&
+        h(
+          'ol',
+          { class: 'approval-history' },
+          requested && h('li', { class: 'muted' }, 'asked for approval', requested.reason === 'destructive' ? ' (it may destroy and is not read-only)' : ' (the policy asks for it)', ' ', c.requested && timeEl(c.requested.ts)),
+          h('li', null, renderPayload(c.decided), ' ', timeEl(c.decided.ts)),
+        ),
+      c.started.map((s) => renderPayload(s)),
+      c.answer?.type === 'tool.error' && errorBlock(c.answer),
+      c.answer && toolDetails(c.answer),
+      c.answer && attachments(c.answer),
+    ),
+  );
 }
 
 /** @param {ClutchEvent} e */

@@ -1,16 +1,17 @@
 // A timeline: the events of one scope (everything, a thread, a run, a task, or one sender), filtered,
-// in a virtualised list. Task lifecycle events fold into one card per task that updates in place;
-// with a filter set, or "every event" ticked, each event gets its own row.
+// in a virtualised list. Task lifecycle events fold into one card per task, and a tool call's events
+// (its approval, start, answer) into one card per call, each updated in place; with a filter set, or
+// "every event" ticked, each event gets its own row.
 
 import { h, renderLoop, debounce } from '../util.js';
 import { VirtualList } from '../components/virtual-list.js';
-import { renderEvent, renderTaskCard } from '../render/events.js';
-import { LIFECYCLE, TYPES, isTaskEvent, matches, isEmptyFilter } from '../store.js';
+import { renderCallCard, renderEvent, renderTaskCard } from '../render/events.js';
+import { LIFECYCLE, TYPES, callOf, isTaskEvent, matches, isEmptyFilter } from '../store.js';
 
 /** @typedef {import('../types.js').ClutchEvent} ClutchEvent */
 /** @typedef {import('../types.js').Filter} Filter */
 /** @typedef {import('../types.js').Change} Change */
-/** @typedef {{key: string, e: ClutchEvent, task?: string}} Row */
+/** @typedef {{key: string, e: ClutchEvent, task?: string, call?: string}} Row */
 /** @typedef {'all' | 'thread' | 'run' | 'task' | 'agent'} ScopeKind */
 
 /**
@@ -27,7 +28,7 @@ import { LIFECYCLE, TYPES, isTaskEvent, matches, isEmptyFilter } from '../store.
  */
 
 /** Row height guesses by kind, refined by measurement. */
-const ESTIMATES = { card: 150, chat: 64, compact: 44, routing: 130, other: 60 };
+const ESTIMATES = { card: 150, call: 110, chat: 64, compact: 44, routing: 130, other: 60 };
 
 export class Timeline {
   /** @param {TimelineOptions} options */
@@ -39,6 +40,8 @@ export class Timeline {
     this.everyEvent = options.fold === false;
     /** @type {Map<string, string>} task id → the key of its card row */
     this.cards = new Map();
+    /** @type {Map<string, string>} tool call id → the key of its card row */
+    this.callCards = new Map();
     /** @type {Change[]} */
     this.pending = [];
     this.ctx = { store: this.store, taskHref: options.taskHref };
@@ -112,12 +115,23 @@ export class Timeline {
         return { key, e, task: e.task_id };
       }
     }
+    const call = this.folding() ? callOf(e) : '';
+    if (call) {
+      if (e.type === 'tool.call') {
+        const key = `c:${call}`;
+        this.callCards.set(call, key);
+        return { key, e, call };
+      }
+      // Shown in its call's card; an answer whose call is not held (older than the stream) stands alone.
+      if (this.callCards.has(call)) return null;
+    }
     return { key: `e:${e.seq}`, e };
   }
 
   /** @param {boolean} [bottom] */
   rebuild(bottom = false) {
     this.cards.clear();
+    this.callCards.clear();
     /** @type {Row[]} */
     const rows = [];
     for (const e of this.store.eventsOf(this.options.kind, this.options.id)) {
@@ -149,6 +163,10 @@ export class Timeline {
         const key = this.cards.get(id);
         if (key) cards.add(key);
       }
+      for (const id of change.calls) {
+        const key = this.callCards.get(id);
+        if (key) cards.add(key);
+      }
     }
     this.list.append(rows);
     if (cards.size) this.list.refresh(cards);
@@ -165,6 +183,7 @@ export class Timeline {
   /** @param {Row} row */
   estimate(row) {
     if (row.task) return ESTIMATES.card;
+    if (row.call) return ESTIMATES.call;
     const t = row.e.type;
     if (t === 'chat.message') return ESTIMATES.chat;
     if (t.startsWith('routing.')) return ESTIMATES.routing;
@@ -177,6 +196,10 @@ export class Timeline {
     if (row.task) {
       const t = this.store.tasks.get(row.task);
       if (t) return renderTaskCard(t, this.ctx);
+    }
+    if (row.call) {
+      const c = this.store.calls.get(row.call);
+      if (c?.call) return renderCallCard(c, this.ctx);
     }
     return renderEvent(row.e, this.ctx);
   }
