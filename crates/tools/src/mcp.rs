@@ -14,7 +14,10 @@
 //! content; a tool that reports an error (`isError`) is `TOOL_FAILED`; no connection is
 //! `TOOL_UNAVAILABLE` (retryable: the call was not made); no answer in time is `TOOL_TIMEOUT`; a
 //! server that stops mid-call is `TOOL_IN_DOUBT`. The last two are retryable only for a read-only or
-//! idempotent tool, as its annotations say.
+//! idempotent tool, as its annotations say. An HTTP server has no process to watch: a call that finds
+//! its connection broken tells the supervisor, which connects again (a new session). A broken response
+//! stream is resumed three times (0.2, 0.4, 0.8 s) before its call is in doubt; a request refused at
+//! connect was never made and is `TOOL_UNAVAILABLE`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
@@ -119,6 +122,9 @@ struct Server {
     status: RwLock<Status>,
     /// Bumped whenever the connection changes (calls waiting for one watch it).
     changed: watch::Sender<u64>,
+    /// Told by a call that found the connection broken (an HTTP server that went away keeps no
+    /// process to exit): the supervisor connects again, with a new session.
+    lost: tokio::sync::Notify,
 }
 
 struct Status {
@@ -149,7 +155,8 @@ impl Servers {
                 let status =
                     Status { state: ServerState::Starting, error: None, restarts: 0, tools: Vec::new(), service: None };
                 let (changed, _) = watch::channel(0);
-                (config.name.clone(), Arc::new(Server { config, status: RwLock::new(status), changed }))
+                let server = Server { config, status: RwLock::new(status), changed, lost: tokio::sync::Notify::new() };
+                (server.config.name.clone(), Arc::new(server))
             })
             .collect();
         let this = Servers { servers: Arc::new(servers), http, stop };
@@ -314,13 +321,61 @@ impl Server {
             Ok(Err(ServiceError::McpError(e))) => {
                 error(ErrorCode::ToolFailed, clutch_proto::error::clip(&e.message, 4000).into_owned(), false)
             }
-            Ok(Err(e)) => error(
-                ErrorCode::ToolInDoubt,
-                format!("MCP server {} stopped answering during the call ({e}): it may have run", self.config.name),
-                annotations.retry_safe(),
-            ),
+            // The connection broke: the supervisor connects again. A request that never reached the
+            // server (it refused the connection) was not made; any other may have run.
+            Ok(Err(e)) => {
+                self.lost.notify_waiters();
+                if never_sent(&e) {
+                    error(
+                        ErrorCode::ToolUnavailable,
+                        format!("MCP server {} is not reachable ({e}); the call was not made", self.config.name),
+                        true,
+                    )
+                } else {
+                    error(
+                        ErrorCode::ToolInDoubt,
+                        format!(
+                            "MCP server {} stopped answering during the call ({e}): it may have run",
+                            self.config.name
+                        ),
+                        annotations.retry_safe(),
+                    )
+                }
+            }
         }
     }
+}
+
+/// How often a broken response stream of an HTTP server is resumed before its call is given up (as
+/// in doubt): three times, 0.2 s, 0.4 s and 0.8 s apart. rmcp's default retries without end, so a
+/// call to a server that went away would wait for its whole timeout.
+#[derive(Debug)]
+struct Resume;
+
+impl rmcp::transport::common::client_side_sse::SseRetryPolicy for Resume {
+    fn retry(&self, attempt: usize) -> Option<Duration> {
+        (attempt < 3).then(|| Duration::from_millis(200 << attempt))
+    }
+}
+
+/// Whether a call failed before its request reached the server: an HTTP connection that could not be
+/// made (once connected, a request may have been read, so anything else is in doubt).
+fn never_sent(e: &ServiceError) -> bool {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    // rmcp names neither the transport's error nor the client's as a source: each step is taken here.
+    let ServiceError::TransportSend(sent) = e else { return false };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(sent.error.as_ref());
+    while let Some(err) = source {
+        let client = match err.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            Some(StreamableHttpError::Client(e)) => Some(e),
+            _ => err.downcast_ref::<reqwest::Error>(),
+        };
+        if client.is_some_and(reqwest::Error::is_connect) {
+            return true;
+        }
+        source = err.source();
+    }
+    false
 }
 
 fn error(code: ErrorCode, message: String, retryable: bool) -> Answer {
@@ -359,7 +414,7 @@ async fn supervise(server: Arc<Server>, http: Option<clutch_outbound::Client>, m
                             s.tools = tools;
                             s.service = Some(service.clone());
                         });
-                        let why = ended(&service, child.as_mut(), &mut stop).await;
+                        let why = ended(&server, &service, child.as_mut(), &mut stop).await;
                         server.set(|s| s.service = None);
                         if *stop.borrow() {
                             break;
@@ -403,6 +458,7 @@ async fn supervise(server: Arc<Server>, http: Option<clutch_outbound::Client>, m
 
 /// Waits for the connection to end (the command exits, the transport closes) or for `stop`; says why.
 async fn ended(
+    server: &Server,
     service: &RunningService<RoleClient, ClientConfig>,
     child: Option<&mut Child>,
     stop: &mut watch::Receiver<bool>,
@@ -425,6 +481,7 @@ async fn ended(
     tokio::select! {
         why = exited => why,
         why = closed => why,
+        () = server.lost.notified() => "a call found its connection broken".to_owned(),
         _ = stop.changed() => "the daemon is stopping".to_owned(),
     }
 }
@@ -440,6 +497,7 @@ async fn connect_to(config: &ServerConfig, http: Option<&clutch_outbound::Client
         let http = http.ok_or("servers over HTTP need the outbound guard's client")?;
         let client = http.for_url(url).map_err(|e| format!("{e}"))?;
         let mut transport = StreamableHttpClientTransportConfig::with_uri(url.clone());
+        transport.retry_config = Arc::new(Resume);
         for (name, value) in &config.headers {
             let name =
                 reqwest::header::HeaderName::try_from(name.as_str()).map_err(|_| format!("header name {name:?}"))?;

@@ -319,19 +319,26 @@ async fn calls_a_crash_left_are_made_once_or_answered_in_doubt() {
     assert_eq!(notes(&doubted.1), 1, "not made again");
 }
 
-/// The reference server over Streamable HTTP on this machine: reached only once the operator allows
-/// loopback targets (the outbound guard refuses them by default, as every URL from config is checked).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn servers_over_http_go_through_the_outbound_guard() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut web = tokio::process::Command::new(everything())
+/// The reference server serving Streamable HTTP on `port`.
+fn everything_over_http(port: u16) -> tokio::process::Child {
+    tokio::process::Command::new(everything())
         .arg("streamableHttp")
         .env("PORT", port.to_string())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// The reference server over Streamable HTTP on this machine: reached only once the operator allows
+/// loopback targets (the outbound guard refuses them by default, as every URL from config is checked);
+/// then its tools answer as over stdio (a result, a tool error, a timeout), and a call under way when
+/// it is killed is in doubt, with calls going through again once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_over_http_go_through_the_outbound_guard() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut web = everything_over_http(port);
     let config = ServerConfig {
         name: "web".into(),
         command: None,
@@ -360,12 +367,49 @@ async fn servers_over_http_go_through_the_outbound_guard() {
     // The operator allows loopback: the same server is reached, its tools listed and called.
     let policy = clutch_core::guard::Policy::new(&[], true, &Default::default()).unwrap();
     let engine = clutch_core::engine::Options { outbound: Arc::new(policy), ..Default::default() };
-    let d = start_with(tempfile::tempdir().unwrap(), Some(vec![config]), engine).await;
+    // The same server a second time, with a short call timeout.
+    let short = ServerConfig { name: "web-short".into(), call_timeout_ms: 1_000, ..config.clone() };
+    let d = start_with(tempfile::tempdir().unwrap(), Some(vec![config, short]), engine).await;
     let tools = d.ready().await;
     assert_eq!(tools.servers[0].transport, "http");
     let (_, task) = d.call("agent:ken", "mcp:web/echo", json!({"message": "over http"})).await.unwrap();
     let (answer, _) = d.answer(&task).await;
     assert_eq!(answer["payload"]["content"], json!([{"type": "text", "text": "Echo: over http"}]), "{answer}");
+    let (_, task) = d.call("agent:ken", "mcp:web/get-sum", json!({"a": 2, "b": 3})).await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    assert_eq!(answer["payload"]["content"][0]["text"], "The sum of 2 and 3 is 5.", "{answer}");
+    let (_, task) = d.call("agent:ken", "mcp:web/get-sum", json!({"a": "two", "b": 3})).await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    assert_eq!(answer["payload"]["code"], "TOOL_FAILED", "{answer}");
+    let long = json!({"duration": 5, "steps": 5});
+    let (_, task) = d.call("agent:ken", "mcp:web-short/trigger-long-running-operation", long).await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    assert_eq!(answer["payload"]["code"], "TOOL_TIMEOUT", "{answer}");
+
+    // The server killed mid-call: the call is in doubt; once the server is back, calls go through.
+    let long = json!({"duration": 10, "steps": 10});
+    let (_, task) = d.call("agent:ken", "mcp:web/trigger-long-running-operation", long).await.unwrap();
+    events_until(&d, &task, |events| events.iter().any(|e| e["payload_type"] == "clutch.tool.started.v1")).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    web.kill().await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    assert_eq!(
+        (answer["payload"]["code"].as_str(), answer["payload"]["retryable"].as_bool()),
+        (Some("TOOL_IN_DOUBT"), Some(true)),
+        "a read-only tool may be called again: {answer}"
+    );
+    let mut web = everything_over_http(port);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (_, task) = d.call("agent:ken", "mcp:web/echo", json!({"message": "back"})).await.unwrap();
+        let (answer, _) = d.answer(&task).await;
+        if answer["type"] == "tool.result" {
+            break;
+        }
+        assert_eq!(answer["payload"]["code"], "TOOL_UNAVAILABLE", "{answer}");
+        assert!(tokio::time::Instant::now() < deadline, "not back: {answer}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     d.app.stop().await.unwrap();
     web.kill().await.unwrap();
 }
