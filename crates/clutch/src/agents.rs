@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, Subcommand};
 use clutch_core::registry::Status;
 use clutch_core::view;
@@ -12,7 +12,7 @@ use clutch_proto::card::Capability;
 use serde_json::Value;
 
 use crate::cli::ClientArgs;
-use crate::client::{Client, path_segment};
+use crate::client::{Client, path_segment, typed};
 use crate::table::{Cell, Table, paint};
 use crate::{input, render};
 
@@ -193,11 +193,6 @@ fn show(agent: &view::Agent, color: bool) -> String {
     }
     out.push_str(&table.render(color));
     out
-}
-
-/// The daemon's answer as the view it is.
-fn typed<T: serde::de::DeserializeOwned>(answer: Value) -> anyhow::Result<T> {
-    serde_json::from_value(answer).context("the daemon's answer is not the shape this clutch knows (another version?)")
 }
 
 /// A JSON scalar without quotes around strings.

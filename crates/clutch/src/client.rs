@@ -199,6 +199,12 @@ impl std::error::Error for Error {
 impl std::error::Error for ApiError {}
 
 /// `s` percent-encoded for use as one path segment.
+/// The daemon's answer read as the type this build knows (a view or a payload of `clutch_core`).
+pub fn typed<T: serde::de::DeserializeOwned>(answer: serde_json::Value) -> anyhow::Result<T> {
+    use anyhow::Context as _;
+    serde_json::from_value(answer).context("the daemon's answer is not the shape this clutch knows (another version?)")
+}
+
 pub fn path_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {

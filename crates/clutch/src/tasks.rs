@@ -1,13 +1,12 @@
 //! `clutch tasks show` and `clutch runs tasks`: a task's state and history as a timeline, and a
 //! run's tasks as a tree by `parent_task_id`, read from `/v1/tasks/{id}` and `/v1/runs/{id}/tasks`.
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
 use clutch_core::view::{self, TaskKind, TaskState};
 use serde_json::Value;
 
 use crate::cli::ClientArgs;
-use crate::client::{Client, path_segment};
+use crate::client::{Client, path_segment, typed};
 use crate::render;
 use crate::table::{Cell, Table, paint};
 
@@ -63,11 +62,6 @@ pub async fn run_tree(args: RunTasksArgs) -> anyhow::Result<()> {
         return render::print(&format!("{answer}\n"));
     }
     render::print(&tree(&typed(answer)?, render::stdout_color()))
-}
-
-/// The daemon's answer as the view it is.
-fn typed<T: serde::de::DeserializeOwned>(answer: Value) -> anyhow::Result<T> {
-    serde_json::from_value(answer).context("the daemon's answer is not the shape this clutch knows (another version?)")
 }
 
 /// A task: its facts, then its history as a table.

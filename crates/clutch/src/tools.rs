@@ -3,13 +3,12 @@
 //! approval (`/v1/approvals`, `/v1/tool-calls/{id}/approve|deny`). Tables for people, or the
 //! daemon's JSON for programs.
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
 use clutch_core::view::{self, ServerState};
 use serde_json::Value;
 
 use crate::cli::ClientArgs;
-use crate::client::Client;
+use crate::client::{Client, typed};
 use crate::render;
 use crate::table::{Cell, Table};
 
@@ -61,8 +60,7 @@ pub async fn run(command: ToolsCommand) -> anyhow::Result<()> {
             if args.json {
                 return render::print(&format!("{answer}\n"));
             }
-            let tools: view::Tools = serde_json::from_value(answer)
-                .context("the daemon's answer is not the shape this clutch knows (another version?)")?;
+            let tools: view::Tools = typed(answer)?;
             if tools.servers.is_empty() {
                 eprintln!(
                     "clutch: no tool server is declared; add [[mcp_servers]] to clutch.toml (see `clutch serve --help`)"
@@ -99,11 +97,6 @@ async fn decide(args: DecideArgs, verb: &str) -> anyhow::Result<()> {
     }
     let decided: clutch_core::payload::ApprovalDecided = typed(answer)?;
     render::print(&format!("{} {} ({}) by {}\n", decided.call_id, decided.decision.as_str(), decided.tool, decided.by))
-}
-
-/// The daemon's answer as the view it is.
-fn typed<T: serde::de::DeserializeOwned>(answer: Value) -> anyhow::Result<T> {
-    serde_json::from_value(answer).context("the daemon's answer is not the shape this clutch knows (another version?)")
 }
 
 /// One row per call waiting for approval.

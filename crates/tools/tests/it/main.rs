@@ -111,23 +111,9 @@ impl Daemon {
 
     /// The events of `task`, once one of them is the call's answer.
     async fn answer(&self, task: &str) -> (Value, Vec<Value>) {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let filter = Filter { task_id: Some(task.to_owned()), ..Filter::default() };
-            let events: Vec<Value> = self
-                .log
-                .read(&filter, 0, 100)
-                .await
-                .unwrap()
-                .iter()
-                .map(|e| serde_json::from_str(&e.to_wire()).unwrap())
-                .collect();
-            if let Some(answer) = events.iter().find(|e| e["type"] == "tool.result" || e["type"] == "tool.error") {
-                return (answer.clone(), events);
-            }
-            assert!(tokio::time::Instant::now() < deadline, "no answer for {task}: {events:?}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let answered = |e: &Value| e["type"] == "tool.result" || e["type"] == "tool.error";
+        let events = events_until(self, task, |events| events.iter().any(answered)).await;
+        (events.iter().find(|e| answered(e)).cloned().expect("answered"), events)
     }
 }
 
