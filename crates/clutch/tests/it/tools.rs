@@ -155,6 +155,16 @@ async fn a_call_under_way_at_sigkill_is_in_doubt_after_the_restart_and_ran_at_mo
     .await;
     let result = events.iter().find(|e| e["type"] == "tool.result").unwrap();
     assert_eq!(result["payload"]["content"][0]["text"], "ab", "{result}");
+    // A path outside the server's own roots: the server refuses it, answered TOOL_FAILED.
+    let task = generate(Kind::Task);
+    let outside = call(&run_id, &task, "mcp:files/read_text_file", json!({"path": dir.path().join("clutch.toml")}));
+    assert_eq!(post(&http, &daemon.url, &outside).await.0, 201);
+    let events = until(&http, &daemon.url, &run_id, |events| {
+        events.iter().any(|e| e["type"] == "tool.error" && e["task_id"] == task.as_str())
+    })
+    .await;
+    let refused = events.iter().find(|e| e["type"] == "tool.error" && e["task_id"] == task.as_str()).unwrap();
+    assert_eq!(refused["payload"]["code"], "TOOL_FAILED", "{refused}");
     let (status, _) = daemon.terminate();
     assert!(status.success());
 }
