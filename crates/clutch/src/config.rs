@@ -570,7 +570,8 @@ impl Config {
         }
     }
 
-    /// The TOML form for `clutch config dump`, with every secret in `db` masked.
+    /// The TOML form for `clutch config dump`, every secret masked: the password parts of `db`, the
+    /// MCP servers' `env` and `headers` values, and the hooks' and webhooks' secrets.
     pub fn to_toml(&self) -> anyhow::Result<String> {
         let mut shown = self.clone();
         shown.db = shown.db.as_deref().map(mask_db);

@@ -120,12 +120,7 @@ fn pending(approvals: &view::Approvals, color: bool) -> String {
 fn list(tools: &view::Tools, color: bool) -> String {
     let mut table = Table::new(&["TOOL", "STATE", "DOES"]);
     for server in &tools.servers {
-        let state = match server.state {
-            ServerState::Starting => "starting",
-            ServerState::Ready => "ready",
-            ServerState::Restarting => "restarting",
-            ServerState::Stopped => "stopped",
-        };
+        let state = server.state.as_str();
         let color_of = match server.state {
             ServerState::Ready => Some("32"),
             ServerState::Restarting => Some("31"),

@@ -116,12 +116,16 @@ impl Registry {
 
     /// The adapter named `name`, if there is one.
     pub fn named(&self, name: &str) -> Option<Arc<dyn Adapter>> {
-        self.list().into_iter().find(|a| a.name() == name)
+        self.first(|a| a.name() == name)
     }
 
     /// The adapter that carries `message` out, if one does.
     pub fn find(&self, message: &Message) -> Option<Arc<dyn Adapter>> {
-        self.list().into_iter().find(|a| a.can_handle(message))
+        self.first(|a| a.can_handle(message))
+    }
+
+    fn first(&self, pick: impl Fn(&dyn Adapter) -> bool) -> Option<Arc<dyn Adapter>> {
+        self.adapters.read().unwrap_or_else(|e| e.into_inner()).iter().find(|a| pick(a.as_ref())).cloned()
     }
 
     /// Every server of tools, by name.
@@ -314,7 +318,7 @@ impl Dispatcher {
                     }
                     (MessageType::ChatSystem, Some(APPROVAL_REQUESTED_PAYLOAD)) => {
                         if let Some(r) = payload::read::<payload::ApprovalRequested>(&m.payload) {
-                            requested.insert(r.call_id, ms_of(&r.expires_at).unwrap_or(0));
+                            requested.insert(r.call_id, crate::clock::ts_ms(&r.expires_at).unwrap_or(0));
                         }
                     }
                     (MessageType::ChatSystem, Some(APPROVAL_DECIDED_PAYLOAD)) => {
@@ -497,9 +501,6 @@ impl Ctx {
         }
     }
 
-    /// Notes the call as started (durably), makes it and stores the answer; returns its seq, or 0
-    /// when it could not be noted (then it was not made, stays under way, and the next start makes
-    /// it). A note that is already stored means the call was started elsewhere: it is not made.
     /// Makes a call of a read-only or idempotent tool, noting its start at the same time instead of
     /// first: if the daemon stops before the answer, the next start makes it again, which such a
     /// tool allows, so the note only tells observers and need not be durable before the call.
@@ -515,6 +516,9 @@ impl Ctx {
         seq
     }
 
+    /// Notes the call as started (durably), makes it and stores the answer; returns its seq, or 0
+    /// when it could not be noted (then it was not made, stays under way, and the next start makes
+    /// it). A note that is already stored means the call was started elsewhere: it is not made.
     async fn make(self, adapter: Arc<dyn Adapter>, call: Message, seq: u64, attempt: u32) -> u64 {
         let Ok(_permit) = self.permits.clone().acquire_owned().await else { return 0 };
         match self.log.append_one(started_note(&call, adapter.name(), attempt)).await {
@@ -562,12 +566,6 @@ fn approval_request(call: &Message, reason: &str, expires_ms: i64) -> Message {
     m.payload_type = Some(APPROVAL_REQUESTED_PAYLOAD.to_owned());
     m.idempotency_key = Some(format!("clutch:approval-request:{}", call.id));
     m
-}
-
-/// Milliseconds since the epoch of an RFC 3339 time.
-fn ms_of(ts: &str) -> Option<i64> {
-    let t = time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339).ok()?;
-    Some((t.unix_timestamp_nanos() / 1_000_000) as i64)
 }
 
 /// The tool a call names (`?` when it names none).

@@ -373,6 +373,18 @@ pub enum ServerState {
     Stopped,
 }
 
+impl ServerState {
+    /// Its name, as JSON has it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerState::Starting => "starting",
+            ServerState::Ready => "ready",
+            ServerState::Restarting => "restarting",
+            ServerState::Stopped => "stopped",
+        }
+    }
+}
+
 /// A tool a server offers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Tool {

@@ -94,7 +94,8 @@ async fn admit(state: &AppState, caller: &Caller, raw: &Value, message: &Message
     Ok(())
 }
 
-fn ack(a: &Ack) -> Value {
+/// The answer for one message: `{id, seq, duplicate}` once stored (a heartbeat's, which is not).
+pub(crate) fn ack(a: &Ack) -> Value {
     match a {
         Ack::Stored(o) => json!({ "id": o.id, "seq": o.seq, "duplicate": o.duplicate }),
         Ack::Heartbeat(h) => json!({

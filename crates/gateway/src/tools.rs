@@ -67,9 +67,6 @@ async fn decide(
                 .hint("send {\"note\": \"why\"} or nothing")
         })?
     };
-    if decide.note.as_ref().is_some_and(|n| n.chars().count() > 1000) {
-        return Err(ApiError::new(ErrorCode::ValidationFailed, "note: at most 1,000 characters").field("note"));
-    }
     let decided = state.engine.decide_approval(&id, decision, &caller.person(), decide.note).await?;
     Ok(axum::Json(decided).into_response())
 }
@@ -96,12 +93,7 @@ pub(crate) async fn hook(
     let messages = adapter.inbound(&inbound).await?;
     let mut results = Vec::new();
     for answer in state.engine.submit(messages).await? {
-        match answer? {
-            clutch_core::engine::Ack::Stored(o) => {
-                results.push(serde_json::json!({"id": o.id, "seq": o.seq, "duplicate": o.duplicate}))
-            }
-            clutch_core::engine::Ack::Heartbeat(_) => {}
-        }
+        results.push(crate::messages::ack(&answer?));
     }
     let body = match <[serde_json::Value; 1]>::try_from(results) {
         Ok([one]) => one,

@@ -76,11 +76,6 @@ async fn deny(ctx: Context, input: Decide) -> Result<ApprovalDecided, Refusal> {
 }
 
 async fn decide(ctx: Context, input: Decide, decision: Decision) -> Result<ApprovalDecided, Refusal> {
-    if input.note.as_ref().is_some_and(|n| n.chars().count() > 1000) {
-        return Err(
-            Refusal::new(clutch_proto::ErrorCode::ValidationFailed, "note: at most 1,000 characters").field("note")
-        );
-    }
     ctx.engine
         .decide_approval(&input.call_id, decision, &ctx.caller.person(), input.note)
         .await

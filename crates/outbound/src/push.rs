@@ -72,9 +72,14 @@ impl Transport for Http {
 
 /// `sha256=<hex>`: the HMAC-SHA256 of `body` under `key`, as webhooks sign (and check) bodies.
 pub fn signature(key: &[u8], body: &[u8]) -> String {
+    format!("sha256={}", hex::encode(mac(key, body)))
+}
+
+/// The HMAC-SHA256 of `body` under `key`.
+pub fn mac(key: &[u8], body: &[u8]) -> [u8; 32] {
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
     mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+    mac.finalize().into_bytes().into()
 }
 
 /// Whether `claimed` (`sha256=<hex>` or the bare hex) is the HMAC-SHA256 of `body` under `key`,

@@ -483,22 +483,14 @@ fn tool_names(tools: Vec<Spanned<String>>, path: &str, report: &mut Report<'_>) 
         .into_iter()
         .enumerate()
         .map(|(i, tool)| {
-            let ok = ["tool:", "mcp:"]
-                .iter()
-                .find_map(|p| tool.value.strip_prefix(p))
-                .map(|name| {
+            let ok = match ["tool:", "mcp:"].iter().find_map(|p| tool.value.strip_prefix(p)) {
+                None => Err("must be a tool id such as `mcp:browser`, `mcp:files/read_file` or `tool:search`".into()),
+                Some(name) if name.matches('/').count() > 1 => Err("at most one `/`: server/tool".to_owned()),
+                Some(name) => {
                     name.split('/').try_for_each(id::check_name).map_err(|e| format!("not a valid tool id: {e}"))
-                })
-                .unwrap_or_else(|| {
-                    Err("must be a tool id such as `mcp:browser`, `mcp:files/read_file` or `tool:search`".into())
-                });
-            if let Err(e) = ok.and_then(|()| {
-                if tool.value.matches('/').count() > 1 {
-                    Err("at most one `/`: server/tool".to_owned())
-                } else {
-                    Ok(())
                 }
-            }) {
+            };
+            if let Err(e) = ok {
                 report.at(&tool.referenced, format!("{path}[{i}]"), e);
             }
             tool.value

@@ -21,7 +21,7 @@ impl State {
         self.seq = self.seq.max(seq);
         // The event's own time (so a rebuild finds the same deadlines), never later than now.
         let now = options.clock.now_ms();
-        let at = ts_ms(&message.ts).map_or(now, |t| t.min(now));
+        let at = crate::clock::ts_ms(&message.ts).map_or(now, |t| t.min(now));
         if let Some(agent) = self.agents.get_mut(&message.from.agent_id) {
             agent.last_seen_ms = agent.last_seen_ms.max(at);
         }
@@ -310,9 +310,4 @@ pub(super) fn new_task(message: &Message, at: i64) -> Task {
 pub(super) fn step_of(message: &Message) -> Option<(String, String)> {
     let text = |k: &str| message.meta.get(k).and_then(Value::as_str).map(str::to_owned);
     Some((text("workflow")?, text("step")?))
-}
-
-pub(super) fn ts_ms(ts: &str) -> Option<i64> {
-    let t = time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339).ok()?;
-    Some((t.unix_timestamp_nanos() / 1_000_000) as i64)
 }

@@ -16,8 +16,8 @@ impl Engine {
     }
 
     /// Records `decision` about the call `call_id` by `by` (a person, `user:NAME`; the daemon when it
-    /// expired). Refused when the call is not waiting: decided already (the decision that stands is
-    /// named), or unknown.
+    /// expired), with an optional `note` of at most 1,000 characters. Refused when the call is not
+    /// waiting: decided already (the decision that stands is named), or unknown.
     pub async fn decide_approval(
         &self,
         call_id: &str,
@@ -25,6 +25,11 @@ impl Engine {
         by: &str,
         note: Option<String>,
     ) -> Result<payload::ApprovalDecided> {
+        if note.as_ref().is_some_and(|n| n.chars().count() > 1000) {
+            return Err(Refusal::new(ErrorCode::ValidationFailed, "note: at most 1,000 characters")
+                .field("note")
+                .into());
+        }
         let pending = self.state().approvals.get(call_id).cloned();
         let Some(pending) = pending else {
             return Err(match self.stored_decision(call_id).await {

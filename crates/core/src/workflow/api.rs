@@ -479,13 +479,9 @@ pub struct Checkpoint {
     pub seq: u64,
     pub ts: String,
     pub task_id: String,
-    #[serde(rename = "type")]
-    pub kind: CheckpointType,
-    pub summary: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<Value>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub files_changed: Vec<String>,
+    /// What the event's payload records (`type`, `summary`, `detail`, `files_changed`).
+    #[serde(flatten)]
+    pub note: crate::payload::Checkpoint,
     pub agent_id: String,
 }
 

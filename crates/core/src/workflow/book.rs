@@ -312,8 +312,8 @@ impl Workflows {
         let summary = match last {
             Some(c) => format!(
                 "{holder} went offline and lost its claim; the last checkpoint ({}) says: {}",
-                serde_json::to_value(c.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
-                c.summary
+                serde_json::to_value(c.note.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+                c.note.summary
             ),
             None => format!("{holder} went offline and lost its claim before recording any checkpoint"),
         };

@@ -276,10 +276,12 @@ mod tests {
             seq: i as u64 + 1,
             ts: "2026-01-01T00:00:00Z".into(),
             task_id: "task_01".into(),
-            kind: CheckpointType::Progress,
-            summary: format!("step {i}: ") + &"did a thing ".repeat(words),
-            detail: Some(json!({"n": i})),
-            files_changed: vec![format!("src/f{i}.rs")],
+            note: crate::payload::Checkpoint {
+                kind: CheckpointType::Progress,
+                summary: format!("step {i}: ") + &"did a thing ".repeat(words),
+                detail: Some(json!({"n": i})),
+                files_changed: vec![format!("src/f{i}.rs")],
+            },
             agent_id: "agent:a".into(),
         }
     }

@@ -359,10 +359,12 @@ fn checkpoint(item: PlannedTask, m: &Message, seq: u64) -> Result<Change, Refusa
         seq,
         ts: m.ts.clone(),
         task_id: item.id.clone(),
-        kind,
-        summary,
-        detail: m.payload.get("detail").filter(|d| !d.is_null()).cloned(),
-        files_changed: files,
+        note: crate::payload::Checkpoint {
+            kind,
+            summary,
+            detail: m.payload.get("detail").filter(|d| !d.is_null()).cloned(),
+            files_changed: files,
+        },
         agent_id: from.to_owned(),
     }))
 }

@@ -333,7 +333,7 @@ async fn a_lost_lease_returns_the_task_with_a_recovery_note_and_another_agent_fi
         })
         .await
         .unwrap();
-    let kinds: Vec<CheckpointType> = ctx.context.current_task.checkpoints.iter().map(|c| c.kind).collect();
+    let kinds: Vec<CheckpointType> = ctx.context.current_task.checkpoints.iter().map(|c| c.note.kind).collect();
     assert_eq!(kinds, [CheckpointType::Progress, CheckpointType::Recovery]);
     assert_eq!(ctx.context.current_task.plan, Some(json!(["schema", "backfill"])));
     e.task_update_status(done(t, "agent:b", "migrated and backfilled")).await.unwrap();
@@ -431,7 +431,7 @@ async fn after_a_restart_the_recovery_flow_finds_the_work_and_every_checkpoint()
         Include { workflow_plan: true, prior_task_outcomes: true, all_checkpoints: true, ..Include::default() };
     let ctx =
         e.task_load_context(LoadContext { task_id: current.id.clone(), include, max_tokens: None }).await.unwrap();
-    let summaries: Vec<&str> = ctx.context.current_task.checkpoints.iter().map(|c| c.summary.as_str()).collect();
+    let summaries: Vec<&str> = ctx.context.current_task.checkpoints.iter().map(|c| c.note.summary.as_str()).collect();
     assert_eq!(summaries, (0..8).map(|i| format!("step {i}")).collect::<Vec<_>>());
     assert_eq!(ctx.context.dependency_outcomes[0].outcome.as_deref(), Some("passport configured"));
     assert_eq!(ctx.context.workflow.as_ref().unwrap().plan.len(), 3);

@@ -209,6 +209,7 @@
  */
 
 /**
+ * `task.progress` `clutch.checkpoint.v1`: what the holder (or, on recovery, the daemon) records.
  * @typedef {object} Checkpoint
  * @property {string} agent_id
  * @property {any} [detail]

@@ -462,6 +462,11 @@ async fn calls_wait_for_approval_and_run_only_when_approved() {
     assert_eq!(events[1]["payload"]["args"], json!({"message": "may I"}));
     assert_eq!(events[1]["to"], json!([{"agent_id": "agent:ken"}]));
     assert!(waiting(&d, &call));
+    // A note over 1,000 characters is refused, and decides nothing.
+    let long =
+        d.engine.decide_approval(&call, Decision::Approved, "user:ada", Some("x".repeat(1001))).await.unwrap_err();
+    assert_eq!(long.code(), clutch_proto::ErrorCode::ValidationFailed, "{long:?}");
+    assert!(waiting(&d, &call));
     let decided = d.engine.decide_approval(&call, Decision::Approved, "user:ada", Some("fine".into())).await.unwrap();
     assert_eq!((decided.decision, decided.by.as_str()), (Decision::Approved, "user:ada"));
     let (answer, events) = d.answer(&task).await;

@@ -239,6 +239,22 @@ register('clutch.agent.status.v1', (p) =>
 // as its own event.
 register('clutch.approval.requested.v1', (p, e) => {
   const r = /** @type {import('../api-types.js').ApprovalRequested} */ (/** @type {unknown} */ (p));
+  return h(
+    'section',
+    { class: 'r-approval', 'data-call': r.call_id, 'data-seq': String(e.seq) },
+    h('p', null, h('strong', null, text(r.tool)), ' waits for approval', r.reason === 'destructive' ? ' (it may destroy and is not read-only)' : ' (the policy asks for it)'),
+    h('p', { class: 'muted' }, 'called by ', h('a', { href: `#/agent/${encodeURIComponent(text(r.caller))}` }, nameOf(text(r.caller))), `; expires ${text(r.expires_at)}`),
+    rawJson(r.args, 'arguments', true),
+    decideRow(r.call_id),
+  );
+});
+
+/**
+ * Approve and Deny for the call `callId`, and where the answer shows: a click raises a bubbling
+ * `clutch-decide` event ({callId, verb, status}) that the app answers through the API.
+ * @param {string} callId
+ */
+export function decideRow(callId) {
   const status = h('span', { class: 'r-approval-status', role: 'status' });
   /** @param {'approve' | 'deny'} verb @param {string} label */
   const button = (verb, label) =>
@@ -247,24 +263,17 @@ register('clutch.approval.requested.v1', (p, e) => {
       {
         type: 'button',
         class: `decide decide-${verb}`,
-        'data-call': r.call_id,
+        'data-call': callId,
         /** @param {MouseEvent} ev */
         onclick: (ev) => {
           const target = /** @type {HTMLElement} */ (ev.currentTarget);
-          target.dispatchEvent(new CustomEvent('clutch-decide', { bubbles: true, detail: { callId: r.call_id, verb, status } }));
+          target.dispatchEvent(new CustomEvent('clutch-decide', { bubbles: true, detail: { callId, verb, status } }));
         },
       },
       label,
     );
-  return h(
-    'section',
-    { class: 'r-approval', 'data-call': r.call_id, 'data-seq': String(e.seq) },
-    h('p', null, h('strong', null, text(r.tool)), ' waits for approval', r.reason === 'destructive' ? ' (it may destroy and is not read-only)' : ' (the policy asks for it)'),
-    h('p', { class: 'muted' }, 'called by ', h('a', { href: `#/agent/${encodeURIComponent(text(r.caller))}` }, nameOf(text(r.caller))), `; expires ${text(r.expires_at)}`),
-    rawJson(r.args, 'arguments', true),
-    h('p', { class: 'decide-row' }, button('approve', 'Approve'), ' ', button('deny', 'Deny'), ' ', status),
-  );
-});
+  return h('p', { class: 'decide-row' }, button('approve', 'Approve'), ' ', button('deny', 'Deny'), ' ', status);
+}
 
 // The one decision about a call that waited for approval.
 register('clutch.approval.decided.v1', (p) => {

@@ -5,7 +5,7 @@
 
 import { h, perFrame, debounce, nameOf } from '../util.js';
 import { href } from '../router.js';
-import { rawJson } from '../render/payloads.js';
+import { decideRow, rawJson } from '../render/payloads.js';
 
 /** @typedef {import('../api-types.js').ToolServer} ToolServer */
 /** @typedef {import('../api-types.js').Approval} Approval */
@@ -82,22 +82,6 @@ export class ToolsView {
 
   /** @param {Approval} a */
   approvalRow(a) {
-    const status = h('span', { class: 'r-approval-status', role: 'status' });
-    /** @param {'approve' | 'deny'} verb @param {string} label */
-    const button = (verb, label) =>
-      h(
-        'button',
-        {
-          type: 'button',
-          class: `decide decide-${verb}`,
-          /** @param {MouseEvent} ev */
-          onclick: (ev) => {
-            const target = /** @type {HTMLElement} */ (ev.currentTarget);
-            target.dispatchEvent(new CustomEvent('clutch-decide', { bubbles: true, detail: { callId: a.call_id, verb, status } }));
-          },
-        },
-        label,
-      );
     return h(
       'article',
       { class: 'r-approval approval-row', 'data-call': a.call_id },
@@ -112,7 +96,7 @@ export class ToolsView {
         ` · expires at ${new Date(a.expires_at).toLocaleTimeString()}`,
       ),
       rawJson(a.args, 'arguments'),
-      h('p', { class: 'decide-row' }, button('approve', 'Approve'), ' ', button('deny', 'Deny'), ' ', status),
+      decideRow(a.call_id),
     );
   }
 
