@@ -73,6 +73,27 @@ impl Face for Push {
     }
 }
 
+/// Built-in LLM agents (`clutch_runtime`): each declared agent registers its card, heartbeats and
+/// works the tasks the router gives it, calling its provider; its tool calls go through the log.
+pub struct Runtime(std::sync::Mutex<Option<clutch_runtime::Runtime>>);
+
+impl Runtime {
+    pub fn new(runtime: clutch_runtime::Runtime) -> Runtime {
+        Runtime(std::sync::Mutex::new(Some(runtime)))
+    }
+}
+
+impl Face for Runtime {
+    fn name(&self) -> &'static str {
+        "runtime"
+    }
+
+    fn background(&self, core: &Running, stop: Stop) -> Option<BoxFuture<'static, ()>> {
+        let runtime = self.0.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        Some(Box::pin(runtime.run(core.log.clone(), core.engine.clone(), stop)))
+    }
+}
+
 /// Tools that really run and webhooks (`clutch_tools`): the MCP servers the operator declares,
 /// their tools served as `mcp:<server>/<tool>`, and core's dispatcher carrying out the `tool.call`s
 /// that name them (each start and answer recorded in the log); the inbound hooks (`hook` adapter,

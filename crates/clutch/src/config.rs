@@ -50,6 +50,15 @@ pub struct Config {
     /// the messages each selects are POSTed there in order. File only.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub webhooks: Vec<clutch_tools::WebhookConfig>,
+    /// LLM providers (`[[providers]]`: `name`, `kind` = "anthropic" or "openai", `base_url`,
+    /// `api_key_env` (the variable holding the key, never the key), `model`, `max_tokens`, `stream`,
+    /// timeouts, retries, `requests_per_minute`, `tokens_per_minute`, `prices`). File only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub providers: Vec<clutch_runtime::provider::Config>,
+    /// Built-in LLM agents (`[[llm_agents]]`: `name`, `provider`, `system`, `capabilities`, `tools`,
+    /// `model`, limits and budgets): Clutch agents the router gives tasks to. File only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub llm_agents: Vec<clutch_runtime::agent::Config>,
 }
 
 /// Where the daemon may send requests whose URL came from someone else's data (agents' endpoints,
@@ -183,6 +192,8 @@ impl Default for Config {
             mcp_servers: Vec::new(),
             hooks: Vec::new(),
             webhooks: Vec::new(),
+            providers: Vec::new(),
+            llm_agents: Vec::new(),
         }
     }
 }
@@ -468,6 +479,27 @@ impl Config {
             hook.check().map_err(|why| anyhow::anyhow!("`hooks`: {}", clip(&why)))?;
             if !names.insert(&hook.name) {
                 bail!("`hooks`: two hooks are named {:?}", clip(&hook.name));
+            }
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for provider in &self.providers {
+            provider.check().map_err(|why| anyhow::anyhow!("`providers`: {}", clip(&why)))?;
+            if !names.insert(&provider.name) {
+                bail!("`providers`: two providers are named {:?}", clip(&provider.name));
+            }
+        }
+        let mut agents = std::collections::BTreeSet::new();
+        for agent in &self.llm_agents {
+            agent.check().map_err(|why| anyhow::anyhow!("`llm_agents`: {}", clip(&why)))?;
+            if !agents.insert(&agent.name) {
+                bail!("`llm_agents`: two agents are named {:?}", clip(&agent.name));
+            }
+            if !names.contains(&agent.provider) {
+                bail!(
+                    "`llm_agents`: {} calls provider {:?}, which is not declared: add a [[providers]] entry with that name",
+                    clip(&agent.name),
+                    clip(&agent.provider)
+                );
             }
         }
         let mut names = std::collections::BTreeSet::new();
@@ -876,6 +908,45 @@ mod tests {
                 let e = format!("{e:#}");
                 proptest::prop_assert!(e.len() < 2048, "{} bytes", e.len());
             }
+        }
+    }
+
+    #[test]
+    fn providers_and_llm_agents_are_checked_and_name_keys_by_variable_only() {
+        let file = "[[providers]]\nname = \"claude\"\nkind = \"anthropic\"\napi_key_env = \"ANTHROPIC_API_KEY\"\n\
+                    model = \"claude-sonnet-4-5\"\nrequests_per_minute = 50\n\
+                    [providers.prices.claude-sonnet-4-5]\ninput = 3.0\noutput = 15.0\n\
+                    [[providers]]\nname = \"local\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"llama3\"\n\
+                    [[llm_agents]]\nname = \"summariser\"\nprovider = \"claude\"\nsystem = \"You summarise.\"\n\
+                    capabilities = [\"skill:summarise\"]\ntools = [\"mcp:files\"]\n";
+        let c = load_with(Some(file), &[], ConfigArgs::default()).unwrap();
+        assert_eq!((c.providers.len(), c.llm_agents.len()), (2, 1));
+        assert_eq!((c.providers[0].max_tokens, c.providers[0].stream, c.providers[0].max_retries), (4096, true, 4));
+        assert_eq!((c.llm_agents[0].max_turns, c.llm_agents[0].max_concurrency), (20, 4));
+        let dump = c.to_toml().unwrap();
+        assert!(dump.contains("api_key_env = \"ANTHROPIC_API_KEY\"") && dump.contains("[[llm_agents]]"), "{dump}");
+        assert!(!keys().iter().any(|k| k.path.starts_with("providers") || k.path.starts_with("llm_agents")));
+        for (bad, why) in [
+            ("[[providers]]\nname = \"a\"\nkind = \"gemini\"\nmodel = \"m\"\n", "unknown variant"),
+            ("[[providers]]\nname = \"a\"\nkind = \"openai\"\nmodel = \"m\"\napi_key = \"sk-x\"\n", "unknown field"),
+            ("[[providers]]\nname = \"a\"\nkind = \"openai\"\nmodel = \"\"\n", "`model` is empty"),
+            (
+                "[[llm_agents]]\nname = \"x\"\nprovider = \"nobody\"\nsystem = \"s\"\ncapabilities = [\"skill:a\"]\n",
+                "provider \"nobody\", which is not declared",
+            ),
+            (
+                "[[providers]]\nname = \"p\"\nkind = \"openai\"\nmodel = \"m\"\n\
+                 [[llm_agents]]\nname = \"x\"\nprovider = \"p\"\nsystem = \"s\"\ncapabilities = []\n",
+                "`capabilities` is empty",
+            ),
+            (
+                "[[providers]]\nname = \"p\"\nkind = \"openai\"\nmodel = \"m\"\n\
+                 [[llm_agents]]\nname = \"x y\"\nprovider = \"p\"\nsystem = \"s\"\ncapabilities = [\"skill:a\"]\n",
+                "card would be refused",
+            ),
+        ] {
+            let e = format!("{:#}", load_with(Some(bad), &[], ConfigArgs::default()).unwrap_err());
+            assert!(e.contains(why), "{bad}: {e}");
         }
     }
 

@@ -1,0 +1,434 @@
+//! Runtime agents are Clutch agents: each registers its AgentCard, heartbeats, reads its inbox like
+//! any agent, and works the tasks the router gives it (`work`), at most `max_concurrency` at once.
+//! A `task.cancel` stops a task's loop and the call it is making. On start, the tasks it had
+//! accepted and not ended are taken up again from the log.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clutch_core::{Engine, Handle};
+use clutch_proto::card::{AgentCard, Budget as CardBudget, Capability, Display, Limits};
+use clutch_proto::{Message, MessageType};
+use clutch_store::Filter;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Semaphore, oneshot};
+use tokio::task::{AbortHandle, JoinSet};
+
+use crate::provider::{self, Provider};
+use crate::work;
+
+/// One LLM agent as the operator declares it (`[[llm_agents]]` in `clutch.toml`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// It registers as `agent:<name>`.
+    pub name: String,
+    /// The `[[providers]]` entry it calls.
+    pub provider: String,
+    /// The model, when not the provider's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Shown in the registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Its role: the system prompt every task starts from.
+    pub system: String,
+    /// What the router may give it: `skill:summarise`, or `skill:summarise@1.2.0`.
+    pub capabilities: Vec<String>,
+    /// The tools offered to the model: `mcp:<server>/<tool>`, or `mcp:<server>` for all of a server's
+    /// (org.yaml's allowlists still decide what may be called). `emit` (progress) is always offered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Model calls per task at most.
+    #[serde(default = "default_max_turns")]
+    pub max_turns: u32,
+    /// Tasks worked on at once.
+    #[serde(default = "default_max_concurrency")]
+    pub max_concurrency: u32,
+    /// The longest a task may take, every call and tool included (the seed's "stuck" limit is the
+    /// provider's per-call `timeout_ms`).
+    #[serde(default = "default_task_timeout_ms")]
+    pub task_timeout_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// What the agent may spend in all (its card's budget, which the engine accounts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+    /// What one task may spend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_budget: Option<Budget>,
+}
+
+/// A hard budget: a call whose estimate would cross it is not made.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+fn default_max_turns() -> u32 {
+    20
+}
+fn default_max_concurrency() -> u32 {
+    4
+}
+fn default_task_timeout_ms() -> u64 {
+    1_800_000
+}
+
+impl Config {
+    pub fn agent_id(&self) -> String {
+        format!("agent:{}", self.name)
+    }
+
+    /// What is wrong with this declaration, if anything (the provider is checked by `Runtime::new`).
+    pub fn check(&self) -> Result<(), String> {
+        let card = self.card();
+        let json = serde_json::to_value(&card).map_err(|e| e.to_string())?;
+        if let Err(e) = clutch_proto::validate::agent_card(&json) {
+            let problems: Vec<String> = e.into_vec().iter().map(|p| format!("{}: {}", p.path, p.message)).collect();
+            return Err(format!("{}: its card would be refused: {}", self.name, problems.join("; ")));
+        }
+        if self.system.trim().is_empty() {
+            return Err(format!("{}: `system` (its role) is empty", self.name));
+        }
+        if self.capabilities.is_empty() {
+            return Err(format!("{}: `capabilities` is empty, so the router could never give it a task", self.name));
+        }
+        if self.max_turns == 0 || self.max_concurrency == 0 || self.task_timeout_ms == 0 {
+            return Err(format!("{}: `max_turns`, `max_concurrency` and `task_timeout_ms` must be above 0", self.name));
+        }
+        for tool in &self.tools {
+            if !tool.starts_with("mcp:") || tool.len() <= 4 {
+                return Err(format!("{}: tool {tool:?}: write `mcp:<server>/<tool>` or `mcp:<server>`", self.name));
+            }
+        }
+        Ok(())
+    }
+
+    /// The card it registers.
+    pub fn card(&self) -> AgentCard {
+        let capabilities = self
+            .capabilities
+            .iter()
+            .map(|c| {
+                let (id, version) = match c.split_once('@') {
+                    Some((id, v)) => (id.to_owned(), Some(v.to_owned())),
+                    None => (c.clone(), None),
+                };
+                Capability {
+                    id,
+                    version,
+                    tags: vec!["llm".into()],
+                    // The engine lets an agent call only the tools its card names.
+                    tools: self.tools.clone(),
+                    trust_level: None,
+                    cost_hint: None,
+                    servers: Vec::new(),
+                }
+            })
+            .collect();
+        let mut meta = serde_json::Map::new();
+        meta.insert("runtime".into(), serde_json::Value::String("llm".into()));
+        meta.insert("provider".into(), serde_json::Value::String(self.provider.clone()));
+        if let Some(model) = &self.model {
+            meta.insert("model".into(), serde_json::Value::String(model.clone()));
+        }
+        AgentCard {
+            v: "clutch/0.1".into(),
+            agent_id: self.agent_id(),
+            display: Some(Display { name: self.name.clone(), desc: self.description.clone() }),
+            endpoints: Default::default(),
+            capabilities,
+            limits: Some(Limits {
+                max_concurrency: Some(self.max_concurrency),
+                max_runtime_sec: Some(self.task_timeout_ms.div_ceil(1000).min(u64::from(u32::MAX)) as u32),
+            }),
+            budget: self.budget.map(|b| CardBudget { tokens: b.tokens, cost_usd: b.cost_usd }),
+            security: None,
+            meta,
+        }
+    }
+}
+
+/// Why the runtime cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("llm_agents: {0}")]
+    Agent(String),
+    #[error("providers: {0}")]
+    Provider(#[from] provider::Error),
+}
+
+/// The providers and agents the operator declared, checked and ready to run.
+pub struct Runtime {
+    providers: HashMap<String, Arc<Provider>>,
+    agents: Vec<Config>,
+}
+
+impl Runtime {
+    /// Reads each provider's key now (a variable that is not set is an error naming it) and checks
+    /// that every agent names a declared provider.
+    pub fn new(providers: Vec<provider::Config>, agents: Vec<Config>) -> Result<Runtime, Error> {
+        Self::with_env(providers, agents, |name| std::env::var(name).ok())
+    }
+
+    /// As `new`, reading variables with `env` (tests).
+    pub fn with_env(
+        providers: Vec<provider::Config>,
+        agents: Vec<Config>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Runtime, Error> {
+        let mut by_name = HashMap::new();
+        for config in providers {
+            config.check().map_err(|why| Error::Agent(format!("provider {why}")))?;
+            let used = agents.iter().any(|a| a.provider == config.name);
+            if !used {
+                continue;
+            }
+            let name = config.name.clone();
+            by_name.insert(name, Arc::new(Provider::with_env(config, &env)?));
+        }
+        let mut names = HashSet::new();
+        for agent in &agents {
+            agent.check().map_err(Error::Agent)?;
+            if !names.insert(agent.name.clone()) {
+                return Err(Error::Agent(format!("two agents are named {:?}", agent.name)));
+            }
+            if !by_name.contains_key(&agent.provider) {
+                return Err(Error::Agent(format!(
+                    "{}: provider {:?} is not declared: add a [[providers]] entry with that name",
+                    agent.name, agent.provider
+                )));
+            }
+        }
+        Ok(Runtime { providers: by_name, agents })
+    }
+
+    pub fn agents(&self) -> &[Config] {
+        &self.agents
+    }
+
+    /// Runs every agent until `stop` resolves.
+    pub async fn run(self, log: Handle, engine: Engine, stop: impl std::future::Future<Output = ()>) {
+        let mut agents = JoinSet::new();
+        for config in self.agents {
+            let provider = self.providers[&config.provider].clone();
+            let agent = Agent::new(config, provider, log.clone(), engine.clone());
+            agents.spawn(agent.run());
+        }
+        stop.await;
+        agents.shutdown().await;
+    }
+}
+
+/// Deliveries remembered to ignore repeats (beyond the tasks under way).
+const SEEN_MAX: usize = 10_000;
+
+/// The answers to tool calls, handed from the inbox to the task waiting for each.
+#[derive(Default)]
+pub(crate) struct Answers {
+    waiting: HashMap<String, oneshot::Sender<Message>>,
+    /// Answers that came before their task waited for them (a fast tool), by call id.
+    early: HashMap<String, Message>,
+}
+
+impl Answers {
+    /// The answer to `call_id`: now if it came, or a way to wait for it.
+    pub(crate) fn take_or_wait(&mut self, call_id: &str) -> Result<Message, oneshot::Receiver<Message>> {
+        if let Some(m) = self.early.remove(call_id) {
+            return Ok(m);
+        }
+        let (tx, rx) = oneshot::channel();
+        self.waiting.insert(call_id.to_owned(), tx);
+        Err(rx)
+    }
+
+    fn answered(&mut self, call_id: &str, message: Message) {
+        match self.waiting.remove(call_id) {
+            Some(tx) => {
+                let _ = tx.send(message);
+            }
+            None => {
+                // Answers no task waits for (calls of a task since cancelled) must not pile up.
+                if self.early.len() >= 1024 {
+                    self.early.clear();
+                }
+                self.early.insert(call_id.to_owned(), message);
+            }
+        }
+    }
+}
+
+/// One agent at work.
+pub(crate) struct Agent {
+    pub config: Config,
+    pub id: String,
+    pub provider: Arc<Provider>,
+    pub log: Handle,
+    pub engine: Engine,
+    pub answers: Mutex<Answers>,
+    slots: Arc<Semaphore>,
+    /// The tasks under way, to stop on cancel.
+    running: Mutex<HashMap<String, AbortHandle>>,
+}
+
+impl Agent {
+    fn new(config: Config, provider: Arc<Provider>, log: Handle, engine: Engine) -> Arc<Agent> {
+        Arc::new(Agent {
+            id: config.agent_id(),
+            slots: Arc::new(Semaphore::new(config.max_concurrency as usize)),
+            config,
+            provider,
+            log,
+            engine,
+            answers: Mutex::new(Answers::default()),
+            running: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub(crate) fn answers(&self) -> std::sync::MutexGuard<'_, Answers> {
+        self.answers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn run(self: Arc<Agent>) {
+        let mut failures = 0;
+        loop {
+            match self.clone().serve().await {
+                Ok(()) => return,
+                Err(e) => {
+                    failures += 1;
+                    let delay = clutch_core::backoff(Duration::from_millis(200), Duration::from_secs(10), failures, 7);
+                    tracing::warn!(agent_id = %self.id, error = %e, delay_ms = delay.as_millis() as u64, "llm agent stopped; starting again");
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+
+    /// Registers, takes up its unfinished tasks, then follows its inbox.
+    async fn serve(self: Arc<Agent>) -> Result<(), String> {
+        let registered =
+            self.engine.register(&self.config.card()).await.map_err(|e| format!("cannot register: {e}"))?;
+        tracing::info!(agent_id = %self.id, provider = %self.provider.config.name, seq = registered.seq, "llm agent registered");
+        let mut inbox = self
+            .log
+            .subscribe(Filter { to: Some(self.id.clone()), ..Filter::default() }, Some(registered.seq))
+            .await
+            .map_err(|e| format!("cannot read its inbox: {e}"))?;
+        let mut tasks = JoinSet::new();
+        let heartbeat = tokio::spawn(heartbeats(self.engine.clone(), self.id.clone()));
+        let _stop_heartbeats = AbortOnDrop(heartbeat.abort_handle());
+        // Tasks it holds from before (the daemon stopped mid-task): taken up where the log says.
+        for request in self.unfinished().await {
+            self.start(&mut tasks, request);
+        }
+        let mut seen: HashSet<(String, u32)> = HashSet::new();
+        loop {
+            tokio::select! {
+                next = inbox.next() => {
+                    let event = next.map_err(|e| format!("its inbox ended: {e:?}"))?;
+                    let Ok(message) = event.message() else { continue };
+                    self.on_message(&mut tasks, &mut seen, message);
+                }
+                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                    if let Err(e) = done && !e.is_cancelled() {
+                        tracing::error!(agent_id = %self.id, error = %e, "a task's loop failed");
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_message(self: &Arc<Agent>, tasks: &mut JoinSet<()>, seen: &mut HashSet<(String, u32)>, message: Message) {
+        match message.kind {
+            MessageType::TaskRequest if message.from.agent_id == clutch_core::tasks::ORCHESTRATOR => {
+                // A delivery repeated (its accept was slow) or of a task under way is not worked twice.
+                if self.running.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&message.task_id) {
+                    return;
+                }
+                if seen.len() >= SEEN_MAX {
+                    seen.clear();
+                }
+                if seen.insert((message.task_id.clone(), message.attempt)) {
+                    self.start(tasks, message);
+                }
+            }
+            MessageType::TaskCancel => {
+                if let Some(handle) = self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&message.task_id) {
+                    handle.abort();
+                    tracing::info!(agent_id = %self.id, task_id = %message.task_id, "task cancelled: its loop stopped");
+                }
+            }
+            MessageType::ToolResult | MessageType::ToolError => {
+                if let Some(call_id) = message.payload.get("call_id").and_then(|c| c.as_str()).map(str::to_owned) {
+                    self.answers().answered(&call_id, message);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn start(self: &Arc<Agent>, tasks: &mut JoinSet<()>, request: Message) {
+        let task_id = request.task_id.clone();
+        let (agent, slots, id) = (self.clone(), self.slots.clone(), task_id.clone());
+        let handle = tasks.spawn(async move {
+            let Ok(_slot) = slots.acquire_owned().await else { return };
+            work::run(&agent, request).await;
+            agent.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        });
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(task_id, handle);
+    }
+
+    /// The requests of the tasks the engine shows routed to this agent and not ended.
+    async fn unfinished(&self) -> Vec<Message> {
+        let tasks = self.engine.agent(&self.id).map(|a| a.tasks).unwrap_or_default();
+        let mut requests = Vec::new();
+        for task_id in tasks {
+            let filter = Filter {
+                task_id: Some(task_id.clone()),
+                kind: Some(MessageType::TaskRequest),
+                to: Some(self.id.clone()),
+                ..Filter::default()
+            };
+            match self.log.read(&filter, 0, 1000).await {
+                Ok(events) => {
+                    if let Some(request) = events.iter().rev().filter_map(|e| e.message().ok()).next() {
+                        tracing::info!(agent_id = %self.id, task_id = %task_id, "taking up a task it held before the restart");
+                        requests.push(request);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(agent_id = %self.id, task_id = %task_id, error = %e, "cannot read a task it held")
+                }
+            }
+        }
+        requests
+    }
+}
+
+struct AbortOnDrop(AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Signs of life on the interval the daemon asks for.
+async fn heartbeats(engine: Engine, agent_id: String) {
+    let mut every = engine.options().heartbeat_interval.max(Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(every).await;
+        match engine.heartbeat(&agent_id).await {
+            Ok(h) => every = Duration::from_secs(h.next_heartbeat_sec.max(1)),
+            Err(e) => tracing::warn!(agent_id = %agent_id, error = %e, "heartbeat refused"),
+        }
+    }
+}

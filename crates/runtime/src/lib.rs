@@ -1,0 +1,16 @@
+//! Built-in LLM agents. `provider`: the providers they call (Anthropic Messages and
+//! OpenAI-compatible Chat Completions, streamed or whole, with tool use), paced by one rate limiter
+//! per provider (`limit`) and retried with backoff. `agent`: runtime agents as Clutch agents
+//! (registered, heartbeating, given tasks by the router); `work`: one task's loop, recorded in the
+//! log so that it resumes after a restart without buying a recorded answer twice.
+
+pub mod agent;
+mod limit;
+pub mod provider;
+pub mod work;
+
+#[cfg(feature = "fake")]
+pub mod fake;
+
+pub use agent::Runtime;
+pub use provider::Provider;

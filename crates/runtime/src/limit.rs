@@ -1,0 +1,213 @@
+//! One rate limiter per provider, shared by every agent that calls it: requests paced evenly
+//! (`requests_per_minute`: one every 60/rpm seconds, in the order they asked), tokens from a bucket
+//! of a minute's worth (`tokens_per_minute`: each call takes its estimate, settled by its usage), and
+//! a pause when the provider says so (`retry-after` on a 429, or a rate-limit header reporting
+//! nothing left until its reset).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::provider::Kind;
+
+/// How much longer than the declared rate's interval requests are spaced.
+const MARGIN: f64 = 1.05;
+
+pub(crate) struct Limiter {
+    /// Between two requests' starts.
+    interval: Option<Duration>,
+    tokens_per_minute: Option<u32>,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// The earliest start of the next request.
+    next: Instant,
+    /// Tokens left in the bucket (negative: owed), as of `refilled`.
+    tokens: f64,
+    refilled: Instant,
+    paused_until: Option<Instant>,
+}
+
+impl Limiter {
+    pub(crate) fn new(requests_per_minute: Option<u32>, tokens_per_minute: Option<u32>) -> Limiter {
+        let now = Instant::now();
+        Limiter {
+            // 5% under the declared rate: requests reach the provider with some jitter, and one that
+            // arrives a little early must still be within its limit.
+            interval: requests_per_minute
+                .filter(|r| *r > 0)
+                .map(|r| Duration::from_secs_f64(60.0 / f64::from(r) * MARGIN)),
+            tokens_per_minute: tokens_per_minute.filter(|t| *t > 0),
+            state: Mutex::new(State {
+                next: now,
+                tokens: f64::from(tokens_per_minute.unwrap_or(0)),
+                refilled: now,
+                paused_until: None,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for this request's turn, taking `estimate` tokens.
+    pub(crate) async fn acquire(&self, estimate: u64) {
+        loop {
+            let start = {
+                let mut s = self.lock();
+                let now = Instant::now();
+                let mut start = now.max(s.paused_until.unwrap_or(now));
+                if let Some(interval) = self.interval {
+                    start = start.max(s.next);
+                    s.next = start + interval;
+                }
+                if let Some(tpm) = self.tokens_per_minute {
+                    let rate = f64::from(tpm) / 60.0;
+                    let elapsed = now.saturating_duration_since(s.refilled).as_secs_f64();
+                    s.tokens = (s.tokens + elapsed * rate).min(f64::from(tpm));
+                    s.refilled = now;
+                    // A call larger than the whole bucket waits for a full bucket, not forever.
+                    s.tokens -= (estimate as f64).min(f64::from(tpm));
+                    if s.tokens < 0.0 {
+                        start = start.max(now + Duration::from_secs_f64(-s.tokens / rate));
+                    }
+                }
+                start
+            };
+            tokio::time::sleep_until(start).await;
+            // A pause that came while this request waited for its turn holds it too.
+            let paused = self.lock().paused_until.is_some_and(|until| until > Instant::now());
+            if !paused {
+                return;
+            }
+        }
+    }
+
+    /// Settles a call's tokens: its estimate was taken, `used` is what it cost.
+    pub(crate) fn settle(&self, estimate: u64, used: u64) {
+        if let Some(tpm) = self.tokens_per_minute {
+            let mut s = self.lock();
+            s.tokens = (s.tokens + estimate as f64 - used as f64).min(f64::from(tpm));
+        }
+    }
+
+    /// Holds every request for `how_long`.
+    pub(crate) fn pause(&self, how_long: Duration) {
+        let until = Instant::now() + how_long.min(Duration::from_secs(600));
+        let mut s = self.lock();
+        s.paused_until = Some(s.paused_until.map_or(until, |p| p.max(until)));
+    }
+
+    /// Reads a response's rate-limit headers: nothing left (requests or tokens) pauses until the
+    /// reset they name.
+    pub(crate) fn observe(&self, kind: Kind, headers: &reqwest::header::HeaderMap) {
+        let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let pairs: [(&str, &str); 2] = match kind {
+            Kind::Anthropic => [
+                ("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"),
+                ("anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"),
+            ],
+            Kind::Openai => [
+                ("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),
+                ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
+            ],
+        };
+        for (remaining, reset) in pairs {
+            if get(remaining).and_then(|v| v.trim().parse::<u64>().ok()) != Some(0) {
+                continue;
+            }
+            let wait = get(reset).and_then(|v| match kind {
+                Kind::Anthropic => until_time(v),
+                Kind::Openai => go_duration(v),
+            });
+            if let Some(wait) = wait {
+                tracing::info!(
+                    header = remaining,
+                    wait_ms = wait.as_millis() as u64,
+                    "the provider reports its limit reached; pausing"
+                );
+                self.pause(wait);
+            }
+        }
+    }
+}
+
+/// The time from now until an RFC 3339 instant (none when it is past or unreadable).
+fn until_time(text: &str) -> Option<Duration> {
+    let at = time::OffsetDateTime::parse(text.trim(), &time::format_description::well_known::Rfc3339).ok()?;
+    let left = at - time::OffsetDateTime::now_utc();
+    left.is_positive().then(|| Duration::from_secs_f64(left.as_seconds_f64()))
+}
+
+/// A duration as OpenAI writes it: `1s`, `6m0s`, `20ms`, `1h2m3.5s`.
+fn go_duration(text: &str) -> Option<Duration> {
+    let mut total = 0.0;
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let number: f64 = rest[..end].parse().ok()?;
+        rest = &rest[end..];
+        let unit_end = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let factor = match &rest[..unit_end] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 0.001,
+            _ => return None,
+        };
+        total += number * factor;
+        rest = &rest[unit_end..];
+    }
+    Some(Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_read_as_openai_writes_them() {
+        assert_eq!(go_duration("1s"), Some(Duration::from_secs(1)));
+        assert_eq!(go_duration("6m0s"), Some(Duration::from_secs(360)));
+        assert_eq!(go_duration("20ms"), Some(Duration::from_millis(20)));
+        assert_eq!(go_duration("1h2m3.5s"), Some(Duration::from_secs_f64(3723.5)));
+        assert_eq!(go_duration("soon"), None);
+        assert_eq!(go_duration(""), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_are_paced_evenly_and_pauses_hold_them() {
+        let limiter = Limiter::new(Some(600), None);
+        let began = tokio::time::Instant::now();
+        for _ in 0..5 {
+            limiter.acquire(1).await;
+        }
+        // One every 105 ms (100 ms and the margin): the fifth starts at 420 ms.
+        assert_eq!(began.elapsed(), Duration::from_millis(420));
+        limiter.pause(Duration::from_secs(2));
+        limiter.acquire(1).await;
+        assert!(began.elapsed() >= Duration::from_millis(2420), "{:?}", began.elapsed());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tokens_come_from_a_bucket_of_a_minutes_worth() {
+        let limiter = Limiter::new(None, Some(6000));
+        let began = tokio::time::Instant::now();
+        limiter.acquire(6000).await;
+        assert_eq!(began.elapsed(), Duration::ZERO);
+        // The bucket is empty: 100 tokens a second refill it.
+        limiter.acquire(500).await;
+        assert!(began.elapsed() >= Duration::from_secs(5), "{:?}", began.elapsed());
+        // A call that used less than its estimate gives the rest back.
+        limiter.settle(500, 0);
+        let before = began.elapsed();
+        limiter.acquire(500).await;
+        assert_eq!(began.elapsed(), before);
+    }
+}

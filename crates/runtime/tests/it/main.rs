@@ -1,0 +1,4 @@
+//! The runtime's integration tests: one binary, a module per subject.
+
+mod agents;
+mod providers;
