@@ -18,6 +18,7 @@ use clutch_store::Backend;
 use serde_json::{Value, json};
 
 mod http1;
+mod llm;
 mod mcp;
 mod tasks;
 mod tools;
@@ -67,6 +68,12 @@ pub enum Command {
   clutch bench tools --callers 32 --duration 10
   clutch bench tools --server npx -y @modelcontextprotocol/server-everything stdio")]
     Tools(tools::ToolsArgs),
+    /// Built-in LLM agents against a fake provider in this process: the runtime's own time per turn,
+    /// tasks/s with N agents while the provider takes 200 ms per answer, and memory per idle agent.
+    #[command(after_help = "EXAMPLES:
+  clutch bench llm                                     # 200 agents, 200 ms answers, 10 s
+  clutch bench llm --agents 50 --latency-ms 500 --duration 5")]
+    Llm(llm::LlmArgs),
 }
 
 #[derive(Debug, Args)]
@@ -127,6 +134,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Mcp(args) => mcp::run(args).await,
         Command::Workflow(args) => workflow::run(args).await,
         Command::Tools(args) => tools::run(args).await,
+        Command::Llm(args) => llm::run(args).await,
     }
 }
 

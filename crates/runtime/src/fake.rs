@@ -46,7 +46,10 @@ pub type Script = Arc<dyn Fn(&Value, usize) -> Reply + Send + Sync>;
 pub struct Received {
     pub path: String,
     pub body: Value,
+    /// When it arrived.
     pub at: Instant,
+    /// When its answer was ready to send (its whole body, streamed or not, is in memory then).
+    pub answered: Option<Instant>,
 }
 
 struct Inner {
@@ -160,14 +163,16 @@ async fn answer(State(inner): State<Arc<Inner>>, uri: axum::http::Uri, headers: 
     }
     let count = {
         let mut received = inner.received.lock().unwrap_or_else(|e| e.into_inner());
-        received.push(Received { path: uri.path().to_owned(), body: body.clone(), at: now });
+        received.push(Received { path: uri.path().to_owned(), body: body.clone(), at: now, answered: None });
         received.len()
     };
     let reply = (inner.script)(&body, count);
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let model = body.get("model").and_then(Value::as_str).unwrap_or("fake-model").to_owned();
     let input_tokens = (body.to_string().len() as u64).div_ceil(4);
-    respond(format, stream, &model, input_tokens, count, reply).await
+    let response = respond(format, stream, &model, input_tokens, count, reply).await;
+    inner.received.lock().unwrap_or_else(|e| e.into_inner())[count - 1].answered = Some(Instant::now());
+    response
 }
 
 async fn respond(format: Format, stream: bool, model: &str, input_tokens: u64, n: usize, mut reply: Reply) -> Response {

@@ -7,6 +7,7 @@ mod bench;
 mod cli;
 mod config;
 mod crash;
+mod llm;
 mod mcp;
 mod policy;
 mod replay;
