@@ -305,6 +305,11 @@ pub struct ReplayArgs {
     /// Print each event as one JSON line (NDJSON).
     #[arg(long)]
     pub json: bool,
+    /// Instead of printing the run, work its LLM agents' tasks again offline, their model calls and
+    /// tool calls answered from the log, and check that they send what they sent then (ids, times
+    /// and streamed text aside). Exits 1 when a task differs.
+    #[arg(long, conflicts_with_all = ["after", "json"])]
+    pub reexecute: bool,
 }
 
 fn message_types() -> PossibleValuesParser {
@@ -380,6 +385,7 @@ const RUNS_EXAMPLES: &str = "EXAMPLES:
   clutch runs replay run_01J...                  one line per event
   clutch runs replay run_01J... --json > run.ndjson
   clutch runs replay run_01J... --after 120
+  clutch runs replay run_01J... --reexecute      its LLM agents' tasks worked again from the log
   clutch runs tasks run_01J...                   the run's task tree";
 
 const MCP_EXAMPLES: &str = "EXAMPLES:

@@ -1,5 +1,6 @@
 //! `clutch runs replay`: prints every event of one run, in `seq` order, streamed from the daemon as
-//! NDJSON so that a long run never sits in memory.
+//! NDJSON so that a long run never sits in memory; with `--reexecute`, works the run's LLM tasks
+//! again offline against their recordings (`clutch_runtime::replay`) and reports any difference.
 
 use std::io::{BufWriter, Write};
 
@@ -13,6 +14,9 @@ use crate::render;
 
 pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let client = Client::connect(&args.client)?;
+    if args.reexecute {
+        return reexecute(&client, &args.run).await;
+    }
     let mut request = client.get(&format!("/v1/runs/{}/events", client::path_segment(&args.run)));
     if let Some(after) = args.after {
         request = request.query(&[("after", after)]);
@@ -47,6 +51,59 @@ fn print_line(out: &mut impl Write, line: &[u8], json: bool, color: bool) -> any
         let event: Value =
             serde_json::from_str(line).with_context(|| format!("the daemon sent a bad event: {line}"))?;
         writeln!(out, "{}", render::event_line(&event, color))?;
+    }
+    Ok(())
+}
+
+/// Re-executes the run's LLM tasks with their agents' cards; exits 1 when one differs.
+async fn reexecute(client: &Client, run: &str) -> anyhow::Result<()> {
+    let response = client.send(client.get(&format!("/v1/runs/{}/events", client::path_segment(run)))).await?;
+    let body = response.text().await.map_err(client::Error::Http).context("the run's event stream broke off")?;
+    let mut events = Vec::new();
+    for line in body.lines().filter(|l| !l.trim().is_empty()) {
+        // An event is its message with its `seq`.
+        let mut event: serde_json::Map<String, Value> =
+            serde_json::from_str(line).with_context(|| format!("the daemon sent a bad event: {line}"))?;
+        event.remove("seq");
+        let message: clutch_proto::Message = serde_json::from_value(Value::Object(event))
+            .with_context(|| format!("the daemon sent an event that is no message: {line}"))?;
+        events.push(message);
+    }
+    let mut cards = std::collections::HashMap::new();
+    let agents: std::collections::BTreeSet<String> = events
+        .iter()
+        .filter(|m| m.payload_type.as_deref() == Some(clutch_runtime::work::LLM_CALL_PAYLOAD))
+        .map(|m| m.from.agent_id.clone())
+        .collect();
+    for agent in agents {
+        match client.json(client.get(&format!("/v1/agents/{}", client::path_segment(&agent)))).await {
+            Ok(answer) => {
+                let view: clutch_core::view::Agent = client::typed(answer)?;
+                cards.insert(agent, view.card);
+            }
+            Err(e) if e.is_not_found() => {
+                eprintln!("clutch: {agent} is no longer registered: re-executed from its records alone")
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let outcomes = clutch_runtime::replay::reexecute(&events, &cards).await;
+    if outcomes.is_empty() {
+        println!("no task of {run} was worked by a built-in LLM agent: nothing to re-execute");
+        return Ok(());
+    }
+    let mut differ = 0;
+    for o in &outcomes {
+        match &o.difference {
+            None => println!("{} {} attempt {}: identical ({} messages)", o.task_id, o.agent_id, o.attempt, o.compared),
+            Some(why) => {
+                differ += 1;
+                println!("{} {} attempt {}: DIFFERS: {why}", o.task_id, o.agent_id, o.attempt);
+            }
+        }
+    }
+    if differ > 0 {
+        anyhow::bail!("{differ} of {} re-executed tasks differ from the recording", outcomes.len());
     }
     Ok(())
 }

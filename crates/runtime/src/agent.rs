@@ -62,6 +62,30 @@ pub struct Config {
     pub task_budget: Option<Budget>,
 }
 
+/// What an LLM agent's card carries beside its capabilities, limits and budget (`meta.runtime`):
+/// the rest of its `Config`, so that the card alone says how it works (and a run can be
+/// re-executed from the log and the cards).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Section {
+    /// `llm`.
+    pub kind: String,
+    pub provider: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub system: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    pub max_turns: u32,
+    pub task_timeout_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_budget: Option<Budget>,
+}
+
 /// A hard budget: a call whose estimate would cross it is not made.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -112,6 +136,45 @@ impl Config {
         Ok(())
     }
 
+    /// The agent a card describes, when it carries a runtime section (`meta.runtime`); `None`
+    /// for other agents, an error for a section that does not read.
+    pub fn from_card(card: &AgentCard) -> Option<Result<Config, String>> {
+        let section = card.meta.get("runtime")?;
+        let section: Section = match serde_json::from_value(section.clone()) {
+            Ok(s) => s,
+            Err(e) => return Some(Err(format!("meta.runtime: {e}"))),
+        };
+        let name = card.agent_id.strip_prefix("agent:").unwrap_or(&card.agent_id).to_owned();
+        let capabilities = card
+            .capabilities
+            .iter()
+            .map(|c| match &c.version {
+                Some(v) => format!("{}@{v}", c.id),
+                None => c.id.clone(),
+            })
+            .collect();
+        Some(Ok(Config {
+            name,
+            provider: section.provider,
+            model: section.model,
+            description: card.display.as_ref().and_then(|d| d.desc.clone()),
+            system: section.system,
+            capabilities,
+            tools: section.tools,
+            max_turns: section.max_turns,
+            max_concurrency: card
+                .limits
+                .as_ref()
+                .and_then(|l| l.max_concurrency)
+                .unwrap_or_else(default_max_concurrency),
+            task_timeout_ms: section.task_timeout_ms,
+            max_tokens: section.max_tokens,
+            temperature: section.temperature,
+            budget: card.budget.as_ref().map(|b| Budget { tokens: b.tokens, cost_usd: b.cost_usd }),
+            task_budget: section.task_budget,
+        }))
+    }
+
     /// The card it registers.
     pub fn card(&self) -> AgentCard {
         let capabilities = self
@@ -134,12 +197,20 @@ impl Config {
                 }
             })
             .collect();
+        let section = Section {
+            kind: "llm".into(),
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            system: self.system.clone(),
+            tools: self.tools.clone(),
+            max_turns: self.max_turns,
+            task_timeout_ms: self.task_timeout_ms,
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+            task_budget: self.task_budget,
+        };
         let mut meta = serde_json::Map::new();
-        meta.insert("runtime".into(), serde_json::Value::String("llm".into()));
-        meta.insert("provider".into(), serde_json::Value::String(self.provider.clone()));
-        if let Some(model) = &self.model {
-            meta.insert("model".into(), serde_json::Value::String(model.clone()));
-        }
+        meta.insert("runtime".into(), serde_json::to_value(section).unwrap_or_default());
         AgentCard {
             v: "clutch/0.1".into(),
             agent_id: self.agent_id(),
@@ -273,7 +344,7 @@ pub(crate) struct Agent {
     pub provider: Arc<Provider>,
     pub log: Handle,
     pub engine: Engine,
-    pub answers: Mutex<Answers>,
+    answers: Mutex<Answers>,
     slots: Arc<Semaphore>,
     /// The tasks under way, to stop on cancel.
     running: Mutex<HashMap<String, AbortHandle>>,
@@ -380,7 +451,7 @@ impl Agent {
         let (agent, slots, id) = (self.clone(), self.slots.clone(), task_id.clone());
         let handle = tasks.spawn(async move {
             let Ok(_slot) = slots.acquire_owned().await else { return };
-            work::run(&agent, request).await;
+            work::run(agent.as_ref(), request).await;
             agent.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
         });
         self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(task_id, handle);

@@ -2,11 +2,15 @@
 //! OpenAI-compatible Chat Completions, streamed or whole, with tool use), paced by one rate limiter
 //! per provider (`limit`) and retried with backoff. `agent`: runtime agents as Clutch agents
 //! (registered, heartbeating, given tasks by the router); `work`: one task's loop, recorded in the
-//! log so that it resumes after a restart without buying a recorded answer twice.
+//! log so that it resumes after a restart without buying a recorded answer twice; `live` is the
+//! loop's world in the daemon, `replay` a recorded run's, re-executed to check that the agents
+//! behave as recorded.
 
 pub mod agent;
 mod limit;
+mod live;
 pub mod provider;
+pub mod replay;
 pub mod work;
 
 #[cfg(feature = "fake")]

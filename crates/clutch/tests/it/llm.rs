@@ -294,6 +294,14 @@ async fn kill_9_mid_task_then_the_restart_does_not_buy_a_recorded_answer_again()
     assert_eq!(events.iter().filter(|e| e["payload"]["message"] == "one").count(), 1, "emit ran once");
     let result = events.iter().find(|e| e["type"] == "task.result").unwrap();
     assert_eq!(result["payload"]["text"], "finished after the restart");
+
+    // Re-executed offline from the log: the same messages as recorded, across the crash.
+    let mut cmd = clutch();
+    cmd.args(["runs", "replay", view["run_id"].as_str().unwrap(), "--reexecute", "--url", &daemon.url]);
+    let out = run(cmd, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains(&format!("{task} agent:summariser attempt 1: identical (5 messages)")), "{out:?}");
+    assert_eq!(fake.count(), 3, "re-executing calls no provider");
 }
 
 #[test]

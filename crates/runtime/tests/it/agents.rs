@@ -2,6 +2,7 @@
 //! answered, tools called through the log, budgets, cancel, and a restart mid-task that reads the
 //! recorded answers back instead of buying them again.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -9,8 +10,10 @@ use std::time::{Duration, SystemTime};
 use clutch_app::{App, face};
 use clutch_core::view::ServerState;
 use clutch_core::{Engine, Handle};
+use clutch_proto::card::AgentCard;
 use clutch_proto::id::{self, Kind as IdKind};
 use clutch_proto::validate::{self, Defaults};
+use clutch_proto::{Message, MessageType};
 use clutch_runtime::agent::{self, Budget};
 use clutch_runtime::fake::{Fake, Options, Reply};
 use clutch_runtime::provider::{self, Kind};
@@ -134,6 +137,17 @@ impl Daemon {
         task
     }
 
+    /// Every message of the task's run.
+    async fn run_of(&self, task: &str) -> Vec<Message> {
+        let run = self.engine.task(task).unwrap().run_id;
+        let events = self.log.read(&Filter { run_id: Some(run), ..Filter::default() }, 0, 100_000).await.unwrap();
+        events.iter().map(|e| e.message().unwrap()).collect()
+    }
+
+    fn cards(&self) -> HashMap<String, AgentCard> {
+        self.engine.agents().into_iter().map(|a| (a.agent_id.clone(), a.card)).collect()
+    }
+
     async fn events(&self, task: &str) -> Vec<Value> {
         let events =
             self.log.read(&Filter { task_id: Some(task.to_owned()), ..Filter::default() }, 0, 10_000).await.unwrap();
@@ -174,7 +188,8 @@ async fn a_task_routed_by_skill_is_answered_by_an_llm_agent() {
         let agent_id = config.agent_id();
         let card = d.until("the agent registers", || d.engine.agent(&agent_id)).await;
         assert_eq!(card.card.capabilities[0].id, "skill:summarise");
-        assert_eq!(card.card.meta["provider"], "fake");
+        assert_eq!(card.card.meta["runtime"]["provider"], "fake");
+        assert_eq!(agent::Config::from_card(&card.card).unwrap().unwrap(), config, "the card says all of the agent");
 
         let task = d.ask("skill:summarise", "Clutch is a control plane for teams of agents.").await;
         let events = d.ended(&task, &["task.result", "task.error"]).await;
@@ -265,6 +280,24 @@ async fn tools_run_through_the_log_and_their_answers_go_back_to_the_model() {
     assert_eq!(calls[0]["payload"], json!({"tool": "mcp:everything/echo", "args": {"message": "hi there"}}));
     assert_eq!(of_type(&events, "tool.result", None)[0]["payload"]["call_id"], calls[0]["id"]);
     assert_eq!(fake.count(), 4);
+
+    // Re-executed offline from the log and the card: the same messages, ids and times aside.
+    let run: Vec<Message> = d.run_of(&task).await;
+    let cards = d.cards();
+    let outcomes = clutch_runtime::replay::reexecute(&run, &cards).await;
+    assert_eq!(outcomes.len(), 1);
+    assert_eq!(outcomes[0].difference, None, "{outcomes:?}");
+    assert_eq!(outcomes[0].compared, 1 + 4 + 1 + 1 + 1, "accept, 4 calls, emit, the echo call, the result");
+    // A tool that answered otherwise makes the loop send something else: the replay says where.
+    let mut changed = run.clone();
+    for m in &mut changed {
+        if m.kind == MessageType::ToolResult {
+            m.payload.insert("content".into(), json!([{"type": "text", "text": "Echo: something else"}]));
+        }
+    }
+    let outcomes = clutch_runtime::replay::reexecute(&changed, &cards).await;
+    let difference = outcomes[0].difference.clone().expect("a difference");
+    assert!(difference.starts_with("message 6 differs") && difference.contains("something else"), "{difference}");
     d.app.stop().await.unwrap();
 }
 
@@ -373,5 +406,8 @@ async fn a_restart_mid_task_reads_recorded_answers_back_instead_of_buying_them_a
     assert_eq!(emitted, 1);
     let calls = of_type(&events, "task.progress", Some("clutch.llm.call.v1"));
     assert_eq!(calls.len(), 2);
+    // The run, cut by the restart, re-executes as one: the same messages in the same order.
+    let outcomes = clutch_runtime::replay::reexecute(&d.run_of(&task).await, &d.cards()).await;
+    assert_eq!((outcomes.len(), outcomes[0].difference.as_deref()), (1, None), "{outcomes:?}");
     d.app.stop().await.unwrap();
 }
