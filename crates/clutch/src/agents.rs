@@ -27,6 +27,10 @@ pub enum AgentsCommand {
     /// Register an agent from its AgentCard (JSON), or replace the card of a registered one.
     #[command(after_help = REGISTER_EXAMPLES)]
     Register(RegisterArgs),
+    /// Create a built-in LLM agent: the daemon runs it with one of its `[[providers]]`, and the
+    /// router gives it tasks by its capabilities.
+    #[command(after_help = CREATE_EXAMPLES)]
+    Create(CreateArgs),
     /// Remove an agent: it gets no new tasks, and its unfinished ones are routed again.
     #[command(after_help = REMOVE_EXAMPLES)]
     Remove(AgentArgs),
@@ -61,6 +65,45 @@ pub struct RegisterArgs {
     /// The AgentCard, a JSON file; `-` reads stdin.
     #[arg(value_name = "CARD")]
     pub card: PathBuf,
+    /// Print the daemon's answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Its name: it registers as `agent:NAME`.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The provider it calls (a `[[providers]]` name in the daemon's clutch.toml).
+    #[arg(long)]
+    pub provider: String,
+    /// Its role, the system prompt every task starts from.
+    #[arg(long, required_unless_present = "system_file", conflicts_with = "system_file")]
+    pub system: Option<String>,
+    /// Its role, read from a file (e.g. a SKILL.md section).
+    #[arg(long, value_name = "FILE")]
+    pub system_file: Option<PathBuf>,
+    /// What the router may give it, e.g. `skill:summarise` (repeat for several).
+    #[arg(long = "capability", required = true, value_name = "ID")]
+    pub capabilities: Vec<String>,
+    /// A tool offered to it: `mcp:SERVER/TOOL`, or `mcp:SERVER` for all of a server's (repeat).
+    #[arg(long = "tool", value_name = "TOOL")]
+    pub tools: Vec<String>,
+    /// The model, when not the provider's default.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Model calls per task at most.
+    #[arg(long, default_value_t = 20)]
+    pub max_turns: u32,
+    /// Tasks worked on at once.
+    #[arg(long, default_value_t = 4)]
+    pub max_concurrency: u32,
+    /// Tokens a task may use (a hard budget: the call that would cross it is not made).
+    #[arg(long, value_name = "TOKENS")]
+    pub task_tokens: Option<u64>,
     /// Print the daemon's answer as JSON.
     #[arg(long)]
     pub json: bool,
@@ -105,6 +148,41 @@ pub async fn run(command: AgentsCommand) -> anyhow::Result<()> {
                 "{id} registered at seq {seq}; heartbeat every {every} s (POST /v1/agents/{id}/heartbeat)\n"
             ))
         }
+        AgentsCommand::Create(args) => {
+            let client = Client::connect(&args.client)?;
+            let system = match (&args.system, &args.system_file) {
+                (Some(text), _) => text.clone(),
+                (None, Some(file)) => {
+                    std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?
+                }
+                (None, None) => bail!("give the agent's role with --system or --system-file"),
+            };
+            let config = clutch_runtime::agent::Config {
+                name: args.name.trim_start_matches("agent:").to_owned(),
+                provider: args.provider,
+                model: args.model,
+                description: None,
+                system,
+                capabilities: args.capabilities,
+                tools: args.tools,
+                max_turns: args.max_turns,
+                max_concurrency: args.max_concurrency,
+                task_timeout_ms: 1_800_000,
+                max_tokens: None,
+                temperature: None,
+                budget: None,
+                task_budget: args
+                    .task_tokens
+                    .map(|t| clutch_runtime::agent::Budget { tokens: Some(t), cost_usd: None }),
+            };
+            config.check().map_err(|why| anyhow::anyhow!("{why}"))?;
+            let answer: Value = client.json(client.post("/v1/agents").json(&config.card())).await?;
+            if args.json {
+                return render::print(&format!("{answer}\n"));
+            }
+            let view::Registered { agent_id: id, seq, .. } = typed(answer)?;
+            render::print(&format!("{id} created at seq {seq}: the daemon runs it with provider {}\n", config.provider))
+        }
         AgentsCommand::Remove(args) => {
             let client = Client::connect(&args.client)?;
             let path = format!("/v1/agents/{}", path_segment(&agent_id(&args.agent)));
@@ -125,11 +203,12 @@ fn agent_id(name: &str) -> String {
 
 /// The agents as a table, one row each.
 fn list(agents: &[view::Agent], color: bool) -> String {
-    let mut table = Table::new(&["AGENT", "STATUS", "LOAD", "SUCCESS", "USAGE/BUDGET", "CAPABILITIES"]);
+    let mut table = Table::new(&["AGENT", "STATUS", "RUNS ON", "LOAD", "SUCCESS", "USAGE/BUDGET", "CAPABILITIES"]);
     for agent in agents {
         table.row(vec![
             agent.agent_id.as_str().into(),
             Cell::colored(agent.status.as_str(), status_color(agent.status)),
+            runs_on(&agent.card).unwrap_or_else(|| "-".into()).into(),
             load(&agent.load).into(),
             success(agent.success_rate).into(),
             Cell::colored(usage(agent), agent.budget_exhausted.then_some("31")),
@@ -160,6 +239,9 @@ fn show(agent: &view::Agent, color: bool) -> String {
     let in_flight = if agent.tasks.is_empty() { String::new() } else { format!(": {}", agent.tasks.join(", ")) };
     table.row(vec!["load".into(), format!("{}{in_flight}", load(&agent.load)).into()]);
     table.row(vec!["success rate".into(), success(agent.success_rate).into()]);
+    if let Some(runs_on) = runs_on(card) {
+        table.row(vec!["runs on".into(), format!("{runs_on} (a built-in LLM agent)").into()]);
+    }
     let exhausted = agent.budget_exhausted;
     let spent = if exhausted { " (budget exhausted: left out of routing)" } else { "" };
     table
@@ -193,6 +275,17 @@ fn show(agent: &view::Agent, color: bool) -> String {
     }
     out.push_str(&table.render(color));
     out
+}
+
+/// `provider/model` of a built-in LLM agent (its card's runtime section); the model is the
+/// provider's default when the card names none.
+fn runs_on(card: &AgentCard) -> Option<String> {
+    let section = card.meta.get("runtime")?;
+    let provider = section.get("provider")?.as_str()?;
+    Some(match section.get("model").and_then(Value::as_str) {
+        Some(model) => format!("{provider}/{model}"),
+        None => format!("{provider} (its default model)"),
+    })
 }
 
 /// A JSON scalar without quotes around strings.
@@ -294,6 +387,16 @@ const SHOW_EXAMPLES: &str = "EXAMPLES:
   clutch agents show ken --json
 
   Exits 3 when no such agent is registered.";
+
+const CREATE_EXAMPLES: &str = "EXAMPLES:
+  clutch agents create summariser --provider claude --capability skill:summarise \\
+      --system 'You summarise text in three sentences.'
+  clutch agents create researcher --provider local --model llama3 --capability skill:research \\
+      --system-file roles/researcher.md --tool mcp:browser --task-tokens 50000
+
+  The daemon must declare the provider ([[providers]] in its clutch.toml, its key in the variable
+  api_key_env names). The agent is a card with a runtime section (meta.runtime): it survives
+  restarts, and `clutch agents remove` stops it.";
 
 const REGISTER_EXAMPLES: &str = "EXAMPLES:
   clutch agents register ken.json

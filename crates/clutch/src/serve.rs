@@ -79,7 +79,7 @@ pub async fn run(loaded: Loaded, policy: Policy) -> anyhow::Result<()> {
             ..Default::default()
         });
     }
-    if !config.llm_agents.is_empty() {
+    if !(config.providers.is_empty() && config.llm_agents.is_empty()) {
         // Keys are read now: a variable that is not set stops the start, named.
         let runtime = clutch_runtime::Runtime::new(config.providers.clone(), config.llm_agents.clone())?;
         builder = builder.face(face::Runtime::new(runtime));

@@ -96,7 +96,12 @@ pub trait Adapter: Send + Sync + 'static {
 #[derive(Clone, Default)]
 pub struct Registry {
     adapters: Arc<RwLock<Vec<Arc<dyn Adapter>>>>,
+    cards: Arc<RwLock<Vec<CardCheck>>>,
 }
+
+/// A check of every card before it is registered, from a face that runs agents its cards describe
+/// (the runtime refuses a `meta.runtime` it could not run). The refusal's field is under `payload.`.
+pub type CardCheck = Arc<dyn Fn(&clutch_proto::AgentCard) -> Result<(), Refusal> + Send + Sync>;
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -108,6 +113,16 @@ impl std::fmt::Debug for Registry {
 impl Registry {
     pub fn add(&self, adapter: Arc<dyn Adapter>) {
         self.adapters.write().unwrap_or_else(|e| e.into_inner()).push(adapter);
+    }
+
+    /// Adds a check every card must pass to be registered.
+    pub fn add_card_check(&self, check: CardCheck) {
+        self.cards.write().unwrap_or_else(|e| e.into_inner()).push(check);
+    }
+
+    /// Runs the card checks: the first refusal.
+    pub fn check_card(&self, card: &clutch_proto::AgentCard) -> Result<(), Refusal> {
+        self.cards.read().unwrap_or_else(|e| e.into_inner()).iter().try_for_each(|check| check(card))
     }
 
     pub fn list(&self) -> Vec<Arc<dyn Adapter>> {

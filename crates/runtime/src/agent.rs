@@ -237,15 +237,22 @@ pub enum Error {
     Provider(#[from] provider::Error),
 }
 
-/// The providers and agents the operator declared, checked and ready to run.
+/// The providers and agents the operator declared, checked and ready to run; agents registered
+/// later with a runtime section in their card (`POST /v1/agents`) are run too.
 pub struct Runtime {
-    providers: HashMap<String, Arc<Provider>>,
+    /// Every declared provider: ready, or why not (its key's variable is not set).
+    providers: HashMap<String, Result<Arc<Provider>, provider::Error>>,
     agents: Vec<Config>,
 }
 
+/// How often the registry is read for agents to start (registered with a runtime section) or to
+/// stop (removed).
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
 impl Runtime {
-    /// Reads each provider's key now (a variable that is not set is an error naming it) and checks
-    /// that every agent names a declared provider.
+    /// Reads each provider's key now: a variable that is not set is an error naming it when a
+    /// declared agent uses the provider (otherwise a card naming it is refused, with the same words).
+    /// Every agent must name a declared provider.
     pub fn new(providers: Vec<provider::Config>, agents: Vec<Config>) -> Result<Runtime, Error> {
         Self::with_env(providers, agents, |name| std::env::var(name).ok())
     }
@@ -259,12 +266,8 @@ impl Runtime {
         let mut by_name = HashMap::new();
         for config in providers {
             config.check().map_err(|why| Error::Agent(format!("provider {why}")))?;
-            let used = agents.iter().any(|a| a.provider == config.name);
-            if !used {
-                continue;
-            }
             let name = config.name.clone();
-            by_name.insert(name, Arc::new(Provider::with_env(config, &env)?));
+            by_name.insert(name, Provider::with_env(config, &env).map(Arc::new));
         }
         let mut names = HashSet::new();
         for agent in &agents {
@@ -272,11 +275,15 @@ impl Runtime {
             if !names.insert(agent.name.clone()) {
                 return Err(Error::Agent(format!("two agents are named {:?}", agent.name)));
             }
-            if !by_name.contains_key(&agent.provider) {
-                return Err(Error::Agent(format!(
-                    "{}: provider {:?} is not declared: add a [[providers]] entry with that name",
-                    agent.name, agent.provider
-                )));
+            match by_name.get(&agent.provider) {
+                None => {
+                    return Err(Error::Agent(format!(
+                        "{}: provider {:?} is not declared: add a [[providers]] entry with that name",
+                        agent.name, agent.provider
+                    )));
+                }
+                Some(Err(e)) => return Err(Error::Provider(e.clone())),
+                Some(Ok(_)) => {}
             }
         }
         Ok(Runtime { providers: by_name, agents })
@@ -286,15 +293,90 @@ impl Runtime {
         &self.agents
     }
 
-    /// Runs every agent until `stop` resolves.
+    /// The check every card passes before it is registered: a runtime section must read, describe
+    /// a valid agent and name a provider that is ready.
+    pub fn card_check(&self) -> clutch_core::adapter::CardCheck {
+        let providers: HashMap<String, Option<String>> = self
+            .providers
+            .iter()
+            .map(|(name, p)| (name.clone(), p.as_ref().err().map(|e| e.message.clone())))
+            .collect();
+        Arc::new(move |card: &AgentCard| {
+            let refuse = |field: &str, why: String| {
+                Err(clutch_core::Refusal::new(clutch_proto::ErrorCode::ValidationFailed, why)
+                    .field(format!("payload.meta.runtime{field}")))
+            };
+            let Some(config) = Config::from_card(card) else { return Ok(()) };
+            let config = match config {
+                Ok(c) => c,
+                Err(why) => return refuse("", why),
+            };
+            if let Err(why) = config.check() {
+                return refuse("", format!("meta.runtime: {why}"));
+            }
+            match providers.get(&config.provider) {
+                None => {
+                    let mut known: Vec<&str> = providers.keys().map(String::as_str).collect();
+                    known.sort_unstable();
+                    let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
+                    refuse(
+                        ".provider",
+                        format!(
+                            "meta.runtime.provider: no provider {:?} is declared (the daemon's: {known})",
+                            config.provider
+                        ),
+                    )
+                }
+                Some(Some(missing)) => {
+                    refuse(".provider", format!("meta.runtime.provider: {}: {missing}", config.provider))
+                }
+                Some(None) => Ok(()),
+            }
+        })
+    }
+
+    /// Runs every agent until `stop` resolves: the declared ones, and those the registry shows with a
+    /// runtime section; an agent removed from the registry is stopped.
     pub async fn run(self, log: Handle, engine: Engine, stop: impl std::future::Future<Output = ()>) {
         let mut agents = JoinSet::new();
+        let mut running: HashMap<String, (AbortHandle, Arc<Agent>)> = HashMap::new();
         for config in self.agents {
-            let provider = self.providers[&config.provider].clone();
-            let agent = Agent::new(config, provider, log.clone(), engine.clone());
-            agents.spawn(agent.run());
+            let Some(Ok(provider)) = self.providers.get(&config.provider) else { continue };
+            let card = config.card();
+            let agent = Agent::new(config, card, provider.clone(), log.clone(), engine.clone());
+            let handle = agents.spawn(agent.clone().run());
+            running.insert(agent.id.clone(), (handle, agent));
         }
-        stop.await;
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                () = &mut stop => break,
+                () = tokio::time::sleep(WATCH_EVERY) => {}
+                Some(_) = agents.join_next(), if !agents.is_empty() => continue,
+            }
+            for view in engine.agents() {
+                let removed = view.status == clutch_core::registry::Status::Removed;
+                if removed {
+                    if let Some((handle, agent)) = running.get(&view.agent_id)
+                        && agent.registered.load(std::sync::atomic::Ordering::Relaxed)
+                    {
+                        tracing::info!(agent_id = %view.agent_id, "llm agent removed from the registry: stopped");
+                        handle.abort();
+                        running.remove(&view.agent_id);
+                    }
+                    continue;
+                }
+                if running.contains_key(&view.agent_id) {
+                    continue;
+                }
+                let Some(Ok(config)) = Config::from_card(&view.card) else { continue };
+                let Some(Ok(provider)) = self.providers.get(&config.provider) else { continue };
+                tracing::info!(agent_id = %view.agent_id, provider = %config.provider, "starting an llm agent registered with a runtime section");
+                let agent = Agent::new(config, view.card.clone(), provider.clone(), log.clone(), engine.clone());
+                let handle = agents.spawn(agent.clone().run());
+                running.insert(agent.id.clone(), (handle, agent));
+            }
+        }
         agents.shutdown().await;
     }
 }
@@ -340,7 +422,11 @@ impl Answers {
 /// One agent at work.
 pub(crate) struct Agent {
     pub config: Config,
+    /// The card it registers: its config's, or the one it was registered with.
+    card: AgentCard,
     pub id: String,
+    /// Set once it registered (a removal seen before is an earlier one).
+    registered: std::sync::atomic::AtomicBool,
     pub provider: Arc<Provider>,
     pub log: Handle,
     pub engine: Engine,
@@ -351,9 +437,11 @@ pub(crate) struct Agent {
 }
 
 impl Agent {
-    fn new(config: Config, provider: Arc<Provider>, log: Handle, engine: Engine) -> Arc<Agent> {
+    fn new(config: Config, card: AgentCard, provider: Arc<Provider>, log: Handle, engine: Engine) -> Arc<Agent> {
         Arc::new(Agent {
             id: config.agent_id(),
+            card,
+            registered: std::sync::atomic::AtomicBool::new(false),
             slots: Arc::new(Semaphore::new(config.max_concurrency as usize)),
             config,
             provider,
@@ -385,8 +473,8 @@ impl Agent {
 
     /// Registers, takes up its unfinished tasks, then follows its inbox.
     async fn serve(self: Arc<Agent>) -> Result<(), String> {
-        let registered =
-            self.engine.register(&self.config.card()).await.map_err(|e| format!("cannot register: {e}"))?;
+        let registered = self.engine.register(&self.card).await.map_err(|e| format!("cannot register: {e}"))?;
+        self.registered.store(true, std::sync::atomic::Ordering::Relaxed);
         tracing::info!(agent_id = %self.id, provider = %self.provider.config.name, seq = registered.seq, "llm agent registered");
         let mut inbox = self
             .log
@@ -398,7 +486,7 @@ impl Agent {
         let _stop_heartbeats = AbortOnDrop(heartbeat.abort_handle());
         // Tasks it holds from before (the daemon stopped mid-task): taken up where the log says.
         for request in self.unfinished().await {
-            self.start(&mut tasks, request);
+            self.start(&mut tasks, request, true);
         }
         let mut seen: HashSet<(String, u32)> = HashSet::new();
         loop {
@@ -428,7 +516,7 @@ impl Agent {
                     seen.clear();
                 }
                 if seen.insert((message.task_id.clone(), message.attempt)) {
-                    self.start(tasks, message);
+                    self.start(tasks, message, false);
                 }
             }
             MessageType::TaskCancel => {
@@ -446,12 +534,12 @@ impl Agent {
         }
     }
 
-    fn start(self: &Arc<Agent>, tasks: &mut JoinSet<()>, request: Message) {
+    fn start(self: &Arc<Agent>, tasks: &mut JoinSet<()>, request: Message, resume: bool) {
         let task_id = request.task_id.clone();
         let (agent, slots, id) = (self.clone(), self.slots.clone(), task_id.clone());
         let handle = tasks.spawn(async move {
             let Ok(_slot) = slots.acquire_owned().await else { return };
-            work::run(agent.as_ref(), request).await;
+            work::run(agent.as_ref(), request, resume).await;
             agent.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
         });
         self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(task_id, handle);

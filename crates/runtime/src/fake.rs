@@ -35,6 +35,8 @@ pub enum Reply {
     Malformed,
     /// `Reply` after a delay before the first byte.
     Slow(Duration, Box<Reply>),
+    /// `Reply` streamed with a pause between two events (a slow generation).
+    Drip(Duration, Box<Reply>),
 }
 
 /// What a test scripts: the answer to each request, from its body and the requests' count so far
@@ -180,6 +182,11 @@ async fn respond(format: Format, stream: bool, model: &str, input_tokens: u64, n
         tokio::time::sleep(delay).await;
         reply = *next;
     }
+    let mut drip = None;
+    if let Reply::Drip(pause, next) = reply {
+        drip = Some(pause);
+        reply = *next;
+    }
     let (kind, message) = match &reply {
         Reply::Status { status, .. } => match status {
             429 => ("rate_limit_error", "rate limited"),
@@ -200,15 +207,16 @@ async fn respond(format: Format, stream: bool, model: &str, input_tokens: u64, n
             Reply::ErrorMidStream => error(format, 529, None, "overloaded_error", "Overloaded"),
             Reply::Malformed => (StatusCode::OK, [("content-type", "application/json")], "{\"id\": ").into_response(),
             Reply::Stall => stalled(Vec::new()),
-            Reply::Status { .. } | Reply::Slow(..) => unreachable!("answered above"),
+            Reply::Status { .. } | Reply::Slow(..) | Reply::Drip(..) => unreachable!("answered above"),
         };
     }
     let frames = match format {
         Format::Anthropic => anthropic_frames(model, n, input_tokens, &reply),
         Format::Openai => openai_frames(model, n, &reply, input_tokens),
     };
-    match reply {
-        Reply::Stall => stalled(frames),
+    match (reply, drip) {
+        (Reply::Stall, _) => stalled(frames),
+        (_, Some(pause)) => dripped(frames, pause),
         _ => sse(frames),
     }
 }
@@ -432,6 +440,16 @@ fn openai_frames(model: &str, n: usize, reply: &Reply, input_tokens: u64) -> Vec
 
 fn sse(frames: Vec<String>) -> Response {
     let stream = futures_util::stream::iter(frames.into_iter().map(|f| Ok::<_, Infallible>(Bytes::from(f))));
+    sse_response(Body::from_stream(stream))
+}
+
+/// The frames, `pause` apart.
+fn dripped(frames: Vec<String>, pause: Duration) -> Response {
+    let stream = futures_util::stream::unfold(frames.into_iter(), move |mut frames| async move {
+        let frame = frames.next()?;
+        tokio::time::sleep(pause).await;
+        Some((Ok::<_, Infallible>(Bytes::from(frame)), frames))
+    });
     sse_response(Body::from_stream(stream))
 }
 

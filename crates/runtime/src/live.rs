@@ -141,7 +141,8 @@ impl Env for Agent {
     }
 }
 
-/// Writes streamed text to the log, at most every [`TEXT_EVERY`], until the call ends.
+/// Writes streamed text to the log, at most every [`TEXT_EVERY`], until the call ends (a call
+/// answered within the first window writes none: its record follows at once).
 async fn pump_text(agent: &Agent, request: &Message, turn: u32, mut rx: mpsc::UnboundedReceiver<String>) {
     let mut part = 0;
     while let Some(first) = rx.recv().await {
@@ -160,6 +161,11 @@ async fn pump_text(agent: &Agent, request: &Message, turn: u32, mut rx: mpsc::Un
                 },
                 () = tokio::time::sleep_until(until) => break,
             }
+        }
+        // A call that ended before the first window closed wrote nothing yet: its record, stored
+        // next, holds the whole text, so the log gets no copy of it.
+        if part == 0 && !open {
+            break;
         }
         if !text.is_empty() || restarted {
             part += 1;

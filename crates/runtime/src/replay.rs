@@ -186,7 +186,7 @@ impl Recorded {
     }
 
     async fn rerun(self) -> Outcome {
-        work::run(&self, self.request.clone()).await;
+        work::run(&self, self.request.clone(), false).await;
         let produced = std::mem::take(&mut *self.produced.lock().unwrap_or_else(|e| e.into_inner()));
         let produced: Vec<Message> = produced.into_iter().filter(compared).collect();
         let mut difference = None;

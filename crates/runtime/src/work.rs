@@ -138,11 +138,12 @@ struct History {
     cost_usd: f64,
 }
 
-/// Works the task `request` asks for, and answers it.
-pub(crate) async fn run<E: Env>(env: &E, request: Message) {
+/// Works the task `request` asks for, and answers it. `resume`: the task may have been worked
+/// before (taken up after a restart), so the log is read for what was done.
+pub(crate) async fn run<E: Env>(env: &E, request: Message, resume: bool) {
     let task_id = request.task_id.clone();
     let limit = Duration::from_millis(env.config().task_timeout_ms);
-    let outcome = match tokio::time::timeout(limit, work(env, &request)).await {
+    let outcome = match tokio::time::timeout(limit, work(env, &request, resume)).await {
         Ok(outcome) => outcome,
         Err(_) => Err(Failed::new(
             "TASK_TIMEOUT",
@@ -171,8 +172,9 @@ pub(crate) async fn run<E: Env>(env: &E, request: Message) {
 }
 
 /// The loop. `Ok(None)`: the task is no longer this agent's (its accept was refused).
-async fn work<E: Env>(env: &E, request: &Message) -> Result<Option<Map<String, Value>>, Failed> {
-    let mut history = history(env, request).await;
+async fn work<E: Env>(env: &E, request: &Message, resume: bool) -> Result<Option<Map<String, Value>>, Failed> {
+    // A delivery seen live is this attempt's start: nothing to read back.
+    let mut history = if resume { history(env, request).await } else { History::default() };
     // Taken up again after a restart, it was accepted already (a second accept is no transition).
     if !history.accepted
         && let Err(e) = send(env, request, MessageType::TaskAccept, Map::new(), "task.accept", None).await

@@ -322,3 +322,74 @@ fn a_missing_key_stops_the_start_and_names_its_variable() {
     assert_ne!(out.code, Some(0), "{out:?}");
     assert!(out.stderr.contains("CLUTCH_TEST_UNSET_KEY") && out.stderr.contains("not set"), "{}", out.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_created_through_the_api_run_survive_a_restart_and_stop_when_removed() {
+    let fake =
+        Fake::start(Options { key: Some(KEY.into()), ..Options::script(|_, _| Reply::Text("made by api".into())) })
+            .await
+            .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A provider, and no agent in clutch.toml.
+    let config = config(&fake, "", "", false);
+    let daemon = serve(dir.path(), &config);
+    let http = reqwest::Client::new();
+    let cli = |args: &[&str], url: &str| {
+        let mut cmd = clutch();
+        cmd.args(args).args(["--url", url]);
+        run(cmd, "")
+    };
+    let out = cli(
+        &[
+            "agents",
+            "create",
+            "writer",
+            "--provider",
+            "fake",
+            "--capability",
+            "skill:summarise",
+            "--system",
+            "You write.",
+        ],
+        &daemon.url,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("agent:writer created at seq"), "{out:?}");
+    // A provider the daemon does not declare: refused, the field named.
+    let out =
+        cli(&["agents", "create", "w2", "--provider", "nope", "--capability", "skill:x", "--system", "s"], &daemon.url);
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("VALIDATION_FAILED") && out.stderr.contains("no provider \"nope\""), "{out:?}");
+    let (status, body) = {
+        let card = json!({"v": "clutch/0.1", "agent_id": "agent:w3", "capabilities": [{"id": "skill:x"}],
+            "meta": {"runtime": {"kind": "llm", "provider": "fake", "system": "s", "max_turns": 0, "task_timeout_ms": 1}}});
+        let r = http.post(format!("{}/v1/agents", daemon.url)).json(&card).send().await.unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap())
+    };
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "payload.meta.runtime", "{body}");
+
+    let task = ask(&http, &daemon.url, "Write something.").await;
+    let view = task_in(&http, &daemon.url, &task, &["completed", "failed"]).await;
+    assert_eq!((view["state"].as_str(), view["agent"].as_str()), (Some("completed"), Some("agent:writer")), "{view:#}");
+    let out = cli(&["agents", "list"], &daemon.url);
+    assert!(out.stdout.contains("RUNS ON") && out.stdout.contains("fake (its default model)"), "{out:?}");
+
+    // After a restart the registry still has it, and the daemon runs it again.
+    drop(daemon.terminate());
+    let daemon = serve(dir.path(), &config);
+    let task = ask(&http, &daemon.url, "Again.").await;
+    let view = task_in(&http, &daemon.url, &task, &["completed", "failed"]).await;
+    assert_eq!(view["state"], "completed", "{view:#}");
+    let calls = fake.count();
+
+    // Removed: the daemon stops it; a task for its skill waits for someone else.
+    let out = cli(&["agents", "remove", "writer"], &daemon.url);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let task = ask(&http, &daemon.url, "Anyone?").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let response: Value =
+        http.get(format!("{}/v1/tasks/{task}", daemon.url)).send().await.unwrap().json().await.unwrap();
+    assert!(!["completed", "accepted", "running"].contains(&response["state"].as_str().unwrap_or("")), "{response:#}");
+    assert_eq!(fake.count(), calls);
+}

@@ -125,6 +125,7 @@ impl State {
         if message.kind == MessageType::AgentUpdate && !self.agents.contains_key(&card.agent_id) {
             return Err(unknown_agent(&card.agent_id));
         }
+        options.adapters.check_card(&card)?;
         // What the outbound guard can tell without a lookup (names were checked before the append).
         for (name, endpoint) in &card.endpoints {
             let field = format!("payload.endpoints.{name}.url");

@@ -211,11 +211,8 @@ async fn a_task_routed_by_skill_is_answered_by_an_llm_agent() {
         assert!(
             call["usage"]["input_tokens"].as_u64().unwrap() > 0 && call["usage"]["cost_usd"].as_f64().unwrap() > 0.0
         );
-        let streamed: String = of_type(&events, "task.progress", Some("clutch.llm.text.v1"))
-            .iter()
-            .map(|e| e["payload"]["text"].as_str().unwrap().to_owned())
-            .collect();
-        assert_eq!(streamed, "A short summary.");
+        // Answered at once: the record holds the text, and no streamed copy was written.
+        assert!(of_type(&events, "task.progress", Some("clutch.llm.text.v1")).is_empty());
         // The engine accounted it against the agent.
         let agent = d.engine.agent(&agent_id).unwrap();
         assert!(agent.usage.tokens > 0 && agent.usage.cost_usd > 0.0 && agent.usage.requests == 1, "{:?}", agent.usage);
@@ -409,5 +406,30 @@ async fn a_restart_mid_task_reads_recorded_answers_back_instead_of_buying_them_a
     // The run, cut by the restart, re-executes as one: the same messages in the same order.
     let outcomes = clutch_runtime::replay::reexecute(&d.run_of(&task).await, &d.cards()).await;
     assert_eq!((outcomes.len(), outcomes[0].difference.as_deref()), (1, None), "{outcomes:?}");
+    d.app.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_answer_streams_into_the_log_as_it_comes_coalesced() {
+    // 16 pieces of text, 100 ms apart: about 2 s of generation.
+    let text = "Thinking about it slowly, one piece at a time, until done.";
+    let fake = Fake::start(Options::script(move |_, _| {
+        Reply::Drip(Duration::from_millis(100), Box::new(Reply::Text(text.into())))
+    }))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = start(dir.path(), vec![provider(&fake, Kind::Anthropic)], vec![summariser()], false).await;
+    d.until("the agent registers", || d.engine.agent("agent:summariser")).await;
+    let task = d.ask("skill:summarise", "Think.").await;
+    let events = d.ended(&task, &["task.result"]).await;
+    let parts = of_type(&events, "task.progress", Some("clutch.llm.text.v1"));
+    assert!((2..=6).contains(&parts.len()), "coalesced every 500 ms, not one event per piece: {}", parts.len());
+    let streamed: String = parts.iter().map(|e| e["payload"]["text"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(streamed, text, "the parts make the whole text");
+    // The first part came before the answer was complete.
+    let first = events.iter().position(|e| e["payload_type"] == "clutch.llm.text.v1").unwrap();
+    let record = events.iter().position(|e| e["payload_type"] == "clutch.llm.call.v1").unwrap();
+    assert!(first < record);
     d.app.stop().await.unwrap();
 }

@@ -62,6 +62,17 @@ class AgentSource {
   }
 }
 
+/**
+ * `provider/model` of a built-in LLM agent (its card's `meta.runtime`); null for other agents.
+ * @param {Agent['card']} card
+ * @returns {string | null}
+ */
+function runsOn(card) {
+  const runtime = /** @type {{provider?: unknown, model?: unknown} | undefined} */ (card.meta?.runtime);
+  if (!runtime || typeof runtime.provider !== 'string') return null;
+  return typeof runtime.model === 'string' ? `${runtime.provider}/${runtime.model}` : `${runtime.provider} (default model)`;
+}
+
 /** @param {Agent} a */
 function agentCard(a) {
   const card = a.card;
@@ -84,6 +95,7 @@ function agentCard(a) {
     h(
       'dl',
       { class: 'agent-facts' },
+      runsOn(card) ? [h('dt', null, 'runs on'), h('dd', { class: 'mono', 'data-runs-on': '' }, runsOn(card))] : null,
       h('dt', null, 'load'),
       h('dd', null, barEl(inFlight, max, 'load', max ? `${inFlight} / ${max}` : `${inFlight} in flight`)),
       budget.tokens != null || usage.tokens
