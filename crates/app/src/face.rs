@@ -90,7 +90,7 @@ impl Face for Runtime {
 
     fn background(&self, core: &Running, stop: Stop) -> Option<BoxFuture<'static, ()>> {
         let runtime = self.0.lock().unwrap_or_else(|e| e.into_inner()).take()?;
-        // Before any client can register: a card whose runtime section it could not run is refused.
+        // Before any client can register: a card whose LLM section it could not run is refused.
         core.engine.adapters().add_card_check(runtime.card_check());
         Some(Box::pin(runtime.run(core.log.clone(), core.engine.clone(), stop)))
     }

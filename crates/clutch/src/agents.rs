@@ -277,10 +277,10 @@ fn show(agent: &view::Agent, color: bool) -> String {
     out
 }
 
-/// `provider/model` of a built-in LLM agent (its card's runtime section); the model is the
+/// `provider/model` of a built-in LLM agent (its card's LLM section); the model is the
 /// provider's default when the card names none.
 fn runs_on(card: &AgentCard) -> Option<String> {
-    let section = card.meta.get("runtime")?;
+    let section = card.meta.get("llm")?;
     let provider = section.get("provider")?.as_str()?;
     Some(match section.get("model").and_then(Value::as_str) {
         Some(model) => format!("{provider}/{model}"),
@@ -395,7 +395,7 @@ const CREATE_EXAMPLES: &str = "EXAMPLES:
       --system-file roles/researcher.md --tool mcp:browser --task-tokens 50000
 
   The daemon must declare the provider ([[providers]] in its clutch.toml, its key in the variable
-  api_key_env names). The agent is a card with a runtime section (meta.runtime): it survives
+  api_key_env names). The agent is a card with a LLM section (meta.llm): it survives
   restarts, and `clutch agents remove` stops it.";
 
 const REGISTER_EXAMPLES: &str = "EXAMPLES:

@@ -80,6 +80,12 @@ pub(crate) struct Register {
     /// Anything else worth knowing about you, as a JSON object.
     #[serde(default)]
     metadata: Option<Map<String, Value>>,
+    /// Makes this a built-in LLM agent that the daemon runs (for a coordinator creating one):
+    /// `{"provider": "<a provider the daemon declares>", "system": "<its role>", "model"?, "tools"?:
+    /// ["mcp:<server>/<tool>"], "max_turns"?, "task_timeout_ms"?, "max_tokens"?, "temperature"?,
+    /// "task_budget"?: {"tokens"?, "cost_usd"?}}`. Checked when registered.
+    #[serde(default)]
+    llm: Option<Map<String, Value>>,
 }
 
 /// `agent_register`'s answer.
@@ -124,6 +130,9 @@ async fn register(ctx: Context, input: Register) -> Result<Registered, Refusal> 
     }
     if let Some(metadata) = input.metadata {
         meta.insert("metadata".into(), Value::Object(metadata));
+    }
+    if let Some(llm) = input.llm {
+        meta.insert("llm".into(), Value::Object(llm));
     }
     meta.insert("registered_via".into(), json!("mcp"));
     let card = json!({

@@ -62,21 +62,21 @@ pub struct Config {
     pub task_budget: Option<Budget>,
 }
 
-/// What an LLM agent's card carries beside its capabilities, limits and budget (`meta.runtime`):
+/// What an LLM agent's card carries beside its capabilities, limits and budget (`meta.llm`):
 /// the rest of its `Config`, so that the card alone says how it works (and a run can be
 /// re-executed from the log and the cards).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Section {
-    /// `llm`.
-    pub kind: String,
     pub provider: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     pub system: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,
+    #[serde(default = "default_max_turns")]
     pub max_turns: u32,
+    #[serde(default = "default_task_timeout_ms")]
     pub task_timeout_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
@@ -136,13 +136,13 @@ impl Config {
         Ok(())
     }
 
-    /// The agent a card describes, when it carries a runtime section (`meta.runtime`); `None`
+    /// The agent a card describes, when it carries a LLM section (`meta.llm`); `None`
     /// for other agents, an error for a section that does not read.
     pub fn from_card(card: &AgentCard) -> Option<Result<Config, String>> {
-        let section = card.meta.get("runtime")?;
+        let section = card.meta.get("llm")?;
         let section: Section = match serde_json::from_value(section.clone()) {
             Ok(s) => s,
-            Err(e) => return Some(Err(format!("meta.runtime: {e}"))),
+            Err(e) => return Some(Err(format!("meta.llm: {e}"))),
         };
         let name = card.agent_id.strip_prefix("agent:").unwrap_or(&card.agent_id).to_owned();
         let capabilities = card
@@ -198,7 +198,6 @@ impl Config {
             })
             .collect();
         let section = Section {
-            kind: "llm".into(),
             provider: self.provider.clone(),
             model: self.model.clone(),
             system: self.system.clone(),
@@ -210,7 +209,7 @@ impl Config {
             task_budget: self.task_budget,
         };
         let mut meta = serde_json::Map::new();
-        meta.insert("runtime".into(), serde_json::to_value(section).unwrap_or_default());
+        meta.insert("llm".into(), serde_json::to_value(section).unwrap_or_default());
         AgentCard {
             v: "clutch/0.1".into(),
             agent_id: self.agent_id(),
@@ -238,14 +237,14 @@ pub enum Error {
 }
 
 /// The providers and agents the operator declared, checked and ready to run; agents registered
-/// later with a runtime section in their card (`POST /v1/agents`) are run too.
+/// later with a LLM section in their card (`POST /v1/agents`) are run too.
 pub struct Runtime {
     /// Every declared provider: ready, or why not (its key's variable is not set).
     providers: HashMap<String, Result<Arc<Provider>, provider::Error>>,
     agents: Vec<Config>,
 }
 
-/// How often the registry is read for agents to start (registered with a runtime section) or to
+/// How often the registry is read for agents to start (registered with a LLM section) or to
 /// stop (removed).
 const WATCH_EVERY: Duration = Duration::from_secs(1);
 
@@ -293,7 +292,7 @@ impl Runtime {
         &self.agents
     }
 
-    /// The check every card passes before it is registered: a runtime section must read, describe
+    /// The check every card passes before it is registered: a LLM section must read, describe
     /// a valid agent and name a provider that is ready.
     pub fn card_check(&self) -> clutch_core::adapter::CardCheck {
         let providers: HashMap<String, Option<String>> = self
@@ -304,7 +303,7 @@ impl Runtime {
         Arc::new(move |card: &AgentCard| {
             let refuse = |field: &str, why: String| {
                 Err(clutch_core::Refusal::new(clutch_proto::ErrorCode::ValidationFailed, why)
-                    .field(format!("payload.meta.runtime{field}")))
+                    .field(format!("payload.meta.llm{field}")))
             };
             let Some(config) = Config::from_card(card) else { return Ok(()) };
             let config = match config {
@@ -312,7 +311,7 @@ impl Runtime {
                 Err(why) => return refuse("", why),
             };
             if let Err(why) = config.check() {
-                return refuse("", format!("meta.runtime: {why}"));
+                return refuse("", format!("meta.llm: {why}"));
             }
             match providers.get(&config.provider) {
                 None => {
@@ -322,13 +321,13 @@ impl Runtime {
                     refuse(
                         ".provider",
                         format!(
-                            "meta.runtime.provider: no provider {:?} is declared (the daemon's: {known})",
+                            "meta.llm.provider: no provider {:?} is declared (the daemon's: {known})",
                             config.provider
                         ),
                     )
                 }
                 Some(Some(missing)) => {
-                    refuse(".provider", format!("meta.runtime.provider: {}: {missing}", config.provider))
+                    refuse(".provider", format!("meta.llm.provider: {}: {missing}", config.provider))
                 }
                 Some(None) => Ok(()),
             }
@@ -336,7 +335,7 @@ impl Runtime {
     }
 
     /// Runs every agent until `stop` resolves: the declared ones, and those the registry shows with a
-    /// runtime section; an agent removed from the registry is stopped.
+    /// LLM section; an agent removed from the registry is stopped.
     pub async fn run(self, log: Handle, engine: Engine, stop: impl std::future::Future<Output = ()>) {
         let mut agents = JoinSet::new();
         let mut running: HashMap<String, (AbortHandle, Arc<Agent>)> = HashMap::new();
@@ -371,7 +370,7 @@ impl Runtime {
                 }
                 let Some(Ok(config)) = Config::from_card(&view.card) else { continue };
                 let Some(Ok(provider)) = self.providers.get(&config.provider) else { continue };
-                tracing::info!(agent_id = %view.agent_id, provider = %config.provider, "starting an llm agent registered with a runtime section");
+                tracing::info!(agent_id = %view.agent_id, provider = %config.provider, "starting an llm agent registered with a LLM section");
                 let agent = Agent::new(config, view.card.clone(), provider.clone(), log.clone(), engine.clone());
                 let handle = agents.spawn(agent.clone().run());
                 running.insert(agent.id.clone(), (handle, agent));

@@ -362,18 +362,51 @@ async fn agents_created_through_the_api_run_survive_a_restart_and_stop_when_remo
     assert!(out.stderr.contains("VALIDATION_FAILED") && out.stderr.contains("no provider \"nope\""), "{out:?}");
     let (status, body) = {
         let card = json!({"v": "clutch/0.1", "agent_id": "agent:w3", "capabilities": [{"id": "skill:x"}],
-            "meta": {"runtime": {"kind": "llm", "provider": "fake", "system": "s", "max_turns": 0, "task_timeout_ms": 1}}});
+            "meta": {"llm": {"provider": "fake", "system": "s", "max_turns": 0, "task_timeout_ms": 1}}});
         let r = http.post(format!("{}/v1/agents", daemon.url)).json(&card).send().await.unwrap();
         (r.status().as_u16(), r.json::<Value>().await.unwrap())
     };
     assert_eq!(status, 400, "{body}");
-    assert_eq!(body["error"]["field"], "payload.meta.runtime", "{body}");
+    assert_eq!(body["error"]["field"], "payload.meta.llm", "{body}");
 
     let task = ask(&http, &daemon.url, "Write something.").await;
     let view = task_in(&http, &daemon.url, &task, &["completed", "failed"]).await;
     assert_eq!((view["state"].as_str(), view["agent"].as_str()), (Some("completed"), Some("agent:writer")), "{view:#}");
     let out = cli(&["agents", "list"], &daemon.url);
     assert!(out.stdout.contains("RUNS ON") && out.stdout.contains("fake (its default model)"), "{out:?}");
+
+    // A coordinator over MCP: agent_register with `llm` creates one; other agents' `meta.runtime`
+    // (what runs them) is no LLM section and registers as before.
+    let mcp = crate::mcp::http(&format!("{}/mcp", daemon.url), None, true).await.unwrap();
+    let (failed, body) = crate::mcp::call(
+        &mcp,
+        "agent_register",
+        json!({"name": "critic", "runtime": "clutch", "capabilities": ["skill:critique"],
+               "llm": {"provider": "fake", "system": "You critique.", "model": "fake-model-1"}}),
+    )
+    .await;
+    assert!(!failed, "{body}");
+    let (failed, body) =
+        crate::mcp::call(&mcp, "agent_register", json!({"name": "ken", "runtime": "claude_code"})).await;
+    assert!(!failed, "{body}");
+    let (failed, body) = crate::mcp::call(
+        &mcp,
+        "agent_register",
+        json!({"name": "bad", "runtime": "clutch", "capabilities": ["skill:x"], "llm": {"provider": "nope", "system": "s"}}),
+    )
+    .await;
+    assert!(failed && body["code"] == "VALIDATION_FAILED", "{body}");
+    let critic = until_agent(&http, &daemon.url, "agent:critic").await;
+    assert_eq!(critic["card"]["meta"]["llm"]["model"], "fake-model-1");
+    let task = generate(Kind::Task);
+    let request = json!({
+        "run_id": generate(Kind::Run), "thread_id": generate(Kind::Thread), "task_id": task,
+        "from": {"agent_id": "user:alice"}, "to": [{"agent_id": "agent:orchestrator"}], "type": "task.request",
+        "requires": ["skill:critique"], "payload": {"text": "Critique this."},
+    });
+    assert_eq!(post(&http, &daemon.url, &request).await.0, 201);
+    let view = task_in(&http, &daemon.url, &task, &["completed", "failed"]).await;
+    assert_eq!((view["state"].as_str(), view["agent"].as_str()), (Some("completed"), Some("agent:critic")), "{view:#}");
 
     // After a restart the registry still has it, and the daemon runs it again.
     drop(daemon.terminate());

@@ -188,7 +188,7 @@ async fn a_task_routed_by_skill_is_answered_by_an_llm_agent() {
         let agent_id = config.agent_id();
         let card = d.until("the agent registers", || d.engine.agent(&agent_id)).await;
         assert_eq!(card.card.capabilities[0].id, "skill:summarise");
-        assert_eq!(card.card.meta["runtime"]["provider"], "fake");
+        assert_eq!(card.card.meta["llm"]["provider"], "fake");
         assert_eq!(agent::Config::from_card(&card.card).unwrap().unwrap(), config, "the card says all of the agent");
 
         let task = d.ask("skill:summarise", "Clutch is a control plane for teams of agents.").await;

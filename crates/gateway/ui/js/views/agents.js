@@ -63,12 +63,12 @@ class AgentSource {
 }
 
 /**
- * `provider/model` of a built-in LLM agent (its card's `meta.runtime`); null for other agents.
+ * `provider/model` of a built-in LLM agent (its card's `meta.llm`); null for other agents.
  * @param {Agent['card']} card
  * @returns {string | null}
  */
 function runsOn(card) {
-  const runtime = /** @type {{provider?: unknown, model?: unknown} | undefined} */ (card.meta?.runtime);
+  const runtime = /** @type {{provider?: unknown, model?: unknown} | undefined} */ (card.meta?.llm);
   if (!runtime || typeof runtime.provider !== 'string') return null;
   return typeof runtime.model === 'string' ? `${runtime.provider}/${runtime.model}` : `${runtime.provider} (default model)`;
 }
