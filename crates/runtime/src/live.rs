@@ -116,11 +116,16 @@ impl Env for Agent {
         self.provider.config.cost(model, usage)
     }
 
-    async fn send(&self, message: Message, daemon: bool) -> Result<String, String> {
+    async fn send(&self, messages: Vec<Message>, daemon: bool) -> Result<String, String> {
         if daemon {
-            return self.log.append_one(message).await.map(|o| o.id).map_err(|e| e.body().message);
+            let outcomes = self.log.append(messages).await.map_err(|e| e.body().message)?;
+            let mut last = String::new();
+            for outcome in outcomes {
+                last = outcome.map_err(|e| e.body().message)?.id;
+            }
+            return Ok(last);
         }
-        match self.engine.submit(vec![message]).await.map(|mut a| a.pop()) {
+        match self.engine.submit(messages).await.map(|mut a| a.pop()) {
             Ok(Some(Ok(clutch_core::engine::Ack::Stored(outcome)))) => Ok(outcome.id),
             Ok(Some(Ok(_))) => Ok(String::new()),
             Ok(Some(Err(e))) | Err(e) => Err(e.body().message),

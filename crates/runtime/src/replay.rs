@@ -301,12 +301,17 @@ impl Env for Recorded {
         self.calls.get(&turn).map_or(0.0, |(_, cost)| *cost)
     }
 
-    async fn send(&self, message: Message, _daemon: bool) -> Result<String, String> {
-        let id = match (&message.kind, &message.idempotency_key) {
-            (MessageType::ToolCall, Some(k)) => self.tool_calls.get(k).cloned().unwrap_or_else(|| message.id.clone()),
-            _ => message.id.clone(),
-        };
-        self.produced.lock().unwrap_or_else(|e| e.into_inner()).push(message);
+    async fn send(&self, messages: Vec<Message>, _daemon: bool) -> Result<String, String> {
+        let mut id = String::new();
+        for message in messages {
+            id = match (&message.kind, &message.idempotency_key) {
+                (MessageType::ToolCall, Some(k)) => {
+                    self.tool_calls.get(k).cloned().unwrap_or_else(|| message.id.clone())
+                }
+                _ => message.id.clone(),
+            };
+            self.produced.lock().unwrap_or_else(|e| e.into_inner()).push(message);
+        }
         Ok(id)
     }
 

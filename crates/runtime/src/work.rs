@@ -114,10 +114,11 @@ pub(crate) trait Env: Sync {
         req: &Request,
     ) -> impl Future<Output = Result<Response, Failed>> + Send;
     fn cost(&self, model: &str, usage: &Usage, turn: u32) -> f64;
-    /// Stores a message the agent sends, through the engine as a client's, or (`daemon`) through
-    /// the log's gate for the daemon's own `clutch.*` records. Returns the stored message's id (the
-    /// original's for a repeat).
-    fn send(&self, message: Message, daemon: bool) -> impl Future<Output = Result<String, String>> + Send;
+    /// Stores messages the agent sends, through the engine as a client's (one message), or
+    /// (`daemon`) through the log's gate in one batch, for the daemon's own `clutch.*` records and
+    /// what goes with them. Returns the last message's id (the original's for a repeat), or the
+    /// first refusal.
+    fn send(&self, messages: Vec<Message>, daemon: bool) -> impl Future<Output = Result<String, String>> + Send;
     /// The answer to a tool call, when it comes.
     fn answer(&self, call_id: &str) -> impl Future<Output = Result<Message, String>> + Send;
     /// Stores `bytes` as an artifact: its reference and size.
@@ -128,6 +129,8 @@ pub(crate) trait Env: Sync {
 #[derive(Default)]
 struct History {
     accepted: bool,
+    /// A record could not be stored: the task is no longer this agent's (cancelled, taken over).
+    lost: bool,
     calls: HashMap<u32, Response>,
     /// Tool calls made, by idempotency key → their message id.
     tool_calls: HashMap<String, String>,
@@ -143,7 +146,8 @@ struct History {
 pub(crate) async fn run<E: Env>(env: &E, request: Message, resume: bool) {
     let task_id = request.task_id.clone();
     let limit = Duration::from_millis(env.config().task_timeout_ms);
-    let outcome = match tokio::time::timeout(limit, work(env, &request, resume)).await {
+    let mut record = None;
+    let outcome = match tokio::time::timeout(limit, work(env, &request, resume, &mut record)).await {
         Ok(outcome) => outcome,
         Err(_) => Err(Failed::new(
             "TASK_TIMEOUT",
@@ -166,13 +170,22 @@ pub(crate) async fn run<E: Env>(env: &E, request: Message, resume: bool) {
             (MessageType::TaskError, payload::object(&error))
         }
     };
-    if let Err(e) = send(env, &request, kind, payload, kind.as_str(), None).await {
+    // The last call's record goes with the answer made from it, in one commit.
+    let answer = message(env, &request, kind, payload, kind.as_str(), None);
+    if let Err(e) = send_with(env, &mut record, answer).await {
         tracing::warn!(agent_id = %env.id(), task_id = %task_id, error = %e, "cannot answer the task");
     }
 }
 
 /// The loop. `Ok(None)`: the task is no longer this agent's (its accept was refused).
-async fn work<E: Env>(env: &E, request: &Message, resume: bool) -> Result<Option<Map<String, Value>>, Failed> {
+/// `record`: the last call's record, not stored yet: it is stored with the first message that
+/// uses its answer (in the same commit, so an answer is never used before its record is durable).
+async fn work<E: Env>(
+    env: &E,
+    request: &Message,
+    resume: bool,
+    record_slot: &mut Option<Message>,
+) -> Result<Option<Map<String, Value>>, Failed> {
     // A delivery seen live is this attempt's start: nothing to read back.
     let mut history = if resume { history(env, request).await } else { History::default() };
     // Taken up again after a restart, it was accepted already (a second accept is no transition).
@@ -200,12 +213,20 @@ async fn work<E: Env>(env: &E, request: &Message, resume: bool) -> Result<Option
         let response = match history.calls.remove(&turn) {
             Some(response) => response,
             None => {
+                // The next request carries the last answer: its record is stored first, if no
+                // message of the last turn took it along (a tool the model named wrongly).
+                if let Some(r) = record_slot.take()
+                    && let Err(e) = env.send(vec![r], true).await
+                {
+                    tracing::info!(agent_id = %env.id(), task_id = %request.task_id, error = %e, "cannot record a model call; the task is no longer this agent's");
+                    return Ok(None);
+                }
                 env.check_budgets(&req, totals, cost)?;
                 let began = Instant::now();
                 let response = env.call(request, turn, &req).await?;
                 let usage = response.usage;
                 let call_cost = env.cost(&model, &usage, turn);
-                let record = Call {
+                let call_record = Call {
                     turn,
                     provider: params.provider.clone(),
                     model: model.clone(),
@@ -221,14 +242,16 @@ async fn work<E: Env>(env: &E, request: &Message, resume: bool) -> Result<Option
                     },
                     duration_ms: began.elapsed().as_millis() as u64,
                 };
-                // Recorded before it is used: after a restart it is read back, not bought again.
+                // Recorded before (or with) what uses it: after a restart it is read back, not bought again.
                 let what = format!("llm:{turn}");
-                if let Err(e) =
-                    send(env, request, MessageType::TaskProgress, to_map(&record), &what, Some(LLM_CALL_PAYLOAD)).await
-                {
-                    tracing::info!(agent_id = %env.id(), task_id = %request.task_id, error = %e, "cannot record a model call; the task is no longer this agent's");
-                    return Ok(None);
-                }
+                *record_slot = Some(message(
+                    env,
+                    request,
+                    MessageType::TaskProgress,
+                    to_map(&call_record),
+                    &what,
+                    Some(LLM_CALL_PAYLOAD),
+                ));
                 totals.input_tokens += usage.input_tokens;
                 totals.output_tokens += usage.output_tokens;
                 totals.cache_read_tokens += usage.cache_read_tokens;
@@ -264,7 +287,12 @@ async fn work<E: Env>(env: &E, request: &Message, resume: bool) -> Result<Option
         }
         let mut results = Vec::with_capacity(uses.len());
         for (i, (id, name, input)) in uses.into_iter().enumerate() {
-            let (content, is_error) = use_tool(env, request, &names, &mut history, (turn, i), &name, input).await;
+            let (content, is_error) =
+                use_tool(env, request, &names, (&mut history, &mut *record_slot), (turn, i), &name, input).await;
+            if history.lost {
+                tracing::info!(agent_id = %env.id(), task_id = %request.task_id, "cannot record a model call; the task is no longer this agent's");
+                return Ok(None);
+            }
             results.push(Part::ToolResult { tool_use_id: id, content, is_error });
         }
         req.messages.push(Turn { role: Role::User, content: results });
@@ -433,7 +461,7 @@ async fn use_tool<E: Env>(
     env: &E,
     request: &Message,
     names: &HashMap<String, String>,
-    history: &mut History,
+    (history, record): (&mut History, &mut Option<Message>),
     (turn, i): (u32, usize),
     name: &str,
     input: Value,
@@ -450,9 +478,14 @@ async fn use_tool<E: Env>(
         if let Some(p) = args.get("percent").and_then(Value::as_f64).filter(|p| (0.0..=100.0).contains(p)) {
             payload.insert("percent".into(), Value::from(p));
         }
-        return match send(env, request, MessageType::TaskProgress, payload, &format!("emit:{turn}:{i}"), None).await {
+        let progress = message(env, request, MessageType::TaskProgress, payload, &format!("emit:{turn}:{i}"), None);
+        let with_record = record.is_some();
+        return match send_with(env, record, progress).await {
             Ok(_) => ("emitted".into(), false),
-            Err(e) => (format!("not emitted: {e}"), true),
+            Err(e) => {
+                history.lost |= with_record;
+                (format!("not emitted: {e}"), true)
+            }
         };
     }
     let Some(tool) = names.get(name) else {
@@ -465,6 +498,14 @@ async fn use_tool<E: Env>(
     let call_id = match history.tool_calls.get(&key(env, request, &what)) {
         Some(id) => id.clone(),
         None => {
+            // A tool call goes through the engine as a client's (its refusals are answered in the
+            // log): the record it follows is stored first.
+            if let Some(r) = record.take()
+                && let Err(e) = env.send(vec![r], true).await
+            {
+                history.lost = true;
+                return (format!("the call was not made: {e}"), true);
+            }
             let call = payload::ToolCall { tool: tool.clone(), args };
             match send(env, request, MessageType::ToolCall, payload::object(&call), &what, None).await {
                 Ok(id) => id,
@@ -517,7 +558,7 @@ fn tool_answer(answer: &Message) -> (String, bool) {
 
 /// A message from the agent about the task: to the orchestrator (a tool call to no one), with the
 /// idempotency key of `what`, and `payload_type` when given.
-fn message<E: Env>(
+pub(crate) fn message<E: Env>(
     env: &E,
     request: &Message,
     kind: MessageType,
@@ -547,5 +588,13 @@ pub(crate) async fn send<E: Env>(
     payload_type: Option<&str>,
 ) -> Result<String, String> {
     let m = message(env, request, kind, payload, what, payload_type);
-    env.send(m, payload_type.is_some()).await
+    env.send(vec![m], payload_type.is_some()).await
+}
+
+/// Sends `m`, with the record waiting to be stored (if one is) in the same commit.
+async fn send_with<E: Env>(env: &E, record: &mut Option<Message>, m: Message) -> Result<String, String> {
+    match record.take() {
+        Some(r) => env.send(vec![r, m], true).await,
+        None => env.send(vec![m], false).await,
+    }
 }
