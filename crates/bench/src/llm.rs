@@ -153,6 +153,43 @@ impl Asker {
     }
 }
 
+/// The mean time between the steps of a task, from its events' timestamps: asked → routed →
+/// accepted → the model's answer recorded → answered.
+async fn stages(app: &App) -> anyhow::Result<String> {
+    let mut steps: HashMap<String, [Option<i64>; 5]> = HashMap::new();
+    let mut after = 0;
+    loop {
+        let events = app.log.read(&Filter::default(), after, 5000).await?;
+        let Some(last) = events.last() else { break };
+        after = last.seq;
+        for event in events {
+            let Ok(m) = event.message() else { continue };
+            let Some(ms) = clutch_core::clock::ts_ms(&m.ts) else { continue };
+            let slot = match (m.kind, m.payload_type.as_deref()) {
+                (MessageType::TaskRequest, _) if m.from.agent_id == "agent:bench-client" => 0,
+                (MessageType::RoutingDecision, _) => 1,
+                (MessageType::TaskAccept, _) => 2,
+                (MessageType::TaskProgress, Some(clutch_runtime::work::LLM_CALL_PAYLOAD)) => 3,
+                (MessageType::TaskResult, _) => 4,
+                _ => continue,
+            };
+            steps.entry(m.task_id.clone()).or_default()[slot].get_or_insert(ms);
+        }
+    }
+    let names = ["routed", "accepted", "recorded", "answered"];
+    let mut sums = [0i64; 4];
+    let mut n = 0;
+    for s in steps.values() {
+        let Some(all) = s.iter().copied().collect::<Option<Vec<i64>>>() else { continue };
+        n += 1;
+        for i in 0..4 {
+            sums[i] += all[i + 1] - all[i];
+        }
+    }
+    let n = n.max(1) as f64;
+    Ok(names.iter().zip(sums).map(|(name, sum)| format!("{name} +{:.1}", sum as f64 / n)).collect::<Vec<_>>().join(", "))
+}
+
 fn rss_kb() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches(" kB").trim().parse().ok()
@@ -243,6 +280,7 @@ pub async fn run(args: LlmArgs) -> anyhow::Result<()> {
     }
     let count = all.len();
     let throughput = Summary::new(all, count, measure.as_secs_f64());
+    let stages = stages(&app).await?;
     app.stop().await?;
     let ideal = args.agents as f64 / latency.as_secs_f64();
     println!(
@@ -256,6 +294,7 @@ pub async fn run(args: LlmArgs) -> anyhow::Result<()> {
         latency.as_secs_f64(),
         throughput.rate() / ideal * 100.0
     );
+    println!("  where a task's time goes (mean ms, from the events' timestamps): {stages}");
     if let (Some(before), Some(after)) = (before, after) {
         println!(
             "memory: {} MB with no agents, {} MB with {} idle agents: {:.1} KB per idle agent",

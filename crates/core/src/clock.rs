@@ -65,7 +65,7 @@ impl std::fmt::Debug for Clock {
 }
 
 /// Milliseconds since the Unix epoch of an RFC 3339 time (a message's `ts`).
-pub(crate) fn ts_ms(ts: &str) -> Option<i64> {
+pub fn ts_ms(ts: &str) -> Option<i64> {
     let t = time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339).ok()?;
     Some((t.unix_timestamp_nanos() / 1_000_000) as i64)
 }
