@@ -13,7 +13,9 @@ impl Engine {
         loop {
             let (actions, next) = self.state().collect(&self.inner.options, self.inner.options.clock.now_ms());
             let busy = !actions.is_empty();
-            for action in actions {
+            // One append for all of them: one commit, however many tasks arrived at once (one
+            // append each made routing wait a commit per task queued before it).
+            if let Some(action) = Action::merged(actions) {
                 self.act(action).await;
             }
             if busy {
@@ -306,6 +308,22 @@ pub(super) struct Action {
     label: &'static str,
     pub(super) messages: Vec<Message>,
     retry: Vec<String>,
+}
+
+impl Action {
+    /// The actions as one: their messages in order, in one batch (each is vetted and applied
+    /// in turn, as in separate batches); `None` when there are none.
+    fn merged(mut actions: Vec<Action>) -> Option<Action> {
+        if actions.len() <= 1 {
+            return actions.pop();
+        }
+        let mut all = Action { label: "reactor actions", messages: Vec::new(), retry: Vec::new() };
+        for action in actions {
+            all.messages.extend(action.messages);
+            all.retry.extend(action.retry);
+        }
+        Some(all)
+    }
 }
 
 /// What a task asks of its agent: its request's `requires` (or, when it has none, its workflow step's),
