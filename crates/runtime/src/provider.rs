@@ -396,6 +396,7 @@ impl Provider {
         };
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(config.idle_timeout_ms.min(30_000)))
+            .tcp_nodelay(true)
             .no_proxy()
             .build()
             .map_err(|e| Error {
