@@ -187,7 +187,12 @@ async fn stages(app: &App) -> anyhow::Result<String> {
         }
     }
     let n = n.max(1) as f64;
-    Ok(names.iter().zip(sums).map(|(name, sum)| format!("{name} +{:.1}", sum as f64 / n)).collect::<Vec<_>>().join(", "))
+    Ok(names
+        .iter()
+        .zip(sums)
+        .map(|(name, sum)| format!("{name} +{:.1}", sum as f64 / n))
+        .collect::<Vec<_>>()
+        .join(", "))
 }
 
 fn rss_kb() -> Option<u64> {

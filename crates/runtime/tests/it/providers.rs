@@ -332,3 +332,16 @@ async fn the_official_sdks_parse_what_the_fake_sends() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("all checks passed") && stdout.matches("ok ").count() >= 16, "{stdout}");
 }
+
+/// The providers' real endpoints are https: the client speaks TLS (rustls), so an https URL fails
+/// only as a network does (here: nothing listens), not as a scheme it cannot speak.
+#[tokio::test]
+async fn https_endpoints_are_spoken_to() {
+    let fake = fake(|_, _| Reply::Text("x".into())).await;
+    let mut c = config(&fake, Kind::Anthropic, true);
+    c.base_url = Some("https://127.0.0.1:1".into());
+    c.max_retries = 0;
+    let e = provider(c).complete(&request(false), &mut |_: &str| {}).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Network, "{e}");
+    assert!(e.message.contains("cannot connect (https://127.0.0.1/v1/messages)"), "{e}");
+}
