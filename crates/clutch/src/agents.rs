@@ -439,7 +439,8 @@ mod tests {
     fn the_list_is_a_table() {
         let tom = typed(json!({
             "agent_id": "agent:tom", "status": "stale",
-            "card": {"v": "clutch/0.1", "agent_id": "agent:tom", "capabilities": [{"id": "skill:code"}]},
+            "card": {"v": "clutch/0.1", "agent_id": "agent:tom", "capabilities": [{"id": "skill:code"}],
+                     "meta": {"llm": {"provider": "claude", "model": "sonnet", "system": "You code."}}},
             "load": {"in_flight": 0, "max_concurrency": null}, "tasks": [], "success_rate": null,
             "usage": {"tokens": 0, "cost_usd": 0.0, "requests": 0, "wall_time_sec": 0}, "budget": null,
             "budget_exhausted": false, "last_seen": "2026-04-01T12:00:00.000Z"
@@ -448,9 +449,9 @@ mod tests {
         assert_eq!(
             list(&[ken(), tom], false),
             "\
-AGENT      STATUS  LOAD  SUCCESS  USAGE/BUDGET           CAPABILITIES
-agent:ken  online  1/4   50%      30/1000 tokens, $0.25  skill:research@1.2.0, tool:grep
-agent:tom  stale   0/∞   -        0 tokens               skill:code
+AGENT      STATUS  RUNS ON        LOAD  SUCCESS  USAGE/BUDGET           CAPABILITIES
+agent:ken  online  -              1/4   50%      30/1000 tokens, $0.25  skill:research@1.2.0, tool:grep
+agent:tom  stale   claude/sonnet  0/∞   -        0 tokens               skill:code
 "
         );
     }

@@ -196,6 +196,32 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn rate_limit_headers_reporting_nothing_left_pause_until_their_reset() {
+        let limiter = Limiter::new(None, None);
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("x-ratelimit-remaining-requests", "0".parse().unwrap());
+        headers.insert("x-ratelimit-reset-requests", "1.5s".parse().unwrap());
+        headers.insert("x-ratelimit-remaining-tokens", "900".parse().unwrap());
+        headers.insert("x-ratelimit-reset-tokens", "20s".parse().unwrap());
+        let began = tokio::time::Instant::now();
+        limiter.observe(Kind::Openai, &headers);
+        limiter.acquire(1).await;
+        assert_eq!(began.elapsed(), Duration::from_millis(1500), "the tokens left were not 0: no 20 s wait");
+
+        let limiter = Limiter::new(None, None);
+        let reset = time::OffsetDateTime::now_utc() + time::Duration::seconds(3);
+        let reset = reset.format(&time::format_description::well_known::Rfc3339).unwrap();
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("anthropic-ratelimit-tokens-remaining", "0".parse().unwrap());
+        headers.insert("anthropic-ratelimit-tokens-reset", reset.parse().unwrap());
+        let began = tokio::time::Instant::now();
+        limiter.observe(Kind::Anthropic, &headers);
+        limiter.acquire(1).await;
+        let waited = began.elapsed();
+        assert!(waited > Duration::from_millis(2500) && waited <= Duration::from_secs(3), "{waited:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn tokens_come_from_a_bucket_of_a_minutes_worth() {
         let limiter = Limiter::new(None, Some(6000));
         let began = tokio::time::Instant::now();
