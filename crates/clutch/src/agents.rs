@@ -203,17 +203,27 @@ fn agent_id(name: &str) -> String {
 
 /// The agents as a table, one row each.
 fn list(agents: &[view::Agent], color: bool) -> String {
-    let mut table = Table::new(&["AGENT", "STATUS", "RUNS ON", "LOAD", "SUCCESS", "USAGE/BUDGET", "CAPABILITIES"]);
+    // RUNS ON (provider/model) only when some agent is a built-in LLM agent.
+    let llm = agents.iter().any(|a| runs_on(&a.card).is_some());
+    let mut headers = vec!["AGENT", "STATUS"];
+    if llm {
+        headers.push("RUNS ON");
+    }
+    headers.extend(["LOAD", "SUCCESS", "USAGE/BUDGET", "CAPABILITIES"]);
+    let mut table = Table::new(&headers);
     for agent in agents {
-        table.row(vec![
-            agent.agent_id.as_str().into(),
-            Cell::colored(agent.status.as_str(), status_color(agent.status)),
-            runs_on(&agent.card).unwrap_or_else(|| "-".into()).into(),
+        let mut row: Vec<Cell> =
+            vec![agent.agent_id.as_str().into(), Cell::colored(agent.status.as_str(), status_color(agent.status))];
+        if llm {
+            row.push(runs_on(&agent.card).unwrap_or_else(|| "-".into()).into());
+        }
+        row.extend([
             load(&agent.load).into(),
             success(agent.success_rate).into(),
             Cell::colored(usage(agent), agent.budget_exhausted.then_some("31")),
             capabilities(&agent.card).join(", ").into(),
         ]);
+        table.row(row);
     }
     table.render(color)
 }
