@@ -37,7 +37,9 @@ pub struct Config {
     /// What the router may give it: `skill:summarise`, or `skill:summarise@1.2.0`.
     pub capabilities: Vec<String>,
     /// The tools offered to the model: `mcp:<server>/<tool>`, or `mcp:<server>` for all of a server's
-    /// (org.yaml's allowlists still decide what may be called). `emit` (progress) is always offered.
+    /// (org.yaml's allowlists still decide what may be called), and `clutch:workflow` for the
+    /// workflow lifecycle (next tasks, claim, context, checkpoint, status). `emit` (progress) is always
+    /// offered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,
     /// Model calls per task at most.
@@ -129,8 +131,12 @@ impl Config {
             return Err(format!("{}: `max_turns`, `max_concurrency` and `task_timeout_ms` must be above 0", self.name));
         }
         for tool in &self.tools {
-            if !tool.starts_with("mcp:") || tool.len() <= 4 {
-                return Err(format!("{}: tool {tool:?}: write `mcp:<server>/<tool>` or `mcp:<server>`", self.name));
+            if tool != crate::builtin::ENTRY && (!tool.starts_with("mcp:") || tool.len() <= 4) {
+                return Err(format!(
+                    "{}: tool {tool:?}: write `mcp:<server>/<tool>`, `mcp:<server>`, or `{}` (the workflow tools)",
+                    self.name,
+                    crate::builtin::ENTRY
+                ));
             }
         }
         Ok(())

@@ -7,6 +7,7 @@
 //! behave as recorded.
 
 pub mod agent;
+pub mod builtin;
 mod limit;
 mod live;
 pub mod provider;

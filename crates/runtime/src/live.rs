@@ -41,6 +41,9 @@ impl Env for Agent {
     /// The agent's entries matched against the tools the adapters serve now, plus `emit`.
     fn tools(&self) -> (Vec<ToolSpec>, HashMap<String, String>) {
         let mut specs = vec![work::emit_spec()];
+        if self.config.tools.iter().any(|t| t == crate::builtin::ENTRY) {
+            specs.extend(crate::builtin::specs());
+        }
         let mut names = HashMap::new();
         if self.config.tools.is_empty() {
             return (specs, names);
@@ -131,6 +134,10 @@ impl Env for Agent {
             Ok(Some(Err(e))) | Err(e) => Err(e.body().message),
             Ok(None) => Err("not stored".into()),
         }
+    }
+
+    async fn builtin(&self, _key: &str, name: &str, args: Map<String, Value>) -> Result<String, String> {
+        crate::builtin::call(&self.engine, &self.id, name, args).await.map(|answer| answer.to_string())
     }
 
     async fn answer(&self, call_id: &str) -> Result<Message, String> {

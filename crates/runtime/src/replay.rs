@@ -9,12 +9,12 @@ use std::sync::Mutex;
 
 use clutch_proto::card::AgentCard;
 use clutch_proto::{Message, MessageType};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sha2::Digest;
 
 use crate::agent;
 use crate::provider::{Request, Response, ToolSpec, Usage};
-use crate::work::{self, Call, Env, Failed, LLM_CALL_PAYLOAD, LLM_TEXT_PAYLOAD, Params};
+use crate::work::{self, Call, Env, Failed, LLM_CALL_PAYLOAD, LLM_TEXT_PAYLOAD, LLM_TOOL_PAYLOAD, Params};
 
 /// What re-executing one task showed.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,7 +133,12 @@ impl Recorded {
                 description: None,
                 system: first.request.system.clone().unwrap_or_default(),
                 capabilities: Vec::new(),
-                tools: Vec::new(),
+                // The workflow tools, when it used them (other tools are named by their calls).
+                tools: if sent.iter().any(|m| m.payload_type.as_deref() == Some(LLM_TOOL_PAYLOAD)) {
+                    vec![crate::builtin::ENTRY.to_owned()]
+                } else {
+                    Vec::new()
+                },
                 max_turns: u32::MAX,
                 max_concurrency: 1,
                 task_timeout_ms: u64::MAX / 4,
@@ -313,6 +318,16 @@ impl Env for Recorded {
             self.produced.lock().unwrap_or_else(|e| e.into_inner()).push(message);
         }
         Ok(id)
+    }
+
+    async fn builtin(&self, key: &str, _name: &str, _args: Map<String, Value>) -> Result<String, String> {
+        let recorded = self
+            .sent
+            .iter()
+            .find(|m| m.payload_type.as_deref() == Some(LLM_TOOL_PAYLOAD) && m.idempotency_key.as_deref() == Some(key))
+            .ok_or_else(|| format!("the run holds no answer to the built-in tool call {key}"))?;
+        let text = recorded.payload.get("answer").and_then(Value::as_str).unwrap_or_default().to_owned();
+        if recorded.payload.get("is_error").and_then(Value::as_bool).unwrap_or(false) { Err(text) } else { Ok(text) }
     }
 
     async fn answer(&self, call_id: &str) -> Result<Message, String> {

@@ -22,6 +22,9 @@ use crate::provider::{self, Part, Request, Response, Role, ToolSpec, Turn, Usage
 
 /// `payload_type` of a model call's record.
 pub const LLM_CALL_PAYLOAD: &str = "clutch.llm.call.v1";
+/// `payload_type` of a built-in tool's answer (the workflow tools), recorded for resuming and
+/// re-executing.
+pub const LLM_TOOL_PAYLOAD: &str = "clutch.llm.tool.v1";
 /// `payload_type` of streamed text, coalesced.
 pub const LLM_TEXT_PAYLOAD: &str = "clutch.llm.text.v1";
 
@@ -119,6 +122,14 @@ pub(crate) trait Env: Sync {
     /// what goes with them. Returns the last message's id (the original's for a repeat), or the
     /// first refusal.
     fn send(&self, messages: Vec<Message>, daemon: bool) -> impl Future<Output = Result<String, String>> + Send;
+    /// A built-in tool (`builtin`) run as this agent: the answer's text, or the refusal's. `key` is
+    /// the idempotency key its answer is recorded under.
+    fn builtin(
+        &self,
+        key: &str,
+        name: &str,
+        args: Map<String, Value>,
+    ) -> impl Future<Output = Result<String, String>> + Send;
     /// The answer to a tool call, when it comes.
     fn answer(&self, call_id: &str) -> impl Future<Output = Result<Message, String>> + Send;
     /// Stores `bytes` as an artifact: its reference and size.
@@ -136,6 +147,8 @@ struct History {
     tool_calls: HashMap<String, String>,
     /// Answers, by call id.
     answers: HashMap<String, Message>,
+    /// Built-in tools' answers, by idempotency key: (text, is_error).
+    builtins: HashMap<String, (String, bool)>,
     /// Usage already recorded.
     usage: Usage,
     cost_usd: f64,
@@ -327,6 +340,13 @@ async fn history<E: Env>(env: &E, request: &Message) -> History {
                     history.calls.insert(call.turn, call.response);
                 }
             }
+            MessageType::TaskProgress if mine && m.payload_type.as_deref() == Some(LLM_TOOL_PAYLOAD) => {
+                let text = m.payload.get("answer").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let is_error = m.payload.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+                if let Some(k) = m.idempotency_key.clone() {
+                    history.builtins.insert(k, (text, is_error));
+                }
+            }
             MessageType::ToolCall if mine => {
                 if let Some(k) = m.idempotency_key.clone() {
                     history.tool_calls.insert(k, m.id.clone());
@@ -487,6 +507,30 @@ async fn use_tool<E: Env>(
                 (format!("not emitted: {e}"), true)
             }
         };
+    }
+    if crate::builtin::is_builtin(name) && env.config().tools.iter().any(|t| t == crate::builtin::ENTRY) {
+        let what = format!("builtin:{turn}:{i}");
+        let key = key(env, request, &what);
+        if let Some(recorded) = history.builtins.remove(&key) {
+            return recorded;
+        }
+        let (text, is_error) = match env.builtin(&key, name, args).await {
+            Ok(text) => (text, false),
+            Err(e) => (e, true),
+        };
+        // Recorded (with the call's record, when it waits) before the model sees it.
+        let mut payload = Map::new();
+        payload.insert("tool".into(), Value::String(name.to_owned()));
+        payload.insert("answer".into(), Value::String(text.clone()));
+        payload.insert("is_error".into(), Value::Bool(is_error));
+        let note = message(env, request, MessageType::TaskProgress, payload, &what, Some(LLM_TOOL_PAYLOAD));
+        let mut batch: Vec<Message> = record.take().into_iter().collect();
+        batch.push(note);
+        if let Err(e) = env.send(batch, true).await {
+            history.lost = true;
+            return (format!("not recorded: {e}"), true);
+        }
+        return (text, is_error);
     }
     let Some(tool) = names.get(name) else {
         let mut offered: Vec<&str> = names.keys().map(String::as_str).collect();

@@ -433,3 +433,73 @@ async fn a_slow_answer_streams_into_the_log_as_it_comes_coalesced() {
     assert!(first < record);
     d.app.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_llm_agent_claims_and_completes_a_workflow_task_with_the_workflow_tools() {
+    use clutch_core::workflow::api;
+    // The model: find the ready tasks, claim the first, complete it, then answer.
+    let fake = Fake::start(Options::script(|body, n| {
+        let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or_default();
+        let result: Value = last["content"][0]["content"].as_str().and_then(|t| serde_json::from_str(t).ok()).unwrap_or_default();
+        let workflow = body.to_string().split("workflow ").nth(1).map(|s| s[..30].to_owned()).unwrap_or_default();
+        // The planned task's id, from the answer to workflow_next_tasks (the third message).
+        let ready: Value = body["messages"][2]["content"][0]["content"].as_str().and_then(|t| serde_json::from_str(t).ok()).unwrap_or_default();
+        match n {
+            1 => Reply::Tool { text: String::new(), name: "workflow_next_tasks".into(), input: json!({"workflow_id": workflow}) },
+            2 => Reply::Tool { text: String::new(), name: "task_claim".into(), input: json!({"task_id": result["tasks"][0]["id"]}) },
+            3 => Reply::Tool {
+                text: String::new(),
+                name: "task_update_status".into(),
+                input: json!({"id": ready["tasks"][0]["id"], "status": "completed", "outcome": "written", "agent_id": "agent:someone-else"}),
+            },
+            _ => Reply::Text(format!("done: {}", result["status"])),
+        }
+    }))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = summariser();
+    config.tools = vec!["clutch:workflow".into()];
+    let d = start(dir.path(), vec![provider(&fake, Kind::Anthropic)], vec![config], false).await;
+    d.until("the agent registers", || d.engine.agent("agent:summariser")).await;
+    let workflow = d
+        .engine
+        .workflow_create(api::CreateWorkflow {
+            name: "docs".into(),
+            agent_id: Some("agent:alice".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    d.engine
+        .workflow_set_plan(api::SetPlan {
+            workflow_id: workflow.id.clone(),
+            tasks: vec![api::PlanTask {
+                name: "write".into(),
+                description: "Write the docs".into(),
+                ..Default::default()
+            }],
+            agent_id: Some("agent:alice".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let task = d.ask("skill:summarise", &format!("Work the ready tasks of workflow {}.", workflow.id)).await;
+    let events = d.ended(&task, &["task.result", "task.error"]).await;
+    let result = of_type(&events, "task.result", None);
+    assert_eq!(result.len(), 1, "{events:#?}");
+    let tools = of_type(&events, "task.progress", Some("clutch.llm.tool.v1"));
+    assert_eq!(result[0]["payload"]["text"], "done: \"completed\"", "{tools:#?}");
+    // The workflow's task was claimed and completed by the agent itself (not whom the model named).
+    let ready: Value = serde_json::from_str(tools[0]["payload"]["answer"].as_str().unwrap()).unwrap();
+    let planned = d.engine.task_detail(ready["tasks"][0]["id"].as_str().unwrap()).unwrap();
+    assert_eq!(planned.summary.status, api::TaskStatus::Completed);
+    assert_eq!(planned.summary.agent_id.as_deref(), Some("agent:summariser"));
+    assert_eq!(tools.len(), 3, "each built-in answer recorded");
+    assert_eq!(tools[2]["payload"]["tool"], "task_update_status");
+    assert_eq!(tools[2]["payload"]["is_error"], false, "{}", tools[2]);
+    let run: Vec<Message> = d.run_of(&task).await;
+    let outcomes = clutch_runtime::replay::reexecute(&run, &d.cards()).await;
+    assert_eq!(outcomes[0].difference, None, "{outcomes:?}");
+    d.app.stop().await.unwrap();
+}
