@@ -202,12 +202,8 @@ async fn work<E: Env>(
     // A delivery seen live is this attempt's start: nothing to read back.
     let mut history = if resume { history(env, request).await } else { History::default() };
     // Taken up again after a restart, it was accepted already (a second accept is no transition).
-    if !history.accepted
-        && let Err(e) = send(env, request, MessageType::TaskAccept, Map::new(), "task.accept", None).await
-    {
-        tracing::info!(agent_id = %env.id(), task_id = %request.task_id, error = %e, "task not accepted");
-        return Ok(None);
-    }
+    // Otherwise the accept is sent with the first call (below).
+    let mut accepting = !history.accepted;
     let (specs, names) = env.tools();
     let params = env.params();
     let model = params.model.clone();
@@ -234,9 +230,25 @@ async fn work<E: Env>(
                     tracing::info!(agent_id = %env.id(), task_id = %request.task_id, error = %e, "cannot record a model call; the task is no longer this agent's");
                     return Ok(None);
                 }
-                env.check_budgets(&req, totals, cost)?;
+                if let Err(f) = env.check_budgets(&req, totals, cost) {
+                    // A task ends only once it was accepted.
+                    if std::mem::take(&mut accepting) && accept(env, request).await.is_err() {
+                        return Ok(None);
+                    }
+                    return Err(f);
+                }
                 let began = Instant::now();
-                let response = env.call(request, turn, &req).await?;
+                let response = if std::mem::take(&mut accepting) {
+                    // The accept's commit and the first call overlap; the answer is used (recorded,
+                    // acted on) only once the accept is stored, and dropped if it is refused.
+                    let (accepted, response) = tokio::join!(accept(env, request), env.call(request, turn, &req));
+                    if accepted.is_err() {
+                        return Ok(None);
+                    }
+                    response?
+                } else {
+                    env.call(request, turn, &req).await?
+                };
                 let usage = response.usage;
                 let call_cost = env.cost(&model, &usage, turn);
                 let call_record = Call {
@@ -315,6 +327,15 @@ async fn work<E: Env>(
         format!("the model did not finish in {} calls (max_turns)", env.config().max_turns),
         false,
     ))
+}
+
+/// Accepts the task; a refusal (the task was cancelled or is another's now) is logged.
+async fn accept<E: Env>(env: &E, request: &Message) -> Result<String, String> {
+    let accepted = send(env, request, MessageType::TaskAccept, Map::new(), "task.accept", None).await;
+    if let Err(e) = &accepted {
+        tracing::info!(agent_id = %env.id(), task_id = %request.task_id, error = %e, "task not accepted");
+    }
+    accepted
 }
 
 fn to_map<T: Serialize>(value: &T) -> Map<String, Value> {
