@@ -86,17 +86,22 @@ impl Env for Agent {
         }
     }
 
-    fn check_budgets(&self, req: &Request, used: Usage, cost: f64) -> Result<(), Failed> {
-        let view = self.engine.agent(&self.id);
-        let agent = view.as_ref().and_then(|v| {
-            let b = v.budget.as_ref()?;
-            Some((
-                self.id.as_str(),
-                (v.usage.tokens, v.usage.cost_usd),
-                agent::Budget { tokens: b.tokens, cost_usd: b.cost_usd },
-            ))
-        });
-        work::check_budget(&self.config, &self.provider.config, req, (used, cost), agent)
+    fn check_budgets(&self, request: &Message, req: &Request, used: Usage, cost: f64) -> Result<(), Failed> {
+        let mut limits = Vec::new();
+        if let Some(v) = self.engine.agent(&self.id)
+            && let Some(b) = v.budget
+        {
+            let budget = agent::Budget { tokens: b.tokens, cost_usd: b.cost_usd };
+            limits.push((format!("{}'s", self.id), (v.usage.tokens, v.usage.cost_usd), budget));
+        }
+        if let Some(b) = self.engine.options().policy.org.budgets.run
+            && (b.tokens.is_some() || b.cost_usd.is_some())
+        {
+            let spent = self.engine.run_usage(&request.run_id).map_or((0, 0.0), |u| (u.tokens, u.cost_usd));
+            let budget = agent::Budget { tokens: b.tokens, cost_usd: b.cost_usd };
+            limits.push((format!("run {}'s", request.run_id), spent, budget));
+        }
+        work::check_budget(&self.config, &self.provider.config, req, (used, cost), &limits)
     }
 
     async fn call(&self, request: &Message, turn: u32, req: &Request) -> Result<Response, Failed> {

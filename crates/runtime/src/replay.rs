@@ -282,7 +282,7 @@ impl Env for Recorded {
         Vec::new()
     }
 
-    fn check_budgets(&self, _req: &Request, _used: Usage, _cost: f64) -> Result<(), Failed> {
+    fn check_budgets(&self, _request: &Message, _req: &Request, _used: Usage, _cost: f64) -> Result<(), Failed> {
         // The call the loop is about to make: recorded, or refused then as it ended.
         let next =
             self.produced.lock().unwrap_or_else(|e| e.into_inner()).iter().filter(|m| is_call(m)).count() as u32 + 1;

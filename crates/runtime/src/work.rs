@@ -107,8 +107,9 @@ pub(crate) trait Env: Sync {
     fn tools(&self) -> (Vec<ToolSpec>, HashMap<String, String>);
     /// What the log holds of this task so far.
     fn events(&self, request: &Message) -> impl Future<Output = Vec<Message>> + Send;
-    /// A call that may cross a budget is refused before it is made.
-    fn check_budgets(&self, req: &Request, used: Usage, cost: f64) -> Result<(), Failed>;
+    /// A call that may cross a budget (the task's, the agent's, the run's) is refused before it is
+    /// made.
+    fn check_budgets(&self, request: &Message, req: &Request, used: Usage, cost: f64) -> Result<(), Failed>;
     /// One model call (its text streamed to the log as it comes).
     fn call(
         &self,
@@ -230,7 +231,7 @@ async fn work<E: Env>(
                     tracing::info!(agent_id = %env.id(), task_id = %request.task_id, error = %e, "cannot record a model call; the task is no longer this agent's");
                     return Ok(None);
                 }
-                if let Err(f) = env.check_budgets(&req, totals, cost) {
+                if let Err(f) = env.check_budgets(request, &req, totals, cost) {
                     // A task ends only once it was accepted.
                     if std::mem::take(&mut accepting) && accept(env, request).await.is_err() {
                         return Ok(None);
@@ -439,14 +440,14 @@ fn task_text(request: &Message) -> String {
     serde_json::to_string_pretty(&request.payload).unwrap_or_default()
 }
 
-/// A call whose estimate would cross the task's budget, or the agent's (its tokens and dollars
-/// used, and its budget), is refused.
+/// A call whose estimate would cross the task's budget, or one of `limits` (whose budget — the
+/// agent's, the run's —, the tokens and dollars used, the budget), is refused.
 pub(crate) fn check_budget(
     config: &agent::Config,
     provider: &provider::Config,
     req: &Request,
     (used, cost): (Usage, f64),
-    agent: Option<(&str, (u64, f64), agent::Budget)>,
+    limits: &[(String, (u64, f64), agent::Budget)],
 ) -> Result<(), Failed> {
     let estimate = provider::estimate_tokens(req);
     let input = estimate.saturating_sub(u64::from(req.max_tokens));
@@ -467,10 +468,10 @@ pub(crate) fn check_budget(
     {
         return Err(f);
     }
-    if let Some((id, (tokens, spent), b)) = agent
-        && let Some(f) = over(&format!("{id}'s"), tokens, spent, b)
-    {
-        return Err(f);
+    for (whose, (tokens, spent), b) in limits {
+        if let Some(f) = over(whose, *tokens, *spent, *b) {
+            return Err(f);
+        }
     }
     Ok(())
 }

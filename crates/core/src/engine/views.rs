@@ -41,6 +41,12 @@ impl Engine {
         Some(view)
     }
 
+    /// A run's usage so far (what its tasks' progress and results reported); `None` for a run no
+    /// routed task belongs to.
+    pub fn run_usage(&self, run_id: &str) -> Option<view::Usage> {
+        self.state().runs.get(run_id).map(|run| view::Usage::from(&run.usage))
+    }
+
     /// A run's tasks as a tree by `parent_task_id`, or `None` when the run has no task.
     pub fn run_tasks(&self, run_id: &str) -> Option<view::RunTasks> {
         let state = self.state();

@@ -83,9 +83,19 @@ async fn start(
     agents: Vec<agent::Config>,
     servers: bool,
 ) -> Daemon {
+    start_with(dir, providers, agents, servers, clutch_core::engine::Options::default()).await
+}
+
+async fn start_with(
+    dir: &std::path::Path,
+    providers: Vec<provider::Config>,
+    agents: Vec<agent::Config>,
+    servers: bool,
+    engine: clutch_core::engine::Options,
+) -> Daemon {
     let store = clutch_store_sqlite::Store::open(dir).unwrap();
     let runtime = clutch_runtime::Runtime::new(providers, agents).unwrap();
-    let mut builder = App::builder(Arc::new(store)).face(face::Runtime::new(runtime));
+    let mut builder = App::builder(Arc::new(store)).engine(engine).face(face::Runtime::new(runtime));
     if servers {
         let server = clutch_tools::ServerConfig {
             name: "everything".into(),
@@ -501,5 +511,34 @@ async fn an_llm_agent_claims_and_completes_a_workflow_task_with_the_workflow_too
     let run: Vec<Message> = d.run_of(&task).await;
     let outcomes = clutch_runtime::replay::reexecute(&run, &d.cards()).await;
     assert_eq!(outcomes[0].difference, None, "{outcomes:?}");
+    d.app.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_would_cross_the_runs_budget_is_not_made() {
+    let fake = Fake::start(Options::script(|_, _| Reply::Tool {
+        text: String::new(),
+        name: "emit".into(),
+        input: json!({"message": "again"}),
+    }))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let policy_dir = tempfile::tempdir().unwrap();
+    std::fs::write(policy_dir.path().join("org.yaml"), "budgets:\n  run: {tokens: 900}\n").unwrap();
+    let policy = Arc::new(clutch_core::config::Policy::load(policy_dir.path()).unwrap());
+    let engine = clutch_core::engine::Options { policy, ..Default::default() };
+    let d = start_with(dir.path(), vec![provider(&fake, Kind::Openai)], vec![summariser()], false, engine).await;
+    d.until("the agent registers", || d.engine.agent("agent:summariser")).await;
+    let task = d.ask("skill:summarise", "Keep going.").await;
+    let events = d.ended(&task, &["task.result", "task.error"]).await;
+    let error = of_type(&events, "task.error", None);
+    assert_eq!(error.len(), 1, "{events:#?}");
+    assert_eq!(error[0]["payload"]["code"], "BUDGET_EXCEEDED");
+    let message = error[0]["payload"]["message"].as_str().unwrap();
+    assert!(message.contains("'s token budget is 900") && message.starts_with("run run_"), "{message}");
+    let made = of_type(&events, "task.progress", Some("clutch.llm.call.v1")).len();
+    assert_eq!(fake.count(), made, "the call over the run's budget was not made");
+    assert!(made >= 1, "{made}");
     d.app.stop().await.unwrap();
 }
