@@ -294,10 +294,6 @@ impl Runtime {
         Ok(Runtime { providers: by_name, agents })
     }
 
-    pub fn agents(&self) -> &[Config] {
-        &self.agents
-    }
-
     /// The check every card passes before it is registered: a LLM section must read, describe
     /// a valid agent and name a provider that is ready.
     pub fn card_check(&self) -> clutch_core::adapter::CardCheck {
@@ -359,25 +355,28 @@ impl Runtime {
                 () = tokio::time::sleep(WATCH_EVERY) => {}
                 Some(_) = agents.join_next(), if !agents.is_empty() => continue,
             }
-            for view in engine.agents() {
-                let removed = view.status == clutch_core::registry::Status::Removed;
+            // A few fields of each agent under the engine's lock, a card cloned only to start one.
+            let present: HashMap<String, Option<AgentCard>> = engine
+                .with_agents(|a| {
+                    let id = a.card.agent_id.clone();
+                    let start = a.card.meta.contains_key("llm") && !running.contains_key(&id);
+                    (id, start.then(|| a.card.clone()))
+                })
+                .into_iter()
+                .collect();
+            running.retain(|id, (handle, agent)| {
+                let removed = !present.contains_key(id) && agent.registered.load(std::sync::atomic::Ordering::Relaxed);
                 if removed {
-                    if let Some((handle, agent)) = running.get(&view.agent_id)
-                        && agent.registered.load(std::sync::atomic::Ordering::Relaxed)
-                    {
-                        tracing::info!(agent_id = %view.agent_id, "llm agent removed from the registry: stopped");
-                        handle.abort();
-                        running.remove(&view.agent_id);
-                    }
-                    continue;
+                    tracing::info!(agent_id = %id, "llm agent removed from the registry: stopped");
+                    handle.abort();
                 }
-                if running.contains_key(&view.agent_id) {
-                    continue;
-                }
-                let Some(Ok(config)) = Config::from_card(&view.card) else { continue };
+                !removed
+            });
+            for card in present.into_values().flatten() {
+                let Some(Ok(config)) = Config::from_card(&card) else { continue };
                 let Some(Ok(provider)) = self.providers.get(&config.provider) else { continue };
-                tracing::info!(agent_id = %view.agent_id, provider = %config.provider, "starting an llm agent registered with a LLM section");
-                let agent = Agent::new(config, view.card.clone(), provider.clone(), log.clone(), engine.clone());
+                tracing::info!(agent_id = %card.agent_id, provider = %config.provider, "starting an llm agent registered with an LLM section");
+                let agent = Agent::new(config, card, provider.clone(), log.clone(), engine.clone());
                 let handle = agents.spawn(agent.clone().run());
                 running.insert(agent.id.clone(), (handle, agent));
             }
