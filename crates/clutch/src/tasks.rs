@@ -90,6 +90,9 @@ fn show(task: &view::Task, color: bool) -> String {
     if !task.requires.is_empty() {
         facts.row(vec!["requires".into(), task.requires.join(", ").into()]);
     }
+    if let Some(usage) = &task.usage {
+        facts.row(vec!["usage".into(), usage_text(usage).into()]);
+    }
     if let Some(error) = &task.error {
         facts.row(vec!["error".into(), Cell::colored(format!("{}: {}", error.code, error.message), Some("31"))]);
     }
@@ -132,10 +135,7 @@ fn tree(answer: &view::RunTasks, color: bool) -> String {
     let plural = if total == 1 { "" } else { "s" };
     out.push_str(&format!("\n{total} task{plural}: {}", parts.join(", ")));
     if let Some(usage) = &answer.usage {
-        out.push_str(&format!("; usage {} tokens", usage.tokens));
-        if usage.cost_usd > 0.0 {
-            out.push_str(&format!(", ${:.2}", usage.cost_usd));
-        }
+        out.push_str(&format!("; usage {}", usage_text(usage)));
     }
     if answer.budget_exhausted == Some(true) {
         out.push_str(&paint("; the run's budget is spent", Some("31"), color));
@@ -161,6 +161,21 @@ fn node(table: &mut Table, task: &view::Task, lead: &str, children_lead: &str) {
         let (branch, rest) = if i + 1 == children.len() { ("└── ", "    ") } else { ("├── ", "│   ") };
         node(table, child, &format!("{children_lead}{branch}"), &format!("{children_lead}{rest}"));
     }
+}
+
+/// `1,234 tokens, $0.0123, 3 requests, 12 s`: what is non-zero of it (tokens always).
+fn usage_text(usage: &view::Usage) -> String {
+    let mut parts = vec![format!("{} tokens", usage.tokens)];
+    if usage.cost_usd > 0.0 {
+        parts.push(format!("${:.4}", usage.cost_usd));
+    }
+    if usage.requests > 0 {
+        parts.push(format!("{} requests", usage.requests));
+    }
+    if usage.wall_time_sec > 0 {
+        parts.push(format!("{} s", usage.wall_time_sec));
+    }
+    parts.join(", ")
 }
 
 fn text(value: Option<&str>) -> &str {

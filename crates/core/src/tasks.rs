@@ -111,6 +111,10 @@ pub struct Task {
     pub cancel_to_forward: bool,
     /// The workflow step it belongs to (`meta.workflow`, `meta.step` of its request).
     pub step: Option<(String, String)>,
+    /// What its progress and results reported, and its agents' accepted-to-ended time; `None` until
+    /// the first of these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::registry::Usage>,
 }
 
 /// What a message does to a task.

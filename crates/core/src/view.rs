@@ -77,7 +77,7 @@ pub struct Load {
     pub max_concurrency: Option<u32>,
 }
 
-/// What an agent or a run has used so far.
+/// What an agent, a run or a task has used so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Usage {
     /// LLM tokens (input and output).
@@ -85,7 +85,8 @@ pub struct Usage {
     pub cost_usd: f64,
     /// Requests (LLM or tool calls).
     pub requests: u64,
-    /// Seconds of work: an agent's tasks from acceptance to end; a run's first to last event.
+    /// Seconds of work: an agent's (or a task's) tasks from acceptance to end; a run's first to last
+    /// event.
     pub wall_time_sec: u64,
 }
 
@@ -258,6 +259,10 @@ pub struct Task {
     pub requires: Vec<String>,
     /// The last error reported about it.
     pub error: Option<TaskError>,
+    /// What it has used: tokens, cost and requests its progress and results reported, and seconds
+    /// from acceptance to end of each assignment (absent until something is reported or it ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
     /// Every event about the task, oldest first (in a task's own view only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<Vec<Step>>,

@@ -151,6 +151,20 @@ async fn an_llm_agent_answers_a_routed_task_with_an_mcp_tool_and_its_key_shows_n
         "{agent}"
     );
     assert_eq!(agent["usage"]["requests"], 2);
+    // ... per task and per run: this agent's only task, in the only run, spent all of it.
+    let view: Value = http.get(format!("{}/v1/tasks/{task}", daemon.url)).send().await.unwrap().json().await.unwrap();
+    let tree: Value = http
+        .get(format!("{}/v1/runs/{}/tasks", daemon.url, view["run_id"].as_str().unwrap()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let spent = |u: &Value| (u["tokens"].clone(), u["cost_usd"].clone(), u["requests"].clone());
+    assert_eq!(spent(&view["usage"]), spent(&agent["usage"]), "{view:#}");
+    assert_eq!(spent(&tree["usage"]), spent(&agent["usage"]), "{tree:#}");
+    assert_eq!(spent(&tree["tasks"][0]["usage"]), spent(&agent["usage"]), "{tree:#}");
 
     // The planted key: sent to the provider, and on no surface of ours.
     let all = all_events(&http, &daemon.url).await;

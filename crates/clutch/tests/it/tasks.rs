@@ -86,6 +86,7 @@ async fn a_routed_task_and_its_run_tree() {
             "attempt    1 (routed 1×)".into(),
             "progress   100%".into(),
             "requires   skill:research@^1".into(),
+            "usage      15 tokens".into(),
         ],
         "{out:?}"
     );
@@ -114,6 +115,7 @@ async fn a_routed_task_and_its_run_tree() {
         (task.state, task.parent_task_id.as_deref(), task.progress),
         (TaskState::Running, Some(parent.as_str()), Some(40.0))
     );
+    assert_eq!(task.usage.map(|u| (u.tokens, u.cost_usd, u.requests)), Some((7, 0.0, 0)), "{out:?}");
 
     let out = cli(&daemon, &["runs", "tasks", &run_id]);
     assert_eq!(out.code, Some(0), "{out:?}");
@@ -130,6 +132,8 @@ async fn a_routed_task_and_its_run_tree() {
     let tree: view::RunTasks = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(tree.counts, BTreeMap::from([(TaskState::Completed, 1), (TaskState::Running, 1)]));
     assert_eq!(tree.tasks[0].children.as_ref().unwrap()[0].task_id, child);
+    let tokens = |t: &view::Task| t.usage.map(|u| u.tokens);
+    assert_eq!((tokens(&tree.tasks[0]), tokens(&tree.tasks[0].children.as_ref().unwrap()[0])), (Some(15), Some(7)));
 }
 
 #[test]

@@ -156,7 +156,9 @@ impl State {
         {
             a.in_flight.remove(&task.id);
             if let Some(accepted) = old_accepted {
-                a.usage.wall_ms += (at - accepted).max(0) as u64;
+                let worked = (at - accepted).max(0) as u64;
+                a.usage.wall_ms += worked;
+                task.usage.get_or_insert_default().wall_ms += worked;
             }
             self.capacity_changed = true;
             match task.phase {
@@ -191,6 +193,7 @@ impl State {
         run.usage.wall_ms = run.usage.wall_ms.max((at - first).max(0) as u64);
         if let Some(usage) = usage {
             run.usage.add(usage);
+            task.usage.get_or_insert_default().add(usage);
         }
         if !run.budget_exhausted && run_budget(options).crossed(&run.usage).is_some() {
             run.budget_exhausted = true;
@@ -302,6 +305,7 @@ pub(super) fn new_task(message: &Message, at: i64) -> Task {
         progress: None,
         last_error: None,
         cancel_to_forward: false,
+        usage: None,
         step: step_of(message),
     }
 }

@@ -152,6 +152,7 @@ pub(super) fn task_view(t: &Task) -> view::Task {
             .last_error
             .as_ref()
             .map(|(code, message)| view::TaskError { code: code.clone(), message: message.clone() }),
+        usage: t.usage.as_ref().map(view::Usage::from),
         history: None,
         children: None,
         workflow: None,

@@ -561,6 +561,7 @@ impl Engine {
             progress: None,
             requires: Vec::new(),
             error: None,
+            usage: None,
             history: None,
             children: None,
             workflow: None,

@@ -92,10 +92,12 @@ test('a task card changes state in place: requested, queued, routed, accepted, p
     assert.equal(await card.locator('.assignee .who').textContent(), 'lee');
     await lee.accept(delivery);
     await reaches('accepted');
-    await lee.progress(delivery, { percent: 40, message: 'halfway there' });
+    await lee.progress(delivery, { percent: 40, message: 'halfway there', usage: { input_tokens: 1200, output_tokens: 34, cost_usd: 0.0042, requests: 1 } });
     await reaches('running');
     assert.equal(await card.locator('clutch-bar').getAttribute('value'), '40');
     assert.match(await card.textContent() || '', /halfway there/);
+    // What the agent reported spending shows on the card, summed as the daemon sums it.
+    await card.locator('.spent', { hasText: '1,234 tokens · $0.0042 · 1 request' }).waitFor();
     await lee.result(delivery, { summary: 'It is 42.', findings: [{ claim: 'The answer is 42', citations: [1] }], citations: [{ title: 'The Guide', url: 'https://example.com/guide' }] }, 'research.summary.v1');
     await reaches('completed');
     assert.equal(await card.locator('.r-findings li').count(), 1);
@@ -111,6 +113,13 @@ test('a task card changes state in place: requested, queued, routed, accepted, p
     // Folded by the page's own logic, the daemon's events for the task went through every state, in
     // order (requested lasts only until the router looks at it, so it is checked here).
     assert.deepEqual(await statesOf(s.task_id), ['requested', 'queued', 'routed', 'routed', 'accepted', 'running', 'completed']);
+
+    // The run's view sums its tasks' usage in its summary line, as `GET /v1/runs/{id}/tasks` has it.
+    await page.goto(`${url}/#/run/${s.run_id}`);
+    const tree = await (await fetch(`${url}/v1/runs/${s.run_id}/tasks`)).json();
+    assert.equal(tree.usage.tokens, 1234);
+    assert.equal(tree.tasks[0].usage.tokens, 1234);
+    await page.locator('.run-view .view-sub', { hasText: '1 tasks · 1,234 tokens · $0.0042 · 1 request' }).waitFor();
   });
 });
 

@@ -4,7 +4,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Store, matches, SYSTEM_RUN, SYSTEM_THREAD } from '../../ui/js/store.js';
+import { Store, matches, spentBy, SYSTEM_RUN, SYSTEM_THREAD } from '../../ui/js/store.js';
 import { newId } from '../../ui/js/util.js';
 
 let seq = 0;
@@ -134,6 +134,35 @@ test('history loaded later is merged under the live events, and tasks are derive
   assert.equal(changes.length, 1);
   assert.equal(changes[0].history, true);
   assert.equal(changes[0].events.length, 99, 'repeats are not counted twice');
+});
+
+test("a task's usage is what its progress and results reported, every attempt summed, history included", async () => {
+  seq = 0;
+  const store = new Store();
+  store.reset(100);
+  const at = (/** @type {number} */ s, /** @type {string} */ task, /** @type {Record<string, any>} */ f) => ev({ seq: s, task_id: task, to: [orch], ...f });
+  store.addNow([
+    at(101, 'task_U', { type: 'task.progress', attempt: 2, payload: { usage: { input_tokens: 1000, output_tokens: 200, cost_usd: 0.004, requests: 1 } } }),
+    at(102, 'task_U', { type: 'task.result', attempt: 2, payload: { text: 'ok', usage: { tokens: 50, cost_usd: 0.001, requests: 1 } } }),
+    at(103, 'task_V', { type: 'task.progress', payload: { usage: { tokens: -5, cost_usd: 'lots', requests: 2 } } }),
+    at(104, 'task_W', { type: 'task.progress', payload: { percent: 10 } }),
+  ]);
+  const usage = (/** @type {string} */ id) => store.tasks.get(id)?.usage;
+  assert.deepEqual(usage('task_U'), { tokens: 1250, cost_usd: 0.005, requests: 2 });
+  assert.deepEqual(usage('task_V'), { tokens: 0, cost_usd: 0, requests: 2 }, 'what is not a count counts as nothing');
+  assert.equal(usage('task_W'), undefined, 'nothing reported, no usage');
+  // The first attempt's spending arrives later as history: it is added, not lost to the retry, and
+  // the events already held are not counted twice.
+  await store.addHistory([
+    at(10, 'task_U', { type: 'task.request', from: { agent_id: 'user:ada' }, payload: { goal: 'Spend' } }),
+    at(11, 'task_U', { type: 'task.progress', payload: { usage: { tokens: 300, cost_usd: 0.002, requests: 1 } } }),
+    at(101, 'task_U', { type: 'task.progress', attempt: 2, payload: { usage: { input_tokens: 1000, output_tokens: 200, cost_usd: 0.004, requests: 1 } } }),
+  ]);
+  const u = /** @type {any} */ (usage('task_U'));
+  assert.deepEqual([u.tokens, u.requests, u.cost_usd.toFixed(6)], [1550, 3, '0.007000']);
+  const run = /** @type {any} */ (spentBy(store.tasksOf('run_A')));
+  assert.deepEqual([run.tokens, run.requests, run.cost_usd.toFixed(6)], [1550, 5, '0.007000']);
+  assert.equal(spentBy([]), undefined);
 });
 
 test('filters match type (with wildcards), sender or recipient, task and parent, and every word of the text', () => {

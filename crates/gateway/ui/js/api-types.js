@@ -508,6 +508,7 @@
  * @property {TaskState} state
  * @property {string} task_id
  * @property {string} thread_id
+ * @property {Usage | null} [usage]  What it has used: tokens, cost and requests its progress and results reported, and seconds from acceptance to end of each assignment (absent until something is reported or it ends).
  * @property {WorkflowDetail | null} [workflow]  The workflow a root task stands for.
  * @property {TaskDetail | null} [workflow_task]  Everything recorded about a planned task.
  */
@@ -690,12 +691,12 @@
  */
 
 /**
- * What an agent or a run has used so far.
+ * What an agent, a run or a task has used so far.
  * @typedef {object} Usage
  * @property {number} cost_usd
  * @property {number} requests  Requests (LLM or tool calls).
  * @property {number} tokens  LLM tokens (input and output).
- * @property {number} wall_time_sec  Seconds of work: an agent's tasks from acceptance to end; a run's first to last event.
+ * @property {number} wall_time_sec  Seconds of work: an agent's (or a task's) tasks from acceptance to end; a run's first to last event.
  */
 
 /**

@@ -139,6 +139,7 @@ export function applyToTask(t, e) {
   const move = (state) => {
     if (retry || RANK[state] >= RANK[t.state]) t.state = state;
   };
+  if (e.type === 'task.progress' || e.type === 'task.result') addSpent(t, p.usage);
   switch (e.type) {
     case 'task.request': {
       const target = e.to?.find((r) => r.agent_id.startsWith('agent:') && r.agent_id !== ORCHESTRATOR);
@@ -208,6 +209,40 @@ export function applyToTask(t, e) {
 }
 
 /**
+ * Adds a reported `usage` to the task's, read as the engine reads it (non-numbers count as 0).
+ * @param {Task} t
+ * @param {unknown} usage
+ */
+function addSpent(t, usage) {
+  if (!usage || typeof usage !== 'object') return;
+  const u = /** @type {Record<string, unknown>} */ (usage);
+  /** @param {string} k */
+  const num = (k) => (typeof u[k] === 'number' && Number.isFinite(u[k]) && /** @type {number} */ (u[k]) >= 0 ? /** @type {number} */ (u[k]) : 0);
+  const spent = (t.usage ??= { tokens: 0, cost_usd: 0, requests: 0 });
+  spent.tokens += typeof u.tokens === 'number' ? num('tokens') : num('input_tokens') + num('output_tokens');
+  spent.cost_usd += num('cost_usd');
+  spent.requests += num('requests');
+}
+
+/**
+ * What the tasks spent, summed; undefined when none reported any usage.
+ * @param {Task[]} tasks
+ * @returns {import('./types.js').Spent | undefined}
+ */
+export function spentBy(tasks) {
+  /** @type {import('./types.js').Spent | undefined} */
+  let sum;
+  for (const t of tasks) {
+    if (!t.usage) continue;
+    sum ??= { tokens: 0, cost_usd: 0, requests: 0 };
+    sum.tokens += t.usage.tokens;
+    sum.cost_usd += t.usage.cost_usd;
+    sum.requests += t.usage.requests;
+  }
+  return sum;
+}
+
+/**
  * @param {ClutchEvent} e
  * @param {ClutchEvent[]} events
  * @returns {Task}
@@ -231,6 +266,7 @@ function newTask(e, events) {
     dependsOn: [],
     events,
     seen: { routed: false, accepted: false, progress: false },
+    usage: undefined,
   };
 }
 

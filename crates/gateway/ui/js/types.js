@@ -56,6 +56,13 @@
  * @property {ClutchEvent[]} events
  * @property {{routed: boolean, accepted: boolean, progress: boolean}} seen  steps that happened
  * @property {boolean} [titleSet]  named by its own request (not by a routed copy)
+ * @property {Spent | undefined} usage  what its progress and results reported, every attempt summed
+ */
+
+/**
+ * What a task or run has spent, as `usage` of `task.progress` / `task.result` reports it (summed as
+ * the engine sums it: `tokens`, else `input_tokens` + `output_tokens`).
+ * @typedef {{tokens: number, cost_usd: number, requests: number}} Spent
  */
 
 /**

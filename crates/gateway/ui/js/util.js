@@ -173,9 +173,21 @@ export function formatNumber(n) {
   return n.toLocaleString();
 }
 
-/** @param {number} usd */
+/** Dollars: cents, or four places for a non-zero amount under a cent (LLM calls cost that). @param {number} usd */
 export function formatUsd(usd) {
+  if (usd > 0 && usd < 0.01) return `$${usd.toFixed(4)}`;
   return `$${usd < 10 ? usd.toFixed(2) : usd.toFixed(0)}`;
+}
+
+/**
+ * `1,234 tokens · $0.0042 · 3 requests`: what a task or run spent (cost and requests when non-zero).
+ * @param {import('./types.js').Spent} spent
+ */
+export function spentText(spent) {
+  const parts = [`${formatNumber(spent.tokens)} token${spent.tokens === 1 ? '' : 's'}`];
+  if (spent.cost_usd > 0) parts.push(formatUsd(spent.cost_usd));
+  if (spent.requests > 0) parts.push(`${spent.requests} request${spent.requests === 1 ? '' : 's'}`);
+  return parts.join(' · ');
 }
 
 /**

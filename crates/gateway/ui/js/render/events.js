@@ -3,7 +3,7 @@
 // tool calls and results shown one by one as collapsible JSON, routing decisions as a table of
 // candidates and scores, errors highlighted with their code and retryable flag.
 
-import { h, nameOf, shortId, timeEl, payloadText } from '../util.js';
+import { h, nameOf, shortId, timeEl, payloadText, spentText } from '../util.js';
 import { barEl } from '../components/elements.js';
 import { payloadBlock, renderPayload, rawJson, hasRenderer } from './payloads.js';
 import { href } from '../router.js';
@@ -404,6 +404,7 @@ export function renderTaskCard(t, ctx) {
         t.assignee && t.assignee !== ORCHESTRATOR && h('span', { class: 'assignee' }, 'by ', who(t.assignee)),
         t.requires.length > 0 && h('span', { class: 'requires' }, t.requires.map((r) => h('code', { class: 'cap' }, r))),
         t.attempt > 1 && h('span', { class: 'attempt' }, `attempt ${t.attempt}`),
+        t.usage && h('span', { class: 'muted spent', title: 'what its progress and results reported' }, spentText(t.usage)),
         h('span', { class: 'muted count' }, `${t.events.length} event${t.events.length === 1 ? '' : 's'}`),
       ),
       stepper(t),

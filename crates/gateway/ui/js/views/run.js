@@ -1,10 +1,10 @@
 // The run view: the run's tasks as a tree (by `parent_task_id`, with workflow dependencies shown as
 // "after" links) in live state colours, beside the timeline of the run or of the task picked in it.
 
-import { h, renderLoop, shortId } from '../util.js';
+import { h, renderLoop, shortId, spentText } from '../util.js';
 import { Timeline } from './timeline.js';
 import { renderTaskCard, stateChip, who } from '../render/events.js';
-import { isTerminal, ORCHESTRATOR } from '../store.js';
+import { isTerminal, ORCHESTRATOR, spentBy } from '../store.js';
 import { barEl } from '../components/elements.js';
 
 /** @typedef {import('../types.js').Task} Task */
@@ -110,7 +110,8 @@ export class RunView {
     this.title.title = this.runId;
     const open = tasks.filter((t) => !isTerminal(t.state)).length;
     const failed = tasks.filter((t) => t.state === 'failed' || t.state === 'timed_out').length;
-    this.summary.textContent = `${this.runId} · ${(run?.events.length || 0).toLocaleString()} events · ${tasks.length} tasks${open ? ` · ${open} open` : ''}${failed ? ` · ${failed} failed` : ''}`;
+    const spent = spentBy(tasks);
+    this.summary.textContent = `${this.runId} · ${(run?.events.length || 0).toLocaleString()} events · ${tasks.length} tasks${open ? ` · ${open} open` : ''}${failed ? ` · ${failed} failed` : ''}${spent ? ` · ${spentText(spent)}` : ''}`;
     const changed = this.changed;
     this.changed = new Set();
     // Same tasks as drawn: only their rows change (state, progress, assignee). New tasks: redraw.
