@@ -96,6 +96,22 @@ impl Face for Runtime {
     }
 }
 
+/// Positions (`clutch_runtime::positions`): the runner, `agent:positions`, which takes each
+/// invocation, casts the position's roles (spawning built-in LLM agents for the roles nobody was
+/// named for) and drives its pattern in a session recorded in the log.
+pub struct Positions(pub clutch_runtime::positions::Options);
+
+impl Face for Positions {
+    fn name(&self) -> &'static str {
+        "positions"
+    }
+
+    fn background(&self, core: &Running, stop: Stop) -> Option<BoxFuture<'static, ()>> {
+        let runner = clutch_runtime::positions::Runner::new(self.0.clone());
+        Some(Box::pin(runner.run(core.log.clone(), core.engine.clone(), stop)))
+    }
+}
+
 /// Tools that really run and webhooks (`clutch_tools`): the MCP servers the operator declares,
 /// their tools served as `mcp:<server>/<tool>`, and core's dispatcher carrying out the `tool.call`s
 /// that name them (each start and answer recorded in the log); the inbound hooks (`hook` adapter,

@@ -25,6 +25,7 @@ pub const DEFAULT_URL: &str = "http://127.0.0.1:7700";
   clutch runs tasks run_01J...            a run's tasks as a tree
   clutch config dump                      the effective daemon config
   clutch config check ./policy            check org.yaml and workflows.yaml
+  clutch positions check ./positions      check position files (SKILL.md)
   clutch keys generate --agent agent:ken  a signing key pair for an agent",
     propagate_version = true
 )]
@@ -88,6 +89,13 @@ pub enum Command {
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
+    },
+    /// Work with positions: teams of agents following a collaboration pattern, written as SKILL.md
+    /// files.
+    #[command(after_help = crate::positions::EXAMPLES)]
+    Positions {
+        #[command(subcommand)]
+        command: crate::positions::PositionsCommand,
     },
     /// Make signing keys for agents.
     #[command(after_help = KEYS_EXAMPLES)]
@@ -311,6 +319,19 @@ pub struct ReplayArgs {
     #[arg(long, conflicts_with_all = ["after", "json"])]
     pub reexecute: bool,
 }
+
+/// A usage error found after the command line was parsed (a directory that is not there): exit code
+/// 2, as clap's own.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
 
 fn message_types() -> PossibleValuesParser {
     PossibleValuesParser::new(MessageType::ALL.iter().map(|t| t.as_str()))

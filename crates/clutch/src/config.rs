@@ -38,6 +38,7 @@ pub struct Config {
     pub mcp: Mcp,
     pub outbound: Outbound,
     pub workspaces: Workspaces,
+    pub positions: Positions,
     /// The MCP servers whose tools agents may call (`[[mcp_servers]]`: `name`, and `command` with
     /// `args` and `env`, or `url` with `headers`; `connect_timeout_ms`, `call_timeout_ms`). File only.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -93,6 +94,43 @@ pub struct Mcp {
     /// Browser origins allowed to call them besides loopback ones, like `https://app.example.com`
     /// (`CLUTCH_MCP_ALLOWED_ORIGINS`: comma-separated). Requests without `Origin` always pass.
     pub allowed_origins: Vec<String>,
+}
+
+/// Positions: teams of agents run from SKILL.md files (the six shipped, and the operator's own in
+/// `<config_dir>/positions/`, as `NAME.md` or `NAME/SKILL.md`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Positions {
+    /// The provider of the LLM agents spawned for roles nobody was named for. Absent: the first
+    /// declared provider; with none, every role must be named at invocation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Their model (absent: the provider's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Messages one session may carry (`SESSION_MAX_MESSAGES`).
+    pub max_messages: u32,
+    /// Messages one member may send in a session within a minute.
+    pub agent_messages_per_minute: u32,
+    /// How long a mirror's comparisons and a circle's votes are waited for before synthesis is
+    /// forced with the answers at hand.
+    pub consensus_timeout_ms: u64,
+    /// How long a session may take in all before it ends in TIMEOUT.
+    pub session_timeout_ms: u64,
+}
+
+impl Default for Positions {
+    fn default() -> Self {
+        let o = clutch_runtime::positions::Options::default();
+        Positions {
+            provider: None,
+            model: None,
+            max_messages: o.limits.max_messages,
+            agent_messages_per_minute: o.limits.per_agent_per_minute,
+            consensus_timeout_ms: o.consensus_timeout.as_millis() as u64,
+            session_timeout_ms: o.session_timeout.as_millis() as u64,
+        }
+    }
 }
 
 /// Delivery timers and retry policy of the engine (`clutch_core::engine::Options`), in milliseconds.
@@ -189,6 +227,7 @@ impl Default for Config {
             mcp: Mcp::default(),
             outbound: Outbound::default(),
             workspaces: Workspaces::default(),
+            positions: Positions::default(),
             mcp_servers: Vec::new(),
             hooks: Vec::new(),
             webhooks: Vec::new(),
@@ -582,6 +621,34 @@ impl Config {
             outbound: std::sync::Arc::new(self.outbound_policy().unwrap_or_default()),
             ..clutch_core::engine::Options::default()
         }
+    }
+
+    /// The positions runner's options: the catalog (shipped, and `<config_dir>/positions/`), the
+    /// provider of spawned agents, the bus limits. A bad position file stops the start, named.
+    pub fn positions_options(&self) -> anyhow::Result<clutch_runtime::positions::Options> {
+        let p = &self.positions;
+        let dir = self.config_dir.as_ref().map(|d| d.join("positions"));
+        let catalog = clutch_runtime::skill::Catalog::load(dir.as_deref()).map_err(|errors| {
+            let lines: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
+            anyhow::anyhow!("bad position files (check them with `clutch positions check DIR`):\n{}", lines.join("\n"))
+        })?;
+        let provider = p.provider.clone().or_else(|| self.providers.first().map(|x| x.name.clone()));
+        if let Some(name) = &provider
+            && !self.providers.iter().any(|x| x.name == *name)
+        {
+            anyhow::bail!("positions.provider names `{name}`, which no [[providers]] entry declares");
+        }
+        Ok(clutch_runtime::positions::Options {
+            catalog: std::sync::Arc::new(catalog),
+            provider,
+            model: p.model.clone(),
+            limits: clutch_core::session::Limits {
+                max_messages: p.max_messages.max(1),
+                per_agent_per_minute: p.agent_messages_per_minute.max(1),
+            },
+            consensus_timeout: Duration::from_millis(p.consensus_timeout_ms),
+            session_timeout: Duration::from_millis(p.session_timeout_ms.max(1000)),
+        })
     }
 
     pub fn gateway_options(&self) -> clutch_gateway::Options {

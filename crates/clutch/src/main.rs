@@ -10,6 +10,7 @@ mod input;
 mod keys;
 mod mcp;
 mod policy;
+mod positions;
 mod render;
 mod replay;
 mod send;
@@ -42,7 +43,13 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("clutch: {e:#}");
-            if is_not_found(&e) { ExitCode::from(3) } else { ExitCode::FAILURE }
+            if is_not_found(&e) {
+                ExitCode::from(3)
+            } else if is_usage(&e) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
@@ -82,6 +89,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             policy::check(&dir)
         }
         Command::Keys { command: KeysCommand::Generate(args) } => keys::generate(args),
+        Command::Positions { command: command @ positions::PositionsCommand::Check(_) } => positions::run(command),
         command => {
             let filter = cli.log.or_else(|| env("CLUTCH_LOG")).or_else(|| env("RUST_LOG")).unwrap_or("warn".into());
             init_tracing(&filter)?;
@@ -97,6 +105,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     #[cfg(feature = "bench")]
                     Command::Bench { command } => clutch_bench::run(command).await,
                     Command::Mcp(args) => mcp::run(args).await,
+                    Command::Positions { command } => positions::run_client(command).await,
                     Command::Serve(_) | Command::Config { .. } | Command::Keys { .. } => {
                         unreachable!("handled above")
                     }
@@ -121,6 +130,11 @@ fn init_tracing(filter: &str) -> anyhow::Result<()> {
 /// Whether the daemon answered that the agent, task or run asked about does not exist.
 fn is_not_found(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<client::Error>().is_some_and(client::Error::is_not_found))
+}
+
+/// Whether the command line asked for something that cannot be (exit code 2).
+fn is_usage(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<cli::Usage>().is_some())
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -84,6 +84,7 @@ pub async fn run(loaded: Loaded, policy: Policy) -> anyhow::Result<()> {
         let runtime = clutch_runtime::Runtime::new(config.providers.clone(), config.llm_agents.clone())?;
         builder = builder.face(face::Runtime::new(runtime));
     }
+    builder = builder.face(face::Positions(config.positions_options()?));
     let app = builder.build().await?;
     let served = serve(&config, &app, signals, started).await;
 

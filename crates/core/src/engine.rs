@@ -37,6 +37,7 @@ use crate::registry::{Agent, Status, Usage};
 use crate::roots::Roots;
 use crate::router::{self, Ask, Candidate, Need};
 use crate::schemas::{self, Registry};
+use crate::session::Sessions;
 use crate::stream::Live;
 use crate::tasks::{self, Effect, ORCHESTRATOR, Phase, Retries, Step, Task};
 use crate::throttle::Throttle;
@@ -50,6 +51,7 @@ mod client;
 mod machine;
 mod messages;
 mod reactor;
+mod sessions;
 mod snapshot;
 mod vet;
 mod views;
@@ -173,6 +175,8 @@ struct Inner {
     snapshot_seq: u64,
     /// How many refusals may still be recorded in the log: a burst of 20, then 2 a second.
     refusal_budget: Throttle,
+    /// The positions the runner serves, as it announced them (see [`Engine::set_positions`]).
+    positions: std::sync::RwLock<Vec<Value>>,
 }
 
 #[derive(Default, serde::Serialize, serde::Deserialize)]
@@ -205,6 +209,9 @@ struct State {
     /// Tool calls waiting for a person's approval, by call id.
     #[serde(default)]
     approvals: BTreeMap<String, crate::view::Approval>,
+    /// Positions' sessions: their teams, protocols and bus counts (see [`crate::session`]).
+    #[serde(default)]
+    sessions: Sessions,
 }
 
 #[derive(Default, serde::Serialize, serde::Deserialize)]

@@ -21,6 +21,7 @@ pub mod roots;
 pub mod router;
 mod running;
 pub mod schemas;
+pub mod session;
 mod stream;
 pub mod tasks;
 pub mod throttle;

@@ -16,7 +16,7 @@ use crate::workflow::{
     CHECKPOINT_PAYLOAD, PLAN_PAYLOAD, TASK_PAYLOAD, TASK_PLAN_PAYLOAD, TASK_STATUS_PAYLOAD, WORKFLOW_PAYLOAD,
     WORKSPACE_PAYLOAD,
 };
-use crate::{payload, view};
+use crate::{payload, session, view};
 
 /// A published shape: its name and its schema.
 type Shape = (&'static str, fn() -> Schema);
@@ -33,6 +33,10 @@ const SHAPES: &[Shape] = &[
     ("heartbeat-view", schema_for::<view::Heartbeat>),
     ("tools-view", schema_for::<view::Tools>),
     ("approvals-view", schema_for::<view::Approvals>),
+    ("sessions-view", schema_for::<view::Sessions>),
+    ("session-history-view", schema_for::<view::SessionHistory>),
+    ("session-sent-view", schema_for::<view::SessionSent>),
+    ("invoked-view", schema_for::<view::Invoked>),
     (AGENT_STATUS_PAYLOAD, schema_for::<payload::AgentStatus>),
     (BUDGET_PAYLOAD, schema_for::<payload::BudgetNotice>),
     (REFUSAL_PAYLOAD, schema_for::<payload::Refusal>),
@@ -57,6 +61,9 @@ const SHAPES: &[Shape] = &[
     ("recovery-detail", schema_for::<payload::Recovery>),
     (TASK_PLAN_PAYLOAD, schema_for::<payload::TaskPlan>),
     (WORKSPACE_PAYLOAD, schema_for::<crate::workflow::api::Workspace>),
+    (session::RECORD_PAYLOAD, schema_for::<session::Record>),
+    (session::MESSAGE_PAYLOAD, schema_for::<session::Said>),
+    (session::WARNING_PAYLOAD, schema_for::<session::Warning>),
 ];
 
 fn schema_for<T: JsonSchema>() -> Schema {

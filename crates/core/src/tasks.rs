@@ -204,9 +204,20 @@ pub fn next(task: &Task, message: &Message, daemon: bool, retries: Retries) -> R
     }
 }
 
-/// The concrete agent a `task.request` names, if any (the orchestrator is not one).
+/// The concrete agent (or person, `user:NAME`) a `task.request` names, if any (the orchestrator is
+/// not one).
 pub fn recipient(message: &Message) -> Option<&str> {
-    message.to.iter().map(|r| r.agent_id.as_str()).find(|a| a.starts_with("agent:") && *a != ORCHESTRATOR)
+    message
+        .to
+        .iter()
+        .map(|r| r.agent_id.as_str())
+        .find(|a| (a.starts_with("agent:") && *a != ORCHESTRATOR) || a.starts_with("user:"))
+}
+
+/// Whether `assignee` is a person: no accept deadline runs for a task given to one (people answer
+/// when they read it; cancel it to stop waiting).
+pub fn is_person(assignee: &str) -> bool {
+    assignee.starts_with("user:")
 }
 
 fn invalid(task: &Task, kind: MessageType, why: String) -> Refusal {

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use clutch_proto::{AgentCard, MessageType};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::config::Budget;
 use crate::registry::Status;
@@ -433,4 +434,78 @@ pub struct Schema {
     pub schema_ref: String,
     /// Shipped with the daemon (not registered at run time).
     pub builtin: bool,
+}
+
+/// Positions' sessions, newest first (`sessions_list`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Sessions {
+    pub sessions: Vec<Session>,
+}
+
+/// A position's session: its team, its phase and how much has been said.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Session {
+    /// Its id: its run's id.
+    pub id: String,
+    pub position: String,
+    pub pattern: String,
+    pub status: crate::session::Phase,
+    /// The position's workflow phase under way (`ANALYSIS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// The task that stands for it: its outcome is the session's, cancelling it stops the session.
+    pub root_task_id: String,
+    pub thread_id: String,
+    pub agents: Vec<SessionAgent>,
+    /// The message types its position's protocol allows.
+    pub protocol: Vec<String>,
+    pub started_at: String,
+    pub message_count: u32,
+}
+
+/// A member of a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionAgent {
+    pub id: String,
+    pub role: String,
+    /// `active`, or `failed` once its runner announced it failed.
+    pub status: String,
+}
+
+/// Messages of a session, oldest first (`sessions_history`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionHistory {
+    pub session_id: String,
+    pub messages: Vec<SessionMessage>,
+}
+
+/// A message between a session's members.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionMessage {
+    pub id: String,
+    pub seq: u64,
+    pub ts: String,
+    pub from: String,
+    pub to: Vec<String>,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub content: Value,
+}
+
+/// A session message stored (`sessions_send`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionSent {
+    pub id: String,
+    pub seq: u64,
+    /// Its recipients (`all` spelled out).
+    pub to: Vec<String>,
+}
+
+/// A position invoked: its session (the run), the task that stands for it, its thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Invoked {
+    pub session_id: String,
+    pub task_id: String,
+    pub thread_id: String,
+    pub position: String,
 }

@@ -11,6 +11,7 @@ mod extract;
 mod messages;
 pub mod push;
 mod schemas;
+pub mod sessions;
 mod stream;
 mod tools;
 mod ui;
@@ -135,6 +136,13 @@ fn routes(artifact_limit: usize) -> Routes {
         .add("GET", "/v1/tasks/{id}/checkpoints", workflows::checkpoints)
         .add("POST", "/v1/tasks/{id}/checkpoints", workflows::add_checkpoint)
         .add("POST", "/v1/tasks/{id}/context", workflows::context)
+        .add("GET", "/v1/positions", sessions::list)
+        .add("GET", "/v1/positions/{name}", sessions::show)
+        .add("POST", "/v1/positions/{name}/invoke", sessions::invoke)
+        .add("GET", "/v1/sessions", sessions::sessions)
+        .add("GET", "/v1/sessions/{id}", sessions::session)
+        .add("GET", "/v1/sessions/{id}/messages", sessions::history)
+        .add("POST", "/v1/sessions/{id}/messages", sessions::send)
         .add("GET", "/healthz", health)
         .add("GET", "/metrics", metrics);
     ui::routes(routes)

@@ -12,6 +12,7 @@ mod fast;
 mod origin;
 pub mod proxy;
 mod server;
+mod sessions;
 mod tools;
 mod workflows;
 

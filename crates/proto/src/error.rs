@@ -82,6 +82,7 @@ codes! {
     ToolFailed = "TOOL_FAILED", 502, -32026, false, "The tool ran and reported an error; the message carries its words.";
     ToolDenied = "TOOL_DENIED", 403, -32028, false, "The call waited for approval and a person denied it, or no one decided in time (then retryable); it was not made.";
     ToolInDoubt = "TOOL_IN_DOUBT", 502, -32027, false, "The call was started but its outcome is unknown (the daemon or the tool's server stopped mid-call); it is not run again unless the tool is read-only or idempotent.";
+    LoopDetected = "LOOP_DETECTED", 409, -32029, false, "The message repeats what its sender already said in this session (same type and content) and was not delivered; say something new.";
     Internal = "INTERNAL", 500, -32603, true, "An unexpected failure; details are in the daemon's log.";
 }
 

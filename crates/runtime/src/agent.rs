@@ -511,7 +511,11 @@ impl Agent {
 
     fn on_message(self: &Arc<Agent>, tasks: &mut JoinSet<()>, seen: &mut HashSet<(String, u32)>, message: Message) {
         match message.kind {
-            MessageType::TaskRequest if message.from.agent_id == clutch_core::tasks::ORCHESTRATOR => {
+            // Routed to it by the daemon, or sent to it by name (a position's turn).
+            MessageType::TaskRequest
+                if message.from.agent_id == clutch_core::tasks::ORCHESTRATOR
+                    || message.to.iter().any(|r| r.agent_id == self.id) =>
+            {
                 // A delivery repeated (its accept was slow) or of a task under way is not worked twice.
                 if self.running.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&message.task_id) {
                     return;

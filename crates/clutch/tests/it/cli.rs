@@ -23,6 +23,8 @@ fn every_command_has_help_with_examples() {
         &["tasks", "show"],
         &["config"],
         &["config", "dump"],
+        &["positions"],
+        &["positions", "check"],
     ];
     for command in commands {
         let mut cmd = clutch();
@@ -52,6 +54,7 @@ fn usage_errors_exit_2() {
         &["agents", "list", "--table"],
         &["tasks", "show"],
         &["serve", "--listen", "not-an-address"],
+        &["positions", "check"],
         &["frobnicate"],
     ];
     for args in cases {

@@ -65,6 +65,9 @@ impl State {
             }
             _ => {}
         }
+        if Sessions::concerns(message) {
+            self.sessions.apply(message, at);
+        }
         if self.workflows.concerns(None, message) {
             self.workflows.apply(seq, message);
             return;
@@ -107,6 +110,9 @@ impl State {
         }
         self.record(seq, message, task.phase);
         self.account(options, &mut task, message, &before, at);
+        if task.phase.is_terminal() && !before.0.is_terminal() {
+            self.sessions.task_ended(&task.run_id, &task.id);
+        }
         if task.phase == Phase::Queued {
             self.queued.insert((task.since_ms, task.id.clone()));
         }

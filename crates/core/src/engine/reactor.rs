@@ -66,6 +66,7 @@ impl State {
             Phase::Requested => Some(since),
             Phase::Retrying => Some(since + retry_delay(options, task).as_millis() as i64),
             Phase::Queued => Some(since + options.queue_timeout.as_millis() as i64),
+            Phase::Routed if task.agent.as_deref().is_some_and(tasks::is_person) => None,
             Phase::Routed => Some(since + options.accept_timeout.as_millis() as i64),
             Phase::Accepted | Phase::Running => {
                 let limit = task

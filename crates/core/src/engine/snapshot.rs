@@ -68,6 +68,7 @@ impl Engine {
             saved_at: Mutex::new(std::time::Instant::now()),
             snapshot_seq: from_snapshot,
             refusal_budget: Throttle::new(20, 2.0),
+            positions: std::sync::RwLock::new(Vec::new()),
         };
         Ok(Engine { inner: Arc::new(inner) })
     }

@@ -25,6 +25,10 @@ impl State {
             let agents = &self.agents;
             return self.workflows.check(flows, &|a| agents.get(a).map(|x| x.status), message);
         }
+        if Sessions::concerns(message) {
+            let task = staged.get(message.task_id.as_str()).or_else(|| self.tasks.get(&message.task_id));
+            self.sessions.check(message, task.and_then(|t| t.agent.as_deref()), options.clock.now_ms())?;
+        }
         match message.kind {
             MessageType::ChatSystem if message.payload_type.as_deref() == Some(APPROVAL_DECIDED_PAYLOAD) => {
                 let call = message.payload.get("call_id").and_then(Value::as_str).unwrap_or_default();

@@ -10,6 +10,7 @@ mod fuzz;
 mod machine;
 mod published;
 mod schemas;
+mod sessions;
 
 mod engine;
 mod router;

@@ -15,6 +15,10 @@
 //   heartbeat-view → Heartbeat
 //   tools-view → Tools
 //   approvals-view → Approvals
+//   sessions-view → Sessions
+//   session-history-view → SessionHistory
+//   session-sent-view → SessionSent
+//   invoked-view → Invoked
 //   clutch.agent.status.v1 → AgentStatus
 //   clutch.budget.v1 → BudgetNotice
 //   clutch.refusal.v1 → Refusal
@@ -39,6 +43,9 @@
 //   recovery-detail → Recovery
 //   clutch.workflow.task_plan.v1 → TaskPlan
 //   clutch.workspace.v1 → Workspace
+//   clutch.session.v1 → SessionRecord
+//   clutch.session.message.v1 → SessionSaid
+//   clutch.session.warning.v1 → SessionWarning
 
 /**
  * An agent as the registry knows it: its card and its live state.
@@ -292,6 +299,15 @@
  */
 
 /**
+ * A position invoked: its session (the run), the task that stands for it, its thread.
+ * @typedef {object} Invoked
+ * @property {string} position
+ * @property {string} session_id
+ * @property {string} task_id
+ * @property {string} thread_id
+ */
+
+/**
  * @typedef {object} Limits
  * @property {number | null} [max_concurrency]
  * @property {number | null} [max_runtime_sec]
@@ -461,6 +477,114 @@
 /**
  * Where a server of tools is.
  * @typedef {'starting' | 'ready' | 'restarting' | 'stopped'} ServerState
+ */
+
+/**
+ * A position's session: its team, its phase and how much has been said.
+ * @typedef {object} Session
+ * @property {Array<SessionAgent>} agents
+ * @property {string} id  Its id: its run's id.
+ * @property {number} message_count
+ * @property {string} pattern
+ * @property {string} position
+ * @property {Array<string>} protocol  The message types its position's protocol allows.
+ * @property {string} root_task_id  The task that stands for it: its outcome is the session's, cancelling it stops the session.
+ * @property {string} started_at
+ * @property {SessionPhase} status
+ * @property {string | null} [step]  The position's workflow phase under way (`ANALYSIS`).
+ * @property {string} thread_id
+ */
+
+/**
+ * A member of a session.
+ * @typedef {object} SessionAgent
+ * @property {string} id
+ * @property {string} role
+ * @property {string} status  `active`, or `failed` once its runner announced it failed.
+ */
+
+/**
+ * Messages of a session, oldest first (`sessions_history`).
+ * @typedef {object} SessionHistory
+ * @property {Array<SessionMessage>} messages
+ * @property {string} session_id
+ */
+
+/**
+ * The bus limits of a session.
+ * @typedef {object} SessionLimits
+ * @property {number} max_messages  Messages the whole session may carry (`SESSION_MAX_MESSAGES`).
+ * @property {number} per_agent_per_minute  Messages one member may send in any 60 seconds.
+ */
+
+/**
+ * One agent of a session's team and the role it plays.
+ * @typedef {object} SessionMember
+ * @property {string} agent_id
+ * @property {string} role
+ */
+
+/**
+ * A message between a session's members.
+ * @typedef {object} SessionMessage
+ * @property {any} content
+ * @property {string} from
+ * @property {string} id
+ * @property {number} seq
+ * @property {Array<string>} to
+ * @property {string} ts
+ * @property {string} type
+ */
+
+/**
+ * A session's state machine: `INITIALIZING → SPAWNING_AGENTS → RUNNING → COMPLETING → COMPLETED`,
+ * or `ERROR` / `TIMEOUT` from any phase before the end.
+ * @typedef {'INITIALIZING' | 'SPAWNING_AGENTS' | 'RUNNING' | 'COMPLETING' | 'COMPLETED' | 'ERROR' | 'TIMEOUT'} SessionPhase
+ */
+
+/**
+ * A `clutch.session.v1` record.
+ * @typedef {object} SessionRecord
+ * @property {any} [detail]  Pattern-specific detail: a comparison, the votes of a round, the partial results kept.
+ * @property {Array<string>} [failed]  Members that failed (announced to the others).
+ * @property {SessionLimits | null} [limits]
+ * @property {Array<SessionMember>} [members]  The team, once spawned (every record after that repeats it).
+ * @property {string | null} [note]  What happened, in words (why it ended, what was forced).
+ * @property {string} pattern  The position's collaboration pattern (`mirror`).
+ * @property {SessionPhase} phase
+ * @property {string} position  The position it runs (`mirror`).
+ * @property {Array<string>} [protocol]  The message types the position's protocol allows.
+ * @property {string} session_id  The session's id: its run's id.
+ * @property {string | null} [step]  The position's workflow phase now under way (`ANALYSIS`).
+ */
+
+/**
+ * A `clutch.session.message.v1` payload.
+ * @typedef {object} SessionSaid
+ * @property {any} [content]
+ * @property {string} type  A message type of the position's protocol (`RESULTS`).
+ */
+
+/**
+ * A session message stored (`sessions_send`).
+ * @typedef {object} SessionSent
+ * @property {string} id
+ * @property {number} seq
+ * @property {Array<string>} to  Its recipients (`all` spelled out).
+ */
+
+/**
+ * A `clutch.session.warning.v1` payload.
+ * @typedef {object} SessionWarning
+ * @property {string} agent_id  The member it is about.
+ * @property {string} code
+ * @property {string} message
+ */
+
+/**
+ * Positions' sessions, newest first (`sessions_list`).
+ * @typedef {object} Sessions
+ * @property {Array<Session>} sessions
  */
 
 /**

@@ -12,6 +12,9 @@ const WORKER: &[&str] = &[
     "agent_unregister",
     "checkpoint_add",
     "checkpoint_list",
+    "sessions_history",
+    "sessions_list",
+    "sessions_send",
     "task_claim",
     "task_get",
     "task_load_context",
@@ -27,6 +30,8 @@ const WORKER: &[&str] = &[
 ];
 const COORDINATOR_ONLY: &[&str] = &[
     "agent_list",
+    "position_invoke",
+    "positions_list",
     "tool_approvals_pending",
     "tool_call_approve",
     "tool_call_deny",

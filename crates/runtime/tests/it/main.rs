@@ -2,3 +2,4 @@
 
 mod agents;
 mod providers;
+mod skills;

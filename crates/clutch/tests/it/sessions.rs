@@ -1,0 +1,559 @@
+//! Positions through the real binary: `clutch serve` with the fake provider declared, so the
+//! positions runner spawns a built-in LLM agent for each role; each shipped position invoked over
+//! HTTP and followed in the log (its session's phases, the messages between its members, its
+//! outcome), the error cases of the seed (a failing agent, all failing, a cancel, a consensus
+//! timeout), a mixed team with a role played by an agent of our own over HTTP, and `kill -9`
+//! mid-session with a resume that repeats no call.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use clutch_runtime::fake::{Fake, Options, Reply};
+use serde_json::{Value, json};
+
+use crate::support::{DEADLINE, Daemon, all_events, clutch, post};
+
+const KEY_VAR: &str = "CLUTCH_TEST_LLM_KEY";
+
+fn serve(dir: &Path, fake: &Fake, extra: &str) -> Daemon {
+    let config = format!(
+        "[[providers]]\nname = \"fake\"\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n\
+         model = \"fake-model-1\"\nmax_tokens = 200\nretry_base_ms = 20\nmax_retries = 1\n\n\
+         [positions]\n{extra}\n",
+        fake.url
+    );
+    std::fs::write(dir.join("clutch.toml"), config).unwrap();
+    let mut cmd = clutch();
+    cmd.current_dir(dir).env(KEY_VAR, "sk-test").args(["serve", "--listen", "127.0.0.1:0", "--data-dir", "data"]);
+    Daemon::spawn(cmd)
+}
+
+/// The role the request's agent plays (from its system prompt: "You are ROLE, ...").
+fn role(body: &Value) -> String {
+    let system = match &body["system"] {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join(""),
+        _ => String::new(),
+    };
+    system.strip_prefix("You are ").and_then(|s| s.split(',').next()).unwrap_or_default().to_owned()
+}
+
+/// The text of the request's last user message.
+fn asked(body: &Value) -> String {
+    let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or_default();
+    match &last["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join(""),
+        _ => String::new(),
+    }
+}
+
+async fn until_positions(http: &reqwest::Client, url: &str) {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let list: Value = http.get(format!("{url}/v1/positions")).send().await.unwrap().json().await.unwrap();
+        if list["positions"].as_array().is_some_and(|p| p.len() == 6) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the positions runner did not register: {list}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn invoke(http: &reqwest::Client, url: &str, name: &str, body: Value) -> Value {
+    let response = http.post(format!("{url}/v1/positions/{name}/invoke")).json(&body).send().await.unwrap();
+    let status = response.status().as_u16();
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(status, 201, "{answer}");
+    answer
+}
+
+/// The session's task once it ended.
+async fn ended(http: &reqwest::Client, url: &str, task: &str) -> Value {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let view: Value = http.get(format!("{url}/v1/tasks/{task}")).send().await.unwrap().json().await.unwrap();
+        if ["completed", "failed", "cancelled", "timed_out"].contains(&view["state"].as_str().unwrap_or("")) {
+            return view;
+        }
+        assert!(Instant::now() < deadline, "session task {task} is still {}", view["state"]);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+struct Session {
+    events: Vec<Value>,
+}
+
+impl Session {
+    async fn read(http: &reqwest::Client, url: &str, session: &str) -> Session {
+        let events = all_events(http, url).await.into_iter().filter(|e| e["run_id"] == session).collect();
+        Session { events }
+    }
+
+    /// The phases its records went through, each change once (a step change keeps the phase).
+    fn phases(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for e in self.records() {
+            let phase = e["payload"]["phase"].as_str().unwrap().to_owned();
+            if out.last() != Some(&phase) {
+                out.push(phase);
+            }
+        }
+        out
+    }
+
+    fn steps(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for e in self.records() {
+            if let Some(step) = e["payload"]["step"].as_str()
+                && out.last().map(String::as_str) != Some(step)
+            {
+                out.push(step.to_owned());
+            }
+        }
+        out
+    }
+
+    fn records(&self) -> impl Iterator<Item = &Value> {
+        self.events.iter().filter(|e| e["payload_type"] == "clutch.session.v1")
+    }
+
+    /// (sender's role-less id, type) of each message between members, in order.
+    fn said(&self) -> Vec<(String, String)> {
+        self.events
+            .iter()
+            .filter(|e| e["payload_type"] == "clutch.session.message.v1")
+            .map(|e| {
+                (e["from"]["agent_id"].as_str().unwrap().to_owned(), e["payload"]["type"].as_str().unwrap().to_owned())
+            })
+            .collect()
+    }
+
+    fn types(&self) -> Vec<String> {
+        self.said().into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// The turns' tasks: (role, state at the end).
+    fn turns(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter(|e| e["type"] == "task.request" && e["from"]["agent_id"] == "agent:positions")
+            .map(|e| e["payload"]["role"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+const RUN: [&str; 4] = ["INITIALIZING", "SPAWNING_AGENTS", "RUNNING", "COMPLETING"];
+
+fn completed_phases() -> Vec<String> {
+    RUN.iter().map(|s| s.to_string()).chain(["COMPLETED".to_owned()]).collect()
+}
+
+/// A fake that plays each shipped position's roles.
+fn players(verifier_agrees: bool) -> Options {
+    Options::script(move |body, _| {
+        let (role, asked) = (role(body), asked(body));
+        let text = if asked.contains("Compare your analysis") {
+            if role == "Verifier" && !verifier_agrees {
+                "DISCREPANCY: I found 41, not 42.".to_owned()
+            } else {
+                "CONSENSUS: we both found 42.".to_owned()
+            }
+        } else if asked.contains("Split this into") {
+            "- gather the facts\n- weigh them\n- build the answer".to_owned()
+        } else if asked.contains("Vote for the best proposal") {
+            "VOTE 2".to_owned()
+        } else if asked.contains("Propose an answer") {
+            format!("{role} proposes plan {role}")
+        } else {
+            format!("{role} did: {}", asked.lines().last().unwrap_or_default())
+        };
+        Reply::Text(text)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_shipped_position_runs_end_to_end_as_a_recorded_session() {
+    let fake = Fake::start(players(true)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = serve(dir.path(), &fake, "");
+    let (http, url) = (reqwest::Client::new(), daemon.url.clone());
+    until_positions(&http, &url).await;
+
+    // Unknown positions and roles are refused at once, naming what exists.
+    let response = http.post(format!("{url}/v1/positions/tango/invoke")).json(&json!({})).send().await.unwrap();
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.unwrap();
+    assert!(body["error"]["hint"].as_str().unwrap().contains("mirror"), "{body}");
+    let response = http
+        .post(format!("{url}/v1/positions/mirror/invoke"))
+        .json(&json!({"agents": {"Juggler": "agent:x"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert_eq!(response.json::<Value>().await.unwrap()["error"]["field"], "agents.Juggler");
+
+    // Every position at once: sessions run side by side.
+    let inputs = [
+        ("contemplator", json!("Why is the sky blue?")),
+        ("mirror", json!("What is 6 × 7?")),
+        ("relay", json!("A note to the team")),
+        ("pyramid", json!("Plan the launch")),
+        ("swarm", json!(["apples", "pears", "plums", "figs", "kiwis", "limes"])),
+        ("circle", json!("Where do we meet?")),
+    ];
+    let mut invoked = Vec::new();
+    for (name, input) in &inputs {
+        invoked.push((name, invoke(&http, &url, name, json!({"input": input, "agent_id": "user:ada"})).await));
+    }
+    for (name, inv) in &invoked {
+        let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
+        assert_eq!(task["state"], "completed", "{name}: {task:#}");
+    }
+    let results: Vec<Value> = {
+        let events = all_events(&http, &url).await;
+        invoked
+            .iter()
+            .map(|(_, inv)| {
+                events.iter().find(|e| e["task_id"] == inv["task_id"] && e["type"] == "task.result").unwrap()["payload"]
+                    .clone()
+            })
+            .collect()
+    };
+
+    // contemplator: one turn, the answer is its text.
+    let s = Session::read(&http, &url, invoked[0].1["session_id"].as_str().unwrap()).await;
+    assert_eq!(s.phases(), completed_phases());
+    assert_eq!(s.turns(), ["Contemplator"]);
+    assert!(results[0]["text"].as_str().unwrap().starts_with("Contemplator did:"), "{}", results[0]);
+
+    // mirror: two analyses, exchanged, compared, agreed.
+    let s = Session::read(&http, &url, invoked[1].1["session_id"].as_str().unwrap()).await;
+    assert_eq!(s.phases(), completed_phases());
+    assert_eq!(s.steps(), ["ANALYSIS", "EXCHANGE", "COMPARISON", "SYNTHESIS"]);
+    assert_eq!(s.types(), ["RESULTS", "RESULTS", "CONSENSUS", "CONSENSUS"]);
+    assert_eq!(results[1]["verdict"], "CONSENSUS");
+    assert_eq!(results[1]["comparison"], json!({"Reflector": "CONSENSUS", "Verifier": "CONSENSUS"}));
+
+    // relay: each leg's output is the next one's input, handed off.
+    let s = Session::read(&http, &url, invoked[2].1["session_id"].as_str().unwrap()).await;
+    assert_eq!(s.turns(), ["Drafter", "Editor", "Finisher"]);
+    assert_eq!(s.types(), ["HANDOFF", "HANDOFF"]);
+    assert!(results[2]["text"].as_str().unwrap().starts_with("Finisher did:"), "{}", results[2]);
+    assert!(results[2]["legs"]["Editor"].as_str().unwrap().contains("Drafter did:"), "{}", results[2]);
+
+    // pyramid: the lead's three subtasks go to its three workers, then the lead synthesises.
+    let s = Session::read(&http, &url, invoked[3].1["session_id"].as_str().unwrap()).await;
+    assert_eq!(s.turns(), ["Lead", "Researcher", "Analyst", "Builder", "Lead"]);
+    assert_eq!(s.types(), ["SUBTASK", "SUBTASK", "SUBTASK", "RESULTS", "RESULTS", "RESULTS"]);
+    let subtasks: Vec<&str> =
+        results[3]["subtasks"].as_array().unwrap().iter().map(|s| s["subtask"].as_str().unwrap()).collect();
+    assert_eq!(subtasks, ["gather the facts", "weigh them", "build the answer"]);
+    // Each turn is a Clutch task under the session's task.
+    let events = all_events(&http, &url).await;
+    let root = invoked[3].1["task_id"].as_str().unwrap();
+    let children = events
+        .iter()
+        .filter(|e| {
+            e["type"] == "task.request" && e["parent_task_id"] == root && e["from"]["agent_id"] == "agent:positions"
+        })
+        .count();
+    assert_eq!(children, 5);
+
+    // swarm: six items across three scouts, two each, aggregated.
+    let s = Session::read(&http, &url, invoked[4].1["session_id"].as_str().unwrap()).await;
+    assert_eq!(s.turns(), ["Scout", "Scout", "Scout", "Aggregator"]);
+    let parts: Vec<&str> =
+        results[4]["parts"].as_array().unwrap().iter().map(|p| p["part"].as_str().unwrap()).collect();
+    assert_eq!(parts, ["apples\npears", "plums\nfigs", "kiwis\nlimes"]);
+    assert_eq!(s.types(), ["RESULTS", "RESULTS", "RESULTS"]);
+
+    // circle: three proposals, everyone votes for the second (its proposer's own vote does not
+    // count): a quorum in round 1.
+    let s = Session::read(&http, &url, invoked[5].1["session_id"].as_str().unwrap()).await;
+    assert_eq!(results[5]["verdict"], "CONSENSUS");
+    assert_eq!(results[5]["round"], 1);
+    assert_eq!(results[5]["text"], "Visionary proposes plan Visionary");
+    assert_eq!(s.types(), ["PROPOSAL", "PROPOSAL", "PROPOSAL", "VOTE", "VOTE", "VOTE", "CONSENSUS"]);
+    let round = s.records().find_map(|r| r["payload"]["detail"]["tally"].as_array().cloned()).unwrap();
+    assert_eq!(round, [json!(0), json!(2), json!(0)]);
+
+    // The sessions, listed: each completed with its team; spawned agents are gone.
+    let list: Value = http.get(format!("{url}/v1/sessions")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 6);
+    assert!(list["sessions"].as_array().unwrap().iter().all(|s| s["status"] == "COMPLETED"), "{list:#}");
+    let agents: Value = http.get(format!("{url}/v1/agents")).send().await.unwrap().json().await.unwrap();
+    let ids: Vec<&str> = agents["agents"].as_array().unwrap().iter().map(|a| a["agent_id"].as_str().unwrap()).collect();
+    assert!(ids.is_empty(), "spawned agents are removed when their session ends: {ids:?}");
+    let history: Value = http
+        .get(format!("{url}/v1/sessions/{}/messages?limit=2", invoked[1].1["session_id"].as_str().unwrap()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        history["messages"].as_array().unwrap().iter().map(|m| m["type"].clone()).collect::<Vec<_>>(),
+        ["CONSENSUS", "CONSENSUS"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_that_disagrees_escalates() {
+    let fake = Fake::start(players(false)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = serve(dir.path(), &fake, "");
+    let (http, url) = (reqwest::Client::new(), daemon.url.clone());
+    until_positions(&http, &url).await;
+    let inv = invoke(&http, &url, "mirror", json!({"input": "What is 6 × 7?"})).await;
+    let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
+    assert_eq!(task["state"], "completed");
+    let s = Session::read(&http, &url, inv["session_id"].as_str().unwrap()).await;
+    assert_eq!(s.types(), ["RESULTS", "RESULTS", "CONSENSUS", "DISCREPANCY", "ESCALATE"]);
+    let result = s.events.iter().find(|e| e["type"] == "task.result" && e["task_id"] == inv["task_id"]).unwrap();
+    assert_eq!(
+        (result["payload"]["verdict"].clone(), result["payload"]["escalated"].clone()),
+        (json!("DISCREPANCY"), json!(true))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_timeouts_and_cancel_end_sessions_as_the_seed_says() {
+    // The Verifier's provider calls fail; comparisons never come back when `stall` is set.
+    let stall = Arc::new(AtomicBool::new(false));
+    let stalling = stall.clone();
+    let fake = Fake::start(Options::script(move |body, _| {
+        let (role, asked) = (role(body), asked(body));
+        if role == "Verifier" && asked.contains("Analyse") && !stalling.load(Ordering::Relaxed) {
+            return Reply::Status { status: 400, retry_after: None };
+        }
+        if asked.contains("Compare your analysis") && stalling.load(Ordering::Relaxed) {
+            return Reply::Stall;
+        }
+        if asked.contains("Think this through") {
+            return Reply::Slow(Duration::from_secs(30), Box::new(Reply::Text("late".into())));
+        }
+        if role == "Drafter" {
+            return Reply::Status { status: 400, retry_after: None };
+        }
+        Reply::Text(format!("{role} says 42"))
+    }))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = serve(dir.path(), &fake, "consensus_timeout_ms = 1500");
+    let (http, url) = (reqwest::Client::new(), daemon.url.clone());
+    until_positions(&http, &url).await;
+
+    // One agent fails: announced to the other; the lone analysis is escalated as unverified.
+    let inv = invoke(&http, &url, "mirror", json!({"input": "6 × 7"})).await;
+    assert_eq!(ended(&http, &url, inv["task_id"].as_str().unwrap()).await["state"], "completed");
+    let s = Session::read(&http, &url, inv["session_id"].as_str().unwrap()).await;
+    let warning =
+        s.events.iter().find(|e| e["payload_type"] == "clutch.session.warning.v1").expect("a failure announced");
+    assert_eq!(warning["payload"]["code"], "AGENT_FAILED");
+    assert!(warning["payload"]["agent_id"].as_str().unwrap().contains("verifier"), "{warning}");
+    assert_eq!(warning["to"].as_array().unwrap().len(), 1, "told to the others");
+    let failed: Vec<&Value> =
+        s.records().filter(|r| !r["payload"]["failed"].as_array().is_none_or(Vec::is_empty)).collect();
+    assert!(!failed.is_empty());
+    assert_eq!(s.types(), ["ESCALATE"]);
+
+    // A chain whose first leg fails: the session ends in ERROR, the task fails with a reason.
+    let inv = invoke(&http, &url, "relay", json!({"input": "x"})).await;
+    let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
+    assert_eq!((task["state"].clone(), task["error"]["code"].clone()), (json!("failed"), json!("RELAY_BROKEN")));
+    assert_eq!(Session::read(&http, &url, inv["session_id"].as_str().unwrap()).await.phases().last().unwrap(), "ERROR");
+
+    // Comparisons that never come: synthesis is forced after the consensus timeout.
+    stall.store(true, Ordering::Relaxed);
+    let inv = invoke(&http, &url, "mirror", json!({"input": "6 × 7"})).await;
+    let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
+    assert_eq!(task["state"], "completed");
+    let s = Session::read(&http, &url, inv["session_id"].as_str().unwrap()).await;
+    let forced = s
+        .records()
+        .find_map(|r| r["payload"]["note"].as_str().filter(|n| n.contains("consensus timeout")).map(str::to_owned));
+    assert!(forced.is_some(), "{:#?}", s.records().collect::<Vec<_>>());
+    let cancelled_turns =
+        s.events.iter().filter(|e| e["type"] == "task.cancel" && e["from"]["agent_id"] == "agent:positions").count();
+    assert_eq!(cancelled_turns, 2, "the turns no longer waited for are cancelled");
+
+    // A user's cancel stops a session gracefully: its last record keeps what it had.
+    let inv = invoke(&http, &url, "contemplator", json!({"input": "slowly", "agent_id": "user:ada"})).await;
+    let session = inv["session_id"].as_str().unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    while Session::read(&http, &url, session).await.turns().is_empty() {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cancel = json!({
+        "run_id": session, "thread_id": inv["thread_id"], "task_id": inv["task_id"],
+        "from": {"agent_id": "user:ada"}, "to": [{"agent_id": "agent:orchestrator"}], "type": "task.cancel", "payload": {"reason": "enough"},
+    });
+    let (status, body) = post(&http, &url, &cancel).await;
+    assert_eq!(status, 201, "{body}");
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let s = Session::read(&http, &url, session).await;
+        if s.phases().last().map(String::as_str) == Some("ERROR") {
+            let last = s.records().last().unwrap();
+            assert_eq!(last["payload"]["detail"]["cancelled"], true, "{last}");
+            assert!(last["payload"]["note"].as_str().unwrap().contains("cancelled by user:ada"), "{last}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the session did not stop: {:?}", s.phases());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let list: Value = http.get(format!("{url}/v1/sessions/{session}")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(list["status"], "ERROR");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mixed_team_and_the_bus_rules_over_http() {
+    let fake = Fake::start(players(true)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = serve(dir.path(), &fake, "agent_messages_per_minute = 5");
+    let (http, url) = (reqwest::Client::new(), daemon.url.clone());
+    until_positions(&http, &url).await;
+    // kim, an agent of our own over HTTP, plays the Verifier; the Reflector is spawned.
+    let card = json!({"v": "clutch/0.1", "agent_id": "agent:kim", "capabilities": [{"id": "skill:verify", "version": "1.0.0"}]});
+    let response = http.post(format!("{url}/v1/agents")).json(&card).send().await.unwrap();
+    assert!(response.status().is_success());
+    let inv = invoke(&http, &url, "mirror", json!({"input": "6 × 7", "agents": {"verifier": "agent:kim"}})).await;
+    let session = inv["session_id"].as_str().unwrap().to_owned();
+
+    // kim's turns come to its inbox; it answers each, and talks on the bus meanwhile.
+    let mut answered = 0;
+    let deadline = Instant::now() + DEADLINE;
+    let mut said = false;
+    while answered < 2 {
+        assert!(Instant::now() < deadline, "kim got {answered} turns");
+        let events = all_events(&http, &url).await;
+        // Its inbox: the turns are sent to it by name (a redelivery would repeat a task id).
+        let mut turns: Vec<Value> = Vec::new();
+        for e in events.iter().filter(|e| e["type"] == "task.request" && e["to"][0]["agent_id"] == "agent:kim") {
+            if !turns.iter().any(|t| t["task_id"] == e["task_id"]) {
+                turns.push(e.clone());
+            }
+        }
+        for turn in turns.iter().skip(answered) {
+            if !said {
+                // The bus rules, over HTTP: a type outside the protocol, an unknown recipient, a stranger.
+                let bad = [
+                    (
+                        json!({"agent_id": "agent:kim", "to": "all", "type": "GOSSIP", "content": 1}),
+                        400,
+                        "payload.type",
+                    ),
+                    (
+                        json!({"agent_id": "agent:kim", "to": ["agent:zed"], "type": "RESULTS", "content": 1}),
+                        400,
+                        "to[0].agent_id",
+                    ),
+                    (
+                        json!({"agent_id": "agent:lee", "to": "all", "type": "RESULTS", "content": 1}),
+                        403,
+                        "from.agent_id",
+                    ),
+                ];
+                for (body, status, field) in bad {
+                    let r =
+                        http.post(format!("{url}/v1/sessions/{session}/messages")).json(&body).send().await.unwrap();
+                    assert_eq!(r.status().as_u16(), status);
+                    assert_eq!(r.json::<Value>().await.unwrap()["error"]["field"], field);
+                }
+                let ok = json!({"agent_id": "agent:kim", "to": "all", "type": "ACKNOWLEDGE", "content": "on it"});
+                let r = http.post(format!("{url}/v1/sessions/{session}/messages")).json(&ok).send().await.unwrap();
+                assert_eq!(r.status(), 201);
+                let loop_ = http.post(format!("{url}/v1/sessions/{session}/messages")).json(&ok).send().await.unwrap();
+                assert_eq!(loop_.status(), 409);
+                assert_eq!(loop_.json::<Value>().await.unwrap()["error"]["code"], "LOOP_DETECTED");
+                said = true;
+            }
+            let task = turn["task_id"].as_str().unwrap();
+            let text = if turn["payload"]["goal"].as_str().unwrap().contains("Compare") {
+                "CONSENSUS: same"
+            } else {
+                "kim found 42"
+            };
+            for (kind, payload) in [("task.accept", json!({})), ("task.result", json!({"text": text}))] {
+                let m = json!({
+                    "run_id": session, "thread_id": turn["thread_id"], "task_id": task, "parent_task_id": turn["parent_task_id"],
+                    "from": {"agent_id": "agent:kim"}, "to": [{"agent_id": "agent:positions"}], "type": kind, "payload": payload,
+                });
+                let (status, body) = post(&http, &url, &m).await;
+                assert_eq!(status, 201, "{body}");
+            }
+            answered += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
+    assert_eq!(task["state"], "completed");
+    let s = Session::read(&http, &url, &session).await;
+    assert_eq!(s.turns(), ["Reflector", "Verifier", "Reflector", "Verifier"]);
+    assert!(s.said().contains(&("agent:kim".to_owned(), "ACKNOWLEDGE".to_owned())));
+    assert_eq!(
+        s.events.iter().filter(|e| e["payload_type"] == "clutch.session.warning.v1").count(),
+        1,
+        "one loop warning"
+    );
+    let view: Value = http.get(format!("{url}/v1/sessions/{session}")).send().await.unwrap().json().await.unwrap();
+    let roles: Vec<(String, String)> = view["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["id"].as_str().unwrap().to_owned(), a["role"].as_str().unwrap().to_owned()))
+        .collect();
+    assert!(roles.contains(&("agent:kim".into(), "Verifier".into())), "{view:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_resumes_after_kill_9_without_a_repeated_call() {
+    // Comparisons are slow: the daemon is killed while they are under way.
+    let fake = Fake::start(Options::script(|body, _| {
+        let (role, asked) = (role(body), asked(body));
+        if asked.contains("Compare your analysis") {
+            return Reply::Slow(Duration::from_millis(1500), Box::new(Reply::Text("CONSENSUS: yes".into())));
+        }
+        Reply::Text(format!("{role} found 42"))
+    }))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = serve(dir.path(), &fake, "");
+    let (http, url) = (reqwest::Client::new(), daemon.url.clone());
+    until_positions(&http, &url).await;
+    let inv = invoke(&http, &url, "mirror", json!({"input": "6 × 7"})).await;
+    let session = inv["session_id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let s = Session::read(&http, &url, &session).await;
+        if s.steps().last().map(String::as_str) == Some("COMPARISON") && fake.received().len() >= 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{:?}", s.steps());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    daemon.kill();
+    let analyses = fake.received().iter().filter(|r| asked(&r.body).contains("Analyse")).count();
+    assert_eq!(analyses, 2);
+
+    let daemon = serve(dir.path(), &fake, "");
+    let (http, url) = (reqwest::Client::new(), daemon.url.clone());
+    let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
+    assert_eq!(task["state"], "completed", "{task:#}");
+    let s = Session::read(&http, &url, &session).await;
+    assert_eq!(s.turns(), ["Reflector", "Verifier", "Reflector", "Verifier"], "no turn given twice");
+    assert_eq!(s.types(), ["RESULTS", "RESULTS", "CONSENSUS", "CONSENSUS"]);
+    let analyses = fake.received().iter().filter(|r| asked(&r.body).contains("Analyse")).count();
+    assert_eq!(analyses, 2, "the recorded analyses were not bought again");
+    let phases = s.phases();
+    assert_eq!(phases, completed_phases(), "one pass through the phases");
+}

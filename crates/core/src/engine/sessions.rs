@@ -1,0 +1,272 @@
+//! The session operations every face serves (`sessions_send`, `sessions_list`, `sessions_history`):
+//! messages between a position's members, checked on the writer's path by [`crate::session`].
+
+use super::*;
+use crate::session::{self, ALL, Invocation, MESSAGE_PAYLOAD, RUNNER, Said, WARNING_PAYLOAD, Warning};
+use crate::{payload, view};
+
+/// Messages `session_history` answers at most, and by default.
+pub const HISTORY_MAX: usize = 1000;
+pub const HISTORY_DEFAULT: usize = 50;
+
+impl Engine {
+    /// The positions the runner serves, as it announced them; empty without a runner.
+    pub fn positions(&self) -> Vec<Value> {
+        self.inner.positions.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// What the positions runner announces when it starts: each position's name, pattern, roles,
+    /// workflow and protocol (kept in memory, not in the log: the runner is part of the daemon).
+    pub fn set_positions(&self, positions: Vec<Value>) {
+        *self.inner.positions.write().unwrap_or_else(|e| e.into_inner()) = positions;
+    }
+
+    /// The tasks given to `assignee` (an agent id, registered or not) that have not ended, oldest
+    /// first: what a component of the daemon takes up again after a restart. Scans every task.
+    pub fn open_tasks_of(&self, assignee: &str) -> Vec<String> {
+        let state = self.state();
+        let mut open: Vec<(i64, String)> = state
+            .tasks
+            .values()
+            .filter(|t| t.agent.as_deref() == Some(assignee) && !t.phase.is_terminal())
+            .map(|t| (t.since_ms, t.id.clone()))
+            .collect();
+        open.sort();
+        open.into_iter().map(|(_, id)| id).collect()
+    }
+
+    /// The position named `name`, as [`Engine::positions`] lists it.
+    pub fn position(&self, name: &str) -> Result<Value> {
+        let all = self.positions();
+        if let Some(p) = all.iter().find(|p| p["name"] == name) {
+            return Ok(p.clone());
+        }
+        let names: Vec<&str> = all.iter().filter_map(|p| p["name"].as_str()).collect();
+        let hint = if names.is_empty() {
+            "no position runner is registered yet".to_owned()
+        } else {
+            format!("known positions: {}", names.join(", "))
+        };
+        Err(Refusal::new(ErrorCode::NotFound, format!("no position `{}`", clutch_proto::error::quote(name)))
+            .field("position")
+            .hint(hint)
+            .into())
+    }
+
+    /// Invokes position `name` for `from`: a `task.request` to the runner, whose task stands for the
+    /// session (its run is the session's id). Roles are checked against the position's.
+    pub async fn position_invoke(&self, from: &str, name: &str, invocation: Invocation) -> Result<view::Invoked> {
+        let position = self.position(name)?;
+        let roles: Vec<String> = position["roles"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["name"].as_str())
+            .map(str::to_owned)
+            .collect();
+        for role in invocation.agents.keys() {
+            if !roles.iter().any(|r| r.eq_ignore_ascii_case(role)) {
+                return Err(Refusal::new(
+                    ErrorCode::ValidationFailed,
+                    format!(
+                        "position {name} has no role `{}` (its roles: {})",
+                        clutch_proto::error::quote(role),
+                        roles.join(", ")
+                    ),
+                )
+                .field(format!("agents.{role}"))
+                .into());
+            }
+        }
+        let run = invocation.run_id.clone().unwrap_or_else(|| clutch_proto::id::generate(clutch_proto::id::Kind::Run));
+        let thread =
+            invocation.thread_id.clone().unwrap_or_else(|| clutch_proto::id::generate(clutch_proto::id::Kind::Thread));
+        let task = clutch_proto::id::generate(clutch_proto::id::Kind::Task);
+        let mut payload = payload::object(&Invocation { run_id: None, thread_id: None, ..invocation });
+        payload.insert("position".into(), Value::from(name));
+        payload.insert("goal".into(), Value::from(format!("Run position {name}")));
+        let mut m = Message::new(MessageType::TaskRequest, from, (&run, &thread, &task), payload);
+        m.to = vec![Recipient { agent_id: RUNNER.into() }];
+        let raw = serde_json::to_value(&m).unwrap_or_default();
+        let m = clutch_proto::validate::message(&raw, &clutch_proto::validate::Defaults { now: SystemTime::now() })
+            .map_err(|p| {
+                let field = p.as_slice().first().map(|x| x.path.clone()).unwrap_or_default();
+                Refusal::new(ErrorCode::ValidationFailed, p.to_string()).field(field)
+            })?;
+        match self.submit(vec![m]).await?.pop() {
+            Some(Ok(_)) => {
+                Ok(view::Invoked { session_id: run, task_id: task, thread_id: thread, position: name.to_owned() })
+            }
+            Some(Err(e)) => Err(e),
+            None => Err(Error::Task("an invocation went unanswered".into())),
+        }
+    }
+
+    /// Sends a message from `from` (a member) to members of session `session_id`: `to` names agent
+    /// ids, or `all` (every other member). Refused as the bus rules say; a loop is also announced to
+    /// the session's members, once per sender.
+    pub async fn session_send(
+        &self,
+        from: &str,
+        session_id: &str,
+        to: &[String],
+        kind: &str,
+        content: Value,
+    ) -> Result<view::SessionSent> {
+        let (thread_id, root_task_id, recipients, members) = {
+            let state = self.state();
+            let s = state.sessions.get(session_id).ok_or_else(|| {
+                Refusal::new(ErrorCode::NotFound, format!("no session `{}`", clutch_proto::error::quote(session_id)))
+                    .field("session_id")
+            })?;
+            let mut recipients: Vec<String> = Vec::new();
+            for name in to {
+                if name == ALL {
+                    recipients.extend(s.members.keys().filter(|m| *m != from).cloned());
+                } else {
+                    recipients.push(name.clone());
+                }
+            }
+            recipients.dedup();
+            (s.thread_id.clone(), s.root_task_id.clone(), recipients, s.members.keys().cloned().collect::<Vec<_>>())
+        };
+        if recipients.is_empty() {
+            return Err(Refusal::new(
+                ErrorCode::ValidationFailed,
+                "name a recipient: an agent id of the session, or `all`",
+            )
+            .field("to")
+            .into());
+        }
+        let said = Said { kind: kind.to_owned(), content };
+        let mut m = Message::new(
+            MessageType::ChatMessage,
+            from,
+            (session_id, thread_id.as_str(), root_task_id.as_str()),
+            payload::object(&said),
+        );
+        m.to = recipients.iter().map(|agent_id| Recipient { agent_id: agent_id.clone() }).collect();
+        m.payload_type = Some(MESSAGE_PAYLOAD.to_owned());
+        match self.inner.log.append_one(m).await {
+            Ok(outcome) => Ok(view::SessionSent { id: outcome.id, seq: outcome.seq, to: recipients }),
+            Err(Error::Refused(r)) if r.code == ErrorCode::LoopDetected => {
+                self.warn_loop(session_id, &thread_id, &root_task_id, from, &r, members).await;
+                Err(Error::Refused(r))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Tells the members a loop was broken (once per sender: a looping agent cannot flood the log).
+    async fn warn_loop(
+        &self,
+        session_id: &str,
+        thread_id: &str,
+        root_task_id: &str,
+        from: &str,
+        refusal: &Refusal,
+        members: Vec<String>,
+    ) {
+        let warned = self.state().sessions.get(session_id).is_none_or(|s| s.warned.contains(from));
+        if warned {
+            return;
+        }
+        let warning = Warning {
+            code: refusal.code.as_str().to_owned(),
+            agent_id: from.to_owned(),
+            message: format!("{} Say something new, or end your turn.", refusal.message),
+        };
+        let mut m = system_message(MessageType::ChatSystem, members, payload::object(&warning));
+        m.run_id = session_id.to_owned();
+        m.thread_id = thread_id.to_owned();
+        m.task_id = root_task_id.to_owned();
+        m.payload_type = Some(WARNING_PAYLOAD.to_owned());
+        m.idempotency_key = Some(format!("clutch:session-loop:{session_id}:{from}"));
+        if let Err(e) = self.inner.log.append_one(m).await {
+            tracing::warn!(error = %e, session_id, "could not record a session's loop warning");
+        }
+    }
+
+    /// Every session (or the one named), newest first.
+    pub fn sessions_list(&self, session_id: Option<&str>) -> view::Sessions {
+        let state = self.state();
+        let mut sessions: Vec<view::Session> =
+            state.sessions.iter().filter(|s| session_id.is_none_or(|id| s.id == id)).map(session_view).collect();
+        sessions.sort_by(|a, b| b.started_at.cmp(&a.started_at).then_with(|| b.id.cmp(&a.id)));
+        view::Sessions { sessions }
+    }
+
+    /// A session's messages, oldest first: the last `limit` (default 50, at most 1000), only those
+    /// from or to `agent_id` when it is given.
+    pub async fn session_history(
+        &self,
+        session_id: &str,
+        limit: Option<usize>,
+        agent_id: Option<&str>,
+    ) -> Result<view::SessionHistory> {
+        if self.state().sessions.get(session_id).is_none() {
+            return Err(Refusal::new(
+                ErrorCode::NotFound,
+                format!("no session `{}`", clutch_proto::error::quote(session_id)),
+            )
+            .field("session_id")
+            .into());
+        }
+        let limit = limit.unwrap_or(HISTORY_DEFAULT).clamp(1, HISTORY_MAX);
+        let filter =
+            Filter { run_id: Some(session_id.to_owned()), kind: Some(MessageType::ChatMessage), ..Filter::default() };
+        let mut messages = std::collections::VecDeque::new();
+        let mut after = 0;
+        loop {
+            let page = self.inner.log.read(&filter, after, 1000).await?;
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            for event in page {
+                let m = event.message()?;
+                if m.payload_type.as_deref() != Some(MESSAGE_PAYLOAD)
+                    || agent_id.is_some_and(|a| m.from.agent_id != a && !m.to.iter().any(|r| r.agent_id == a))
+                {
+                    continue;
+                }
+                let Some(said) = payload::read::<Said>(&m.payload) else { continue };
+                messages.push_back(view::SessionMessage {
+                    id: m.id.clone(),
+                    seq: event.seq,
+                    ts: m.ts.clone(),
+                    from: m.from.agent_id.clone(),
+                    to: m.to.iter().map(|r| r.agent_id.clone()).collect(),
+                    kind: said.kind,
+                    content: said.content,
+                });
+                if messages.len() > limit {
+                    messages.pop_front();
+                }
+            }
+        }
+        Ok(view::SessionHistory { session_id: session_id.to_owned(), messages: messages.into() })
+    }
+}
+
+fn session_view(s: &session::Session) -> view::Session {
+    view::Session {
+        id: s.id.clone(),
+        position: s.position.clone(),
+        pattern: s.pattern.clone(),
+        status: s.phase,
+        step: s.step.clone(),
+        root_task_id: s.root_task_id.clone(),
+        thread_id: s.thread_id.clone(),
+        agents: s
+            .members
+            .iter()
+            .map(|(id, role)| view::SessionAgent {
+                id: id.clone(),
+                role: role.clone(),
+                status: if s.failed.contains(id) { "failed" } else { "active" }.to_owned(),
+            })
+            .collect(),
+        protocol: s.protocol.clone(),
+        started_at: s.started_at.clone(),
+        message_count: s.messages,
+    }
+}

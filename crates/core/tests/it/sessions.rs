@@ -1,0 +1,173 @@
+//! Positions' sessions on the writer's path: who may record a session, what its members may say to
+//! whom, the loop, rate and cap rules, the listing and history, the end, and a restart.
+
+use std::time::SystemTime;
+
+use clutch_core::engine::Options;
+use clutch_core::session::{Phase, RECORD_PAYLOAD, WARNING_PAYLOAD};
+use clutch_proto::id::{self, Kind};
+use clutch_proto::validate::{self, Defaults};
+use clutch_proto::{Message, MessageType};
+use clutch_store::Filter;
+use serde_json::{Value, json};
+
+use crate::engine::hub;
+
+struct Ids {
+    run: String,
+    thread: String,
+    root: String,
+}
+
+fn message(ids: &Ids, from: &str, kind: &str, to: &[&str], payload: Value) -> Message {
+    let to: Vec<Value> = to.iter().map(|a| json!({"agent_id": a})).collect();
+    let value = json!({
+        "thread_id": ids.thread, "run_id": ids.run, "task_id": ids.root,
+        "from": {"agent_id": from}, "to": to, "type": kind, "payload": payload,
+    });
+    validate::message(&value, &Defaults { now: SystemTime::now() }).unwrap()
+}
+
+fn record(ids: &Ids, phase: &str, extra: Value) -> Message {
+    let mut payload = json!({"session_id": ids.run, "position": "mirror", "pattern": "mirror", "phase": phase});
+    for (k, v) in extra.as_object().unwrap() {
+        payload[k] = v.clone();
+    }
+    let mut m = message(ids, "agent:runner", "task.progress", &["user:ada"], payload);
+    m.payload_type = Some(RECORD_PAYLOAD.into());
+    m
+}
+
+fn code<T: std::fmt::Debug>(r: Result<T, clutch_core::Error>) -> (String, Option<String>) {
+    match r {
+        Ok(v) => panic!("accepted: {v:?}"),
+        Err(clutch_core::Error::Refused(r)) => (r.code.as_str().to_owned(), r.field),
+        Err(e) => panic!("not a refusal: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn the_bus_rules_hold_on_the_writers_path_and_a_restart_keeps_them() {
+    let mut h = hub(Options::default()).await;
+    for name in ["runner", "a", "b", "c"] {
+        h.register(name, json!({"capabilities": [{"id": "skill:talk", "version": "1.0.0"}]})).await;
+    }
+    let ids = Ids { run: id::generate(Kind::Run), thread: id::generate(Kind::Thread), root: id::generate(Kind::Task) };
+    let engine = h.core().engine.clone();
+    let log = h.core().log.clone();
+    let submit = |m: Message| {
+        let engine = engine.clone();
+        async move { engine.submit(vec![m]).await.unwrap().pop().unwrap() }
+    };
+    submit(message(&ids, "user:ada", "task.request", &["agent:runner"], json!({"goal": "mirror this"}))).await.unwrap();
+    submit(message(&ids, "agent:runner", "task.accept", &["user:ada"], json!({}))).await.unwrap();
+
+    // Only the runner records, and only from the daemon's side (a client may not use clutch.*).
+    assert_eq!(code(submit(record(&ids, "INITIALIZING", json!({}))).await).0, "FORBIDDEN");
+    let mut forged = record(&ids, "INITIALIZING", json!({}));
+    forged.from.agent_id = "agent:a".into();
+    assert_eq!(code(log.append_one(forged).await), ("FORBIDDEN".into(), Some("from.agent_id".into())));
+    log.append_one(record(&ids, "INITIALIZING", json!({}))).await.unwrap();
+    let team = json!({
+        "members": [{"agent_id": "agent:a", "role": "Reflector"}, {"agent_id": "agent:b", "role": "Verifier"}],
+        "protocol": ["RESULTS", "CONSENSUS"],
+        "limits": {"max_messages": 6, "per_agent_per_minute": 3},
+        "step": "ANALYSIS",
+    });
+    log.append_one(record(&ids, "RUNNING", team)).await.unwrap();
+    // Phases only move forward.
+    assert_eq!(code(log.append_one(record(&ids, "SPAWNING_AGENTS", json!({}))).await).0, "INVALID_TRANSITION");
+
+    let send = |from: &'static str, to: &'static [&'static str], kind: &'static str, content: Value| {
+        let engine = engine.clone();
+        let run = ids.run.clone();
+        async move {
+            let to: Vec<String> = to.iter().map(|s| s.to_string()).collect();
+            engine.session_send(from, &run, &to, kind, content).await
+        }
+    };
+    let sent = send("agent:a", &["all"], "RESULTS", json!({"found": 1})).await.unwrap();
+    assert_eq!(sent.to, ["agent:b"], "`all` is every other member");
+    // Bad messages: each refused with its code and field; nothing stored.
+    assert_eq!(
+        code(send("agent:a", &["all"], "CHATTER", json!(1)).await),
+        ("VALIDATION_FAILED".into(), Some("payload.type".into()))
+    );
+    assert_eq!(
+        code(send("agent:a", &["agent:zed"], "RESULTS", json!(1)).await),
+        ("VALIDATION_FAILED".into(), Some("to[0].agent_id".into()))
+    );
+    assert_eq!(
+        code(send("agent:c", &["agent:a"], "RESULTS", json!(1)).await),
+        ("FORBIDDEN".into(), Some("from.agent_id".into()))
+    );
+    let nowhere = engine.session_send("agent:a", "run_nope", &["all".into()], "RESULTS", json!(1)).await;
+    assert_eq!(code(nowhere), ("NOT_FOUND".into(), Some("session_id".into())));
+
+    // A loop: the same content again is refused, and announced once to the members.
+    assert_eq!(code(send("agent:a", &["agent:b"], "RESULTS", json!({"found": 1})).await).0, "LOOP_DETECTED");
+    assert_eq!(code(send("agent:a", &["agent:b"], "RESULTS", json!({"found": 1})).await).0, "LOOP_DETECTED");
+    let filter = Filter { run_id: Some(ids.run.clone()), kind: Some(MessageType::ChatSystem), ..Filter::default() };
+    let warnings = log.read(&filter, 0, 100).await.unwrap();
+    assert_eq!(warnings.len(), 1, "one warning per looping sender");
+    let warning = warnings[0].message().unwrap();
+    assert_eq!(warning.payload_type.as_deref(), Some(WARNING_PAYLOAD));
+    assert_eq!(warning.payload["agent_id"], "agent:a");
+
+    // Rate: 3 a minute each (a's refused repeats were not stored, so do not count).
+    send("agent:a", &["agent:b"], "CONSENSUS", json!("agreed")).await.unwrap();
+    send("agent:a", &["agent:b"], "CONSENSUS", json!("really")).await.unwrap();
+    assert_eq!(code(send("agent:a", &["agent:b"], "CONSENSUS", json!("truly")).await).0, "RATE_LIMITED");
+    // Cap: 6 messages in all (3 so far).
+    for i in 0..3 {
+        send("agent:b", &["agent:a"], "RESULTS", json!({"n": i})).await.unwrap();
+    }
+    assert_eq!(code(send("agent:b", &["agent:a"], "RESULTS", json!({"n": 9})).await).0, "BUDGET_EXCEEDED");
+
+    let list = engine.sessions_list(Some(&ids.run));
+    let s = &list.sessions[0];
+    assert_eq!(
+        (s.status, s.step.as_deref(), s.message_count, s.root_task_id.as_str()),
+        (Phase::Running, Some("ANALYSIS"), 6, ids.root.as_str())
+    );
+    assert_eq!(
+        s.agents.iter().map(|a| (a.id.as_str(), a.role.as_str(), a.status.as_str())).collect::<Vec<_>>(),
+        [("agent:a", "Reflector", "active"), ("agent:b", "Verifier", "active")]
+    );
+    let history = engine.session_history(&ids.run, None, None).await.unwrap();
+    assert_eq!(history.messages.len(), 6);
+    assert_eq!(
+        engine
+            .session_history(&ids.run, Some(2), None)
+            .await
+            .unwrap()
+            .messages
+            .iter()
+            .map(|m| m.content["n"].clone())
+            .collect::<Vec<_>>(),
+        [json!(1), json!(2)]
+    );
+    let by_a = engine.session_history(&ids.run, None, Some("agent:a")).await.unwrap().messages;
+    assert_eq!(by_a.len(), 6, "a is the sender or a recipient of each");
+    assert!(by_a.iter().all(|m| m.kind == "RESULTS" || m.kind == "CONSENSUS"));
+    assert_eq!(code(engine.session_history("run_nope", None, None).await).0, "NOT_FOUND");
+
+    // A restart rebuilds the session from the log: its counts and rules hold.
+    h.restart(Options::default()).await;
+    let engine = h.core().engine.clone();
+    assert_eq!(engine.sessions_list(Some(&ids.run)).sessions[0].message_count, 6);
+    let again = engine.session_send("agent:b", &ids.run, &["agent:a".into()], "RESULTS", json!({"n": 10})).await;
+    assert_eq!(code(again).0, "BUDGET_EXCEEDED");
+
+    // The root task ends: the session is closed to messages.
+    let log = h.core().log.clone();
+    log.append_one(record(&ids, "COMPLETED", json!({"note": "done"}))).await.unwrap();
+    let submit = |m: Message| {
+        let engine = engine.clone();
+        async move { engine.submit(vec![m]).await.unwrap().pop().unwrap() }
+    };
+    submit(message(&ids, "agent:runner", "task.result", &["user:ada"], json!({"text": "agreed"}))).await.unwrap();
+    let closed = engine.session_send("agent:a", &ids.run, &["agent:b".into()], "RESULTS", json!("late")).await;
+    assert_eq!(code(closed).0, "INVALID_TRANSITION");
+    h.stop().await;
+}
