@@ -374,7 +374,7 @@ impl Sessions {
 
     fn open(&self, id: &str) -> Result<&Session, Refusal> {
         let session = self.by_id.get(id).ok_or_else(|| {
-            Refusal::new(ErrorCode::NotFound, format!("no session `{}`", clutch_proto::error::quote(id)))
+            Refusal::new(ErrorCode::SessionNotFound, format!("no session `{}`", clutch_proto::error::quote(id)))
                 .field("run_id")
         })?;
         if session.closed || session.phase.is_final() {

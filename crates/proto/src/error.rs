@@ -61,6 +61,8 @@ codes! {
     AgentNotFound = "AGENT_NOT_FOUND", 404, -32004, false, "No agent with this id is registered.";
     ArtifactNotFound = "ARTIFACT_NOT_FOUND", 404, -32004, false, "No artifact with this content hash is stored.";
     SchemaNotFound = "SCHEMA_NOT_FOUND", 404, -32004, false, "No schema is published under this name.";
+    PositionNotFound = "POSITION_NOT_FOUND", 404, -32004, false, "No position (team of agents from a SKILL.md) by this name is served.";
+    SessionNotFound = "SESSION_NOT_FOUND", 404, -32004, false, "No position session with this id exists.";
     InvalidTransition = "INVALID_TRANSITION", 409, -32012, false, "The requested state change is not allowed from the current state.";
     LeaseLost = "LEASE_LOST", 409, -32013, false, "The caller no longer holds the lease it is acting under.";
     AlreadyClaimed = "ALREADY_CLAIMED", 409, -32020, false, "Another agent holds the task's claim; `problems` names it at `already_claimed_by`.";

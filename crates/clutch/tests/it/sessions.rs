@@ -557,3 +557,106 @@ async fn a_session_resumes_after_kill_9_without_a_repeated_call() {
     let phases = s.phases();
     assert_eq!(phases, completed_phases(), "one pass through the phases");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_lists_shows_and_follows_a_session_a_person_plays_a_role_in() {
+    let fake = Fake::start(players(true)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = serve(dir.path(), &fake, "");
+    let (http, url) = (reqwest::Client::new(), daemon.url.clone());
+    until_positions(&http, &url).await;
+    let cli = |args: &[&str]| {
+        let mut cmd = clutch();
+        cmd.args(args).args(["--url", &url]);
+        crate::support::run(cmd, "")
+    };
+    let out = cli(&["positions", "list"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let rows: Vec<Vec<&str>> = out.stdout.lines().map(|l| l.split_whitespace().take(2).collect()).collect();
+    assert_eq!(rows[0], ["NAME", "PATTERN"]);
+    assert_eq!(
+        rows[1..].iter().map(|r| (r[0], r[1])).collect::<Vec<_>>(),
+        [
+            ("circle", "circle"),
+            ("contemplator", "solo"),
+            ("mirror", "mirror"),
+            ("pyramid", "pyramid"),
+            ("relay", "relay"),
+            ("swarm", "swarm")
+        ]
+    );
+    let out = cli(&["positions", "show", "mirror"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    for part in ["ROLES", "Reflector", "Verifier", "WORKFLOW", "1. DISCOVERY", "MESSAGES", "CONSENSUS"] {
+        assert!(out.stdout.contains(part), "{part}: {out:?}");
+    }
+    let out = cli(&["positions", "show", "tango"]);
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(out.stderr.contains("no position `tango`"), "{out:?}");
+
+    // --follow streams the session to its end.
+    let out = cli(&[
+        "positions",
+        "invoke",
+        "contemplator",
+        "--input",
+        "Why is the sky blue?",
+        "--follow",
+        "--from",
+        "user:ada",
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(lines[0].starts_with("session run_"), "{out:?}");
+    let words: Vec<&str> = lines[1..].iter().filter_map(|l| l.split_whitespace().nth(1)).collect();
+    assert_eq!(
+        words,
+        ["INITIALIZING", "SPAWNING_AGENTS", "RUNNING", "RUNNING", "turn", "COMPLETING", "COMPLETED", "done"],
+        "{out:?}"
+    );
+    assert!(lines.last().unwrap().contains("Contemplator did:"), "{out:?}");
+    let out = cli(&["positions", "invoke", "mirror", "--input", "x", "--agents", "juggler=agent:x"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("has no role `juggler`"), "{out:?}");
+
+    // A person plays the Verifier: its turns wait for them (no accept deadline), and they answer over HTTP.
+    let inv = invoke(&http, &url, "mirror", json!({"input": "6 × 7", "agents": {"Verifier": "user:ada"}})).await;
+    let session = inv["session_id"].as_str().unwrap().to_owned();
+    let mut answered = Vec::new();
+    let deadline = Instant::now() + DEADLINE;
+    while answered.len() < 2 {
+        assert!(Instant::now() < deadline, "ada answered {}", answered.len());
+        let s = Session::read(&http, &url, &session).await;
+        for turn in s.events.iter().filter(|e| e["type"] == "task.request" && e["to"][0]["agent_id"] == "user:ada") {
+            let task = turn["task_id"].as_str().unwrap().to_owned();
+            if answered.contains(&task) {
+                continue;
+            }
+            let view: Value = http.get(format!("{url}/v1/tasks/{task}")).send().await.unwrap().json().await.unwrap();
+            assert_eq!(
+                (view["state"].clone(), view["agent"].clone()),
+                (json!("routed"), json!("user:ada")),
+                "{view:#}"
+            );
+            let text = if turn["payload"]["goal"].as_str().unwrap().contains("Compare") {
+                "CONSENSUS: agreed"
+            } else {
+                "ada: 42"
+            };
+            for (kind, payload) in [("task.accept", json!({})), ("task.result", json!({"text": text}))] {
+                let m = json!({
+                    "run_id": session, "thread_id": turn["thread_id"], "task_id": task, "parent_task_id": turn["parent_task_id"],
+                    "from": {"agent_id": "user:ada"}, "to": [{"agent_id": "agent:positions"}], "type": kind, "payload": payload,
+                });
+                let (status, body) = post(&http, &url, &m).await;
+                assert_eq!(status, 201, "{body}");
+            }
+            answered.push(task);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
+    assert_eq!(task["state"], "completed");
+    let s = Session::read(&http, &url, &session).await;
+    assert!(s.said().contains(&("user:ada".to_owned(), "CONSENSUS".to_owned())), "{:?}", s.said());
+}

@@ -47,7 +47,7 @@ impl Engine {
         } else {
             format!("known positions: {}", names.join(", "))
         };
-        Err(Refusal::new(ErrorCode::NotFound, format!("no position `{}`", clutch_proto::error::quote(name)))
+        Err(Refusal::new(ErrorCode::PositionNotFound, format!("no position `{}`", clutch_proto::error::quote(name)))
             .field("position")
             .hint(hint)
             .into())
@@ -116,8 +116,11 @@ impl Engine {
         let (thread_id, root_task_id, recipients, members) = {
             let state = self.state();
             let s = state.sessions.get(session_id).ok_or_else(|| {
-                Refusal::new(ErrorCode::NotFound, format!("no session `{}`", clutch_proto::error::quote(session_id)))
-                    .field("session_id")
+                Refusal::new(
+                    ErrorCode::SessionNotFound,
+                    format!("no session `{}`", clutch_proto::error::quote(session_id)),
+                )
+                .field("session_id")
             })?;
             let mut recipients: Vec<String> = Vec::new();
             for name in to {
@@ -206,7 +209,7 @@ impl Engine {
     ) -> Result<view::SessionHistory> {
         if self.state().sessions.get(session_id).is_none() {
             return Err(Refusal::new(
-                ErrorCode::NotFound,
+                ErrorCode::SessionNotFound,
                 format!("no session `{}`", clutch_proto::error::quote(session_id)),
             )
             .field("session_id")

@@ -102,7 +102,7 @@ async fn the_bus_rules_hold_on_the_writers_path_and_a_restart_keeps_them() {
         ("FORBIDDEN".into(), Some("from.agent_id".into()))
     );
     let nowhere = engine.session_send("agent:a", "run_nope", &["all".into()], "RESULTS", json!(1)).await;
-    assert_eq!(code(nowhere), ("NOT_FOUND".into(), Some("session_id".into())));
+    assert_eq!(code(nowhere), ("SESSION_NOT_FOUND".into(), Some("session_id".into())));
 
     // A loop: the same content again is refused, and announced once to the members.
     assert_eq!(code(send("agent:a", &["agent:b"], "RESULTS", json!({"found": 1})).await).0, "LOOP_DETECTED");
@@ -150,7 +150,7 @@ async fn the_bus_rules_hold_on_the_writers_path_and_a_restart_keeps_them() {
     let by_a = engine.session_history(&ids.run, None, Some("agent:a")).await.unwrap().messages;
     assert_eq!(by_a.len(), 6, "a is the sender or a recipient of each");
     assert!(by_a.iter().all(|m| m.kind == "RESULTS" || m.kind == "CONSENSUS"));
-    assert_eq!(code(engine.session_history("run_nope", None, None).await).0, "NOT_FOUND");
+    assert_eq!(code(engine.session_history("run_nope", None, None).await).0, "SESSION_NOT_FOUND");
 
     // A restart rebuilds the session from the log: its counts and rules hold.
     h.restart(Options::default()).await;
