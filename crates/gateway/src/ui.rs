@@ -48,6 +48,7 @@ static ASSETS: &[Asset] = assets![
     "js/views/agents.js",
     "js/views/auth.js",
     "js/views/composer.js",
+    "js/views/positions.js",
     "js/views/replay.js",
     "js/views/run.js",
     "js/views/sidebar.js",

@@ -64,7 +64,22 @@ impl Engine {
             .filter_map(|r| r["name"].as_str())
             .map(str::to_owned)
             .collect();
-        for role in invocation.agents.keys() {
+        for (role, agents) in &invocation.agents {
+            for agent in agents.split(',').map(str::trim) {
+                let named = agent.strip_prefix("agent:").or_else(|| agent.strip_prefix("user:"));
+                if let Err(why) = named
+                    .ok_or("not an `agent:` or `user:` id".to_owned())
+                    .and_then(|n| clutch_proto::id::check_name(n).map_err(|e| e.to_string()))
+                {
+                    return Err(Refusal::new(
+                        ErrorCode::ValidationFailed,
+                        format!("`{}` cannot play {role}: {why}", clutch_proto::error::quote(agent)),
+                    )
+                    .field(format!("agents.{role}"))
+                    .hint("name an agent (agent:ID) or a person (user:NAME); leave it out for an LLM agent")
+                    .into());
+                }
+            }
             if !roles.iter().any(|r| r.eq_ignore_ascii_case(role)) {
                 return Err(Refusal::new(
                     ErrorCode::ValidationFailed,

@@ -12,6 +12,7 @@ import { ThreadView, AllView } from './views/thread.js';
 import { RunView } from './views/run.js';
 import { AgentsView, AgentView } from './views/agents.js';
 import { ToolsView } from './views/tools.js';
+import { PositionsView } from './views/positions.js';
 import { ReplayView } from './views/replay.js';
 import { Composer } from './views/composer.js';
 import { askToken } from './views/auth.js';
@@ -174,6 +175,9 @@ class App {
       case 'tools':
         view = new ToolsView(this.api, this.store);
         break;
+      case 'positions':
+        view = new PositionsView(this.api);
+        break;
       case 'agents':
         view = new AgentsView(this.api, this.store);
         break;
@@ -190,7 +194,7 @@ class App {
     this.view = view;
     this.main.replaceChildren(view.el);
     this.main.dataset.view = route.view;
-    this.sidebar?.setActive(route.view === 'all' ? '#all' : route.view === 'agents' || route.view === 'agent' ? '#agents' : route.view === 'tools' ? '#tools' : route.id);
+    this.sidebar?.setActive(route.view === 'all' ? '#all' : route.view === 'agents' || route.view === 'agent' ? '#agents' : route.view === 'tools' ? '#tools' : route.view === 'positions' ? '#positions' : route.id);
     this.markVisibleRead(new Set([route.id]));
     document.title = `${route.view === 'all' ? 'Everything' : route.view} · Clutch`;
   }

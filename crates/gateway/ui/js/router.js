@@ -4,11 +4,12 @@
 //   #/run/ID  #/run/ID/task/T  a run's task tree and timeline, optionally one task's events
 //   #/agents  #/agent/ID       the agents panel, one agent's messages
 //   #/tools                    the tool servers and the calls waiting for approval
+//   #/positions                the positions (teams of agents) and a dialog to start one
 //   #/replay/ID                replay of a run
 
 /**
  * @typedef {object} Route
- * @property {'all' | 'thread' | 'run' | 'agents' | 'agent' | 'replay' | 'tools'} view
+ * @property {'all' | 'thread' | 'run' | 'agents' | 'agent' | 'replay' | 'tools' | 'positions'} view
  * @property {string} id
  * @property {string} task
  * @property {import('./types.js').Filter} filter
@@ -35,6 +36,7 @@ export function parse(hash = location.hash) {
       return { view, id, task: sub === 'task' ? task : '', filter };
     case 'agents':
     case 'tools':
+    case 'positions':
       return { view, id: '', task: '', filter };
     default:
       return { view: 'all', id: '', task: '', filter };
@@ -58,6 +60,7 @@ export const href = {
   run: (id, task) => `#/run/${encodeURIComponent(id)}${task ? `/task/${encodeURIComponent(task)}` : ''}`,
   agents: () => '#/agents',
   tools: () => '#/tools',
+  positions: () => '#/positions',
   /** @param {string} id */
   agent: (id) => `#/agent/${encodeURIComponent(id)}`,
   /** @param {string} id @param {string} [task] */
@@ -76,6 +79,7 @@ export function withFilter(route, filter) {
     run: href.run(route.id, route.task),
     agents: href.agents(),
     tools: href.tools(),
+    positions: href.positions(),
     agent: href.agent(route.id),
     replay: href.replay(route.id, route.task),
   }[route.view];

@@ -292,3 +292,31 @@ register('clutch.tool.started.v1', (p) => {
   const s = /** @type {import('../api-types.js').ToolStarted} */ (/** @type {unknown} */ (p));
   return h('p', { class: 'r-tool-started muted' }, `calling ${text(s.tool)}`, s.attempt > 1 ? ` (attempt ${s.attempt})` : '');
 });
+
+// A position's session. Its records (`clutch.session.v1`): the phase, the workflow step, a note; a
+// message between members (`clutch.session.message.v1`): its type and content; a warning to the team
+// (`clutch.session.warning.v1`): a member failed or looped.
+register('clutch.session.v1', (p) =>
+  h(
+    'p',
+    { class: 'r-session' },
+    h('span', { class: `phase phase-${text(p.phase).toLowerCase()}` }, text(p.phase)),
+    p.step ? ` ${text(p.step)}` : '',
+    p.note ? ` — ${text(p.note)}` : '',
+  ),
+);
+
+register('clutch.session.message.v1', (p, e) =>
+  h(
+    'div',
+    { class: 'r-said' },
+    h('span', { class: 'said-type' }, text(p.type)),
+    ' → ',
+    e.to.map((r) => nameOf(r.agent_id)).join(', '),
+    h('div', { class: 'said-content' }, typeof p.content === 'string' ? p.content : jsonEl(p.content)),
+  ),
+);
+
+register('clutch.session.warning.v1', (p) =>
+  h('p', { class: 'r-session-warning' }, h('strong', null, text(p.code)), ' ', text(p.message)),
+);

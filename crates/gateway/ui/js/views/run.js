@@ -6,6 +6,7 @@ import { Timeline } from './timeline.js';
 import { renderTaskCard, stateChip, who } from '../render/events.js';
 import { isTerminal, ORCHESTRATOR, spentBy } from '../store.js';
 import { barEl } from '../components/elements.js';
+import { SessionPanel } from './positions.js';
 
 /** @typedef {import('../types.js').Task} Task */
 /** @typedef {import('../types.js').Filter} Filter */
@@ -39,10 +40,13 @@ export class RunView {
     this.tree = h('ul', { class: 'task-tree', role: 'tree', 'aria-label': 'tasks of the run' });
     this.taskHead = h('div', { class: 'task-head' });
     this.detail = h('section', { class: 'detail-pane' });
+    /** What a position's session in this run says: team, phase, outcome (hidden for other runs). */
+    this.session = new SessionPanel(this.store, this.runId);
     this.el = h(
       'div',
       { class: 'run-view' },
       h('header', { class: 'view-head' }, h('div', null, this.title, this.summary), options.actions || null),
+      this.session.el,
       h(
         'div',
         { class: 'split' },
@@ -112,6 +116,7 @@ export class RunView {
     const failed = tasks.filter((t) => t.state === 'failed' || t.state === 'timed_out').length;
     const spent = spentBy(tasks);
     this.summary.textContent = `${this.runId} · ${(run?.events.length || 0).toLocaleString()} events · ${tasks.length} tasks${open ? ` · ${open} open` : ''}${failed ? ` · ${failed} failed` : ''}${spent ? ` · ${spentText(spent)}` : ''}`;
+    this.session.refresh();
     const changed = this.changed;
     this.changed = new Set();
     // Same tasks as drawn: only their rows change (state, progress, assignee). New tasks: redraw.

@@ -78,6 +78,7 @@ export class Sidebar {
         h('li', null, h('a', { href: href.all(), 'data-id': '#all' }, 'Everything')),
         h('li', null, h('a', { href: href.agents(), 'data-id': '#agents' }, 'Agents')),
         h('li', null, h('a', { href: href.tools(), 'data-id': '#tools' }, 'Tools')),
+        h('li', null, h('a', { href: href.positions(), 'data-id': '#positions' }, 'Positions')),
       ),
       h('div', { class: 'nav-head' }, h('h2', null, 'Threads'), h('button', { type: 'button', class: 'small', onclick: actions.onNewThread, title: 'Start a new thread' }, '+ New')),
       this.threadList,

@@ -1,0 +1,72 @@
+// Positions in the browser: the list of positions, the "Start" dialog (a bad agent id refused in
+// place, then a mirror started with two agents of the test playing its roles), and the run view's
+// session panel following the session live: its team, its phase, the messages between the members,
+// and the outcome.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Agent, daemonAndBrowser, eventually, events, post, withPage } from './support.mjs';
+
+const env = daemonAndBrowser();
+
+/**
+ * Plays `agent` in the session of run `run`: answers each turn given to it by name, with `answer`.
+ * @param {string} url
+ * @param {string} run
+ * @param {string} agent
+ * @param {(turn: any) => string} answer
+ * @param {number} turns how many turns to answer
+ */
+async function play(url, run, agent, answer, turns) {
+  /** @type {Set<string>} */
+  const done = new Set();
+  while (done.size < turns) {
+    const given = await eventually(async () => {
+      const list = await events(url, { run_id: run, type: 'task.request' });
+      return list.find((/** @type {any} */ e) => e.from.agent_id === 'agent:positions' && e.to[0]?.agent_id === agent && !done.has(e.task_id));
+    }, `a turn for ${agent}`);
+    for (const [type, payload] of /** @type {const} */ ([['task.accept', {}], ['task.result', { text: answer(given) }]])) {
+      await post(url, {
+        thread_id: given.thread_id, run_id: run, task_id: given.task_id, parent_task_id: given.parent_task_id,
+        from: { agent_id: agent }, to: [{ agent_id: 'agent:positions' }], type, payload,
+      });
+    }
+    done.add(given.task_id);
+  }
+}
+
+test('start a mirror from the dialog and follow its session live', async (t) => {
+  const url = env.daemon.url;
+  await new Agent(url, 'ida', { capabilities: [{ id: 'skill:review', version: '1.0.0' }] }).register();
+  await new Agent(url, 'ken', { capabilities: [{ id: 'skill:review', version: '1.0.0' }] }).register();
+  await withPage(env.browser, t.name, `${url}/#/positions`, async (page) => {
+    const card = page.locator('.position-card[data-position="mirror"]');
+    await card.waitFor();
+    assert.equal(await page.locator('.position-card').count(), 6, 'the six shipped positions');
+    await card.locator('button.start').click();
+    const dialog = page.locator('dialog.position-dialog');
+    await dialog.waitFor();
+    await dialog.locator('textarea[name=input]').fill('Is 6 × 7 equal to 42?');
+    // A bad id is refused by the daemon and said in the dialog, which stays open.
+    await dialog.locator('input[name="role-Reflector"]').fill('ida');
+    await dialog.locator('input[name="role-Verifier"]').fill('agent:ken');
+    await dialog.locator('button[value=start]').click();
+    await dialog.locator('.error', { hasText: 'agents.Reflector' }).waitFor();
+    await dialog.locator('input[name="role-Reflector"]').fill('agent:ida');
+    await dialog.locator('button[value=start]').click();
+    await page.waitForURL(/#\/run\/run_/);
+    const run = decodeURIComponent(page.url().split('#/run/')[1]);
+    const panel = page.locator('.session-panel');
+    await panel.locator('.team li[data-agent="agent:ida"]', { hasText: 'Reflector' }).waitFor();
+    assert.match(await panel.textContent() || '', /mirror/);
+
+    // The agents play their turns; the panel and the timeline follow.
+    const answer = (/** @type {any} */ turn) => (String(turn.payload.goal).includes('Compare') ? 'CONSENSUS: both 42' : `${turn.to[0].agent_id} found 42`);
+    await Promise.all([play(url, run, 'agent:ida', answer, 2), play(url, run, 'agent:ken', answer, 2)]);
+    await page.locator('.session-panel[data-phase="COMPLETED"]').waitFor();
+    assert.match(await panel.locator('.session-outcome').textContent() || '', /CONSENSUS/);
+    assert.match(await panel.locator('.count').textContent() || '', /^4 messages$/);
+    await page.locator('.r-said .said-type', { hasText: 'RESULTS' }).first().waitFor();
+    assert.equal(await page.locator('.r-said .said-type', { hasText: 'CONSENSUS' }).count(), 2);
+  });
+});

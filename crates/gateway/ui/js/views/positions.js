@@ -1,0 +1,213 @@
+// Positions: the teams of agents the daemon runs (`GET /v1/positions`), each with its pattern, roles
+// and workflow, and a "Start" dialog that invokes one (`POST /v1/positions/{name}/invoke`) and opens
+// its session (the run view, whose session panel shows the team, the phase and the outcome live).
+// The session panel itself is here too: what a run's `clutch.session.v1` records and messages say.
+
+import { h, settings, nameOf, clear, append } from '../util.js';
+import { href } from '../router.js';
+import { stateChip } from '../render/events.js';
+
+/** @typedef {import('../types.js').ClutchEvent} ClutchEvent */
+
+/**
+ * A position as the daemon lists it.
+ * @typedef {{name: string, title: string, pattern: string, description?: string | null, overview?: string,
+ *   roles: {name: string, personality: string, responsibilities: string[]}[],
+ *   workflow: {phase: string, description: string}[], protocol: {type: string, description: string}[]}} Position
+ */
+
+export class PositionsView {
+  /** @param {import('../api.js').Api} api */
+  constructor(api) {
+    this.api = api;
+    this.list = h('div', { class: 'positions' });
+    this.note = h('p', { class: 'muted view-sub' }, 'Loading…');
+    this.el = h(
+      'div',
+      { class: 'positions-view' },
+      h('header', { class: 'view-head' }, h('div', null, h('h1', { class: 'view-title' }, 'Positions'), this.note)),
+      this.list,
+    );
+    void this.load();
+  }
+
+  destroy() {}
+
+  async load() {
+    try {
+      const answer = /** @type {{positions: Position[]}} */ (await this.api.json('/v1/positions'));
+      this.draw(answer.positions);
+    } catch (e) {
+      this.note.textContent = `Could not load the positions: ${/** @type {Error} */ (e).message}`;
+    }
+  }
+
+  /** @param {Position[]} positions */
+  draw(positions) {
+    this.note.textContent = positions.length
+      ? `${positions.length} teams of agents, each following a collaboration pattern. Start one on an input; its session opens live.`
+      : 'No positions: the daemon has not announced any yet.';
+    this.list.replaceChildren(
+      ...positions.map((p) =>
+        h(
+          'article',
+          { class: 'position-card', 'data-position': p.name },
+          h('h2', null, p.title || p.name, ' ', h('span', { class: 'chip' }, p.pattern)),
+          p.description && h('p', null, p.description),
+          h('p', { class: 'muted small' }, 'Roles: ', p.roles.map((r) => r.name).join(', '), ' · phases: ', p.workflow.map((w) => w.phase).join(' → ')),
+          h('button', { type: 'button', class: 'primary start', onclick: () => this.open(p) }, 'Start'),
+        ),
+      ),
+    );
+  }
+
+  /** The "Start a position" dialog. @param {Position} p */
+  open(p) {
+    const input = h('textarea', { name: 'input', rows: 5, required: true, 'aria-label': 'input', placeholder: 'What should the team work on?' });
+    const as = h('input', { name: 'as', value: settings.get('user', '') || 'web', 'aria-label': 'as user', size: 12 });
+    /** @type {[string, HTMLInputElement][]} */
+    const roles = p.roles.map((r) => [r.name, /** @type {HTMLInputElement} */ (h('input', { name: `role-${r.name}`, 'aria-label': `${r.name} played by`, placeholder: 'an LLM agent (or agent:ID, user:NAME)' }))]);
+    const error = h('p', { class: 'error', role: 'alert', hidden: true });
+    const dialog = /** @type {HTMLDialogElement} */ (
+      h(
+        'dialog',
+        { class: 'position-dialog', 'aria-labelledby': 'position-title' },
+        h(
+          'form',
+          { method: 'dialog' },
+          h('h2', { id: 'position-title' }, `Start ${p.title || p.name}`),
+          p.overview && h('p', { class: 'muted small' }, p.overview),
+          h('label', { class: 'block' }, 'Input ', input),
+          h('fieldset', null, h('legend', null, 'Who plays each role'), roles.map(([name, el]) => h('label', { class: 'role' }, h('span', null, name), el))),
+          h('label', null, 'as user:', as),
+          error,
+          h(
+            'div',
+            { class: 'dialog-buttons' },
+            h('button', { value: 'cancel', type: 'submit', formnovalidate: true }, 'Cancel'),
+            h('button', { value: 'start', type: 'submit', class: 'primary' }, 'Start'),
+          ),
+        ),
+      )
+    );
+    dialog.addEventListener('submit', (e) => {
+      const submitter = /** @type {SubmitEvent} */ (e).submitter;
+      if (submitter?.getAttribute('value') !== 'start') return;
+      e.preventDefault();
+      void this.start(p, dialog, input.value, as.value.trim(), roles, error);
+    });
+    dialog.addEventListener('close', () => dialog.remove());
+    document.body.appendChild(dialog);
+    dialog.showModal();
+    input.focus();
+  }
+
+  /**
+   * @param {Position} p
+   * @param {HTMLDialogElement} dialog
+   * @param {string} text
+   * @param {string} user
+   * @param {[string, HTMLInputElement][]} roles
+   * @param {HTMLElement} error
+   */
+  async start(p, dialog, text, user, roles, error) {
+    /** @type {Record<string, string>} */
+    const agents = {};
+    for (const [name, el] of roles) if (el.value.trim()) agents[name] = el.value.trim();
+    if (user) settings.set('user', user);
+    try {
+      const body = { input: text, agents, agent_id: `user:${user || 'web'}` };
+      const invoked = await (await this.api.fetch(`/v1/positions/${encodeURIComponent(p.name)}/invoke`, { method: 'POST', body })).json();
+      dialog.close();
+      location.hash = href.run(invoked.session_id);
+    } catch (e) {
+      const err = /** @type {{message: string, field?: string}} */ (e);
+      error.textContent = err.field ? `${err.field}: ${err.message}` : err.message;
+      error.hidden = false;
+    }
+  }
+}
+
+/**
+ * A session as its run's events tell it: the last record, the messages between members, the task
+ * that stands for it.
+ * @param {ClutchEvent[]} events the run's, in seq order
+ */
+export function sessionOf(events) {
+  /** @type {ClutchEvent | undefined} */
+  let last;
+  let messages = 0;
+  for (const e of events) {
+    if (e.payload_type === 'clutch.session.v1') last = e;
+    else if (e.payload_type === 'clutch.session.message.v1') messages++;
+  }
+  if (!last) return null;
+  const p = last.payload;
+  return {
+    position: String(p.position || ''),
+    pattern: String(p.pattern || ''),
+    phase: String(p.phase || ''),
+    step: p.step ? String(p.step) : '',
+    note: p.note ? String(p.note) : '',
+    /** @type {{agent_id: string, role: string}[]} */
+    members: Array.isArray(p.members) ? p.members : [],
+    /** @type {string[]} */
+    failed: Array.isArray(p.failed) ? p.failed : [],
+    root: last.task_id,
+    messages,
+  };
+}
+
+/** The session panel of a run view: position, phase, team, message count, outcome; live. */
+export class SessionPanel {
+  /** @param {import('../store.js').Store} store @param {string} runId */
+  constructor(store, runId) {
+    this.store = store;
+    this.runId = runId;
+    this.el = h('section', { class: 'session-panel', 'aria-label': 'session', hidden: true });
+  }
+
+  refresh() {
+    const events = this.store.runs.get(this.runId)?.events || [];
+    const s = sessionOf(events);
+    if (!s) {
+      this.el.hidden = true;
+      return;
+    }
+    this.el.hidden = false;
+    const root = this.store.tasks.get(s.root);
+    const outcome = root?.outcome;
+    const finalPhase = ['COMPLETED', 'ERROR', 'TIMEOUT'].includes(s.phase);
+    this.el.dataset.phase = s.phase;
+    clear(this.el);
+    append(this.el, [
+      h(
+        'div',
+        { class: 'session-head' },
+        h('strong', null, s.position),
+        h('span', { class: 'chip' }, s.pattern),
+        h('span', { class: `phase phase-${s.phase.toLowerCase()}` }, s.phase),
+        s.step && !finalPhase && h('span', { class: 'step muted' }, s.step),
+        h('span', { class: 'muted count' }, `${s.messages} message${s.messages === 1 ? '' : 's'}`),
+        root && stateChip(root.state),
+      ),
+      h(
+        'ul',
+        { class: 'team' },
+        s.members.map((m) =>
+          h(
+            'li',
+            { 'data-agent': m.agent_id, class: s.failed.includes(m.agent_id) ? 'failed' : '' },
+            h('span', { class: 'role' }, m.role),
+            ' ',
+            h('a', { href: href.agent(m.agent_id) }, nameOf(m.agent_id)),
+            s.failed.includes(m.agent_id) && h('span', { class: 'muted' }, ' (failed)'),
+          ),
+        ),
+      ),
+      s.note && h('p', { class: 'muted note' }, s.note),
+      outcome?.type === 'task.result' && h('div', { class: 'session-outcome' }, outcome.payload.verdict && h('strong', null, `${outcome.payload.verdict} `), String(outcome.payload.text ?? '')),
+      outcome?.type === 'task.error' && h('p', { class: 'error session-outcome' }, `${outcome.payload.code}: ${outcome.payload.message}`),
+    ]);
+  }
+}
