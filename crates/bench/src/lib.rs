@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 mod http1;
 mod llm;
 mod mcp;
+mod positions;
 mod tasks;
 mod tools;
 mod workflow;
@@ -74,6 +75,13 @@ pub enum Command {
   clutch bench llm                                     # 200 agents, 200 ms answers, 10 s
   clutch bench llm --agents 50 --latency-ms 500 --duration 5")]
     Llm(llm::LlmArgs),
+    /// Positions against a fake provider in this process: N concurrent mirror sessions (each two
+    /// rounds of two model calls), sessions/s against the ideal, and the orchestration overhead per
+    /// session and per event.
+    #[command(after_help = "EXAMPLES:
+  clutch bench positions                               # 50 sessions, 200 ms answers, 10 s
+  clutch bench positions --sessions 10 --latency-ms 500")]
+    Positions(positions::PositionsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -135,6 +143,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Workflow(args) => workflow::run(args).await,
         Command::Tools(args) => tools::run(args).await,
         Command::Llm(args) => llm::run(args).await,
+        Command::Positions(args) => positions::run(args).await,
     }
 }
 

@@ -349,10 +349,19 @@ impl Runtime {
             running.insert(agent.id.clone(), (handle, agent));
         }
         tokio::pin!(stop);
+        // A card registered (an agent created through the API, a position's role) is looked at at
+        // once; the tick catches removals and anything missed.
+        let mut cards =
+            log.subscribe(Filter { kind: Some(MessageType::AgentRegister), ..Filter::default() }, None).await.ok();
         loop {
             tokio::select! {
                 () = &mut stop => break,
                 () = tokio::time::sleep(WATCH_EVERY) => {}
+                next = async { cards.as_mut()?.next().await.ok() }, if cards.is_some() => {
+                    if next.is_none() {
+                        cards = None;
+                    }
+                }
                 Some(_) = agents.join_next(), if !agents.is_empty() => continue,
             }
             // A few fields of each agent under the engine's lock, a card cloned only to start one.
