@@ -55,6 +55,35 @@ fn print_line(out: &mut impl Write, line: &[u8], json: bool, color: bool) -> any
     Ok(())
 }
 
+/// The card `agent` last registered itself with, from the log (for an agent removed since).
+async fn registered_card(client: &Client, agent: &str) -> anyhow::Result<Option<clutch_proto::card::AgentCard>> {
+    let mut card = None;
+    for kind in ["agent.register", "agent.update"] {
+        let mut after = 0u64;
+        loop {
+            let after_text = after.to_string();
+            let query = [("agent_id", agent), ("type", kind), ("after", after_text.as_str()), ("limit", "1000")];
+            let page = client.json(client.get("/v1/events").query(&query)).await?;
+            let events = page["events"].as_array().cloned().unwrap_or_default();
+            for e in &events {
+                if let Ok(c) = serde_json::from_value::<clutch_proto::card::AgentCard>(e["payload"].clone())
+                    && c.agent_id == agent
+                {
+                    let seq = e["seq"].as_u64().unwrap_or(0);
+                    if card.as_ref().is_none_or(|(s, _)| *s < seq) {
+                        card = Some((seq, c));
+                    }
+                }
+            }
+            match page["next_after"].as_u64() {
+                Some(next) if !events.is_empty() && next > after => after = next,
+                _ => break,
+            }
+        }
+    }
+    Ok(card.map(|(_, c)| c))
+}
+
 /// Re-executes the run's LLM tasks with their agents' cards; exits 1 when one differs.
 async fn reexecute(client: &Client, run: &str) -> anyhow::Result<()> {
     let response = client.send(client.get(&format!("/v1/runs/{}/events", client::path_segment(run)))).await?;
@@ -81,9 +110,13 @@ async fn reexecute(client: &Client, run: &str) -> anyhow::Result<()> {
                 let view: clutch_core::view::Agent = client::typed(answer)?;
                 cards.insert(agent, view.card);
             }
-            Err(e) if e.is_not_found() => {
-                eprintln!("clutch: {agent} is no longer registered: re-executed from its records alone")
-            }
+            Err(e) if e.is_not_found() => match registered_card(client, &agent).await? {
+                // Removed since (a position's agents are, when their session ends): its card as registered.
+                Some(card) => {
+                    cards.insert(agent, card);
+                }
+                None => eprintln!("clutch: {agent} is no longer registered: re-executed from its records alone"),
+            },
             Err(e) => return Err(e.into()),
         }
     }

@@ -96,11 +96,12 @@ impl Recorded {
         let request = of_task
             .iter()
             .rev()
+            // Routed to it by the daemon, or sent to it by name (a position's turn), as the agent
+            // takes them.
             .find(|m| {
                 m.kind == MessageType::TaskRequest
                     && m.attempt == attempt
                     && m.to.iter().any(|r| r.agent_id == agent_id)
-                    && m.from.agent_id == clutch_core::tasks::ORCHESTRATOR
             })
             .map(|m| (*m).clone())
             .ok_or_else(|| format!("the run holds no delivery of {task_id} to {agent_id} (attempt {attempt})"))?;

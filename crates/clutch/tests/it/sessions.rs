@@ -238,6 +238,14 @@ async fn every_shipped_position_runs_end_to_end_as_a_recorded_session() {
     assert_eq!(s.types(), ["RESULTS", "RESULTS", "CONSENSUS", "CONSENSUS"]);
     assert_eq!(results[1]["verdict"], "CONSENSUS");
     assert_eq!(results[1]["comparison"], json!({"Reflector": "CONSENSUS", "Verifier": "CONSENSUS"}));
+    // Its members' turns re-executed offline from the log: each sends what it sent.
+    let calls = fake.count();
+    let mut cmd = clutch();
+    cmd.args(["runs", "replay", invoked[1].1["session_id"].as_str().unwrap(), "--reexecute", "--url", &url]);
+    let out = crate::support::run(cmd, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.matches(": identical (").count(), 4, "{out:?}");
+    assert_eq!(fake.count(), calls, "re-executing calls no provider");
 
     // relay: each leg's output is the next one's input, handed off.
     let s = Session::read(&http, &url, invoked[2].1["session_id"].as_str().unwrap()).await;
