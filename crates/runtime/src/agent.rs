@@ -131,11 +131,12 @@ impl Config {
             return Err(format!("{}: `max_turns`, `max_concurrency` and `task_timeout_ms` must be above 0", self.name));
         }
         for tool in &self.tools {
-            if tool != crate::builtin::ENTRY && (!tool.starts_with("mcp:") || tool.len() <= 4) {
+            if !crate::builtin::ENTRIES.contains(&tool.as_str()) && (!tool.starts_with("mcp:") || tool.len() <= 4) {
                 return Err(format!(
-                    "{}: tool {tool:?}: write `mcp:<server>/<tool>`, `mcp:<server>`, or `{}` (the workflow tools)",
+                    "{}: tool {tool:?}: write `mcp:<server>/<tool>`, `mcp:<server>`, `{}` (the workflow tools) or `{}` (the session tools)",
                     self.name,
-                    crate::builtin::ENTRY
+                    crate::builtin::ENTRY,
+                    crate::builtin::SESSIONS
                 ));
             }
         }

@@ -41,9 +41,7 @@ impl Env for Agent {
     /// The agent's entries matched against the tools the adapters serve now, plus `emit`.
     fn tools(&self) -> (Vec<ToolSpec>, HashMap<String, String>) {
         let mut specs = vec![work::emit_spec()];
-        if self.config.tools.iter().any(|t| t == crate::builtin::ENTRY) {
-            specs.extend(crate::builtin::specs());
-        }
+        specs.extend(crate::builtin::specs(&self.config.tools));
         let mut names = HashMap::new();
         if self.config.tools.is_empty() {
             return (specs, names);

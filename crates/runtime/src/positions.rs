@@ -679,7 +679,7 @@ impl Ctx {
                         .collect(),
                 };
                 let system = self.skill.system_prompt(&member.role, &facts).unwrap_or_default();
-                let mut llm = json!({"provider": provider, "system": system, "max_turns": 8});
+                let mut llm = json!({"provider": provider, "system": system, "max_turns": 8, "tools": [crate::builtin::SESSIONS]});
                 if let Some(model) = &self.options.model {
                     llm["model"] = json!(model);
                 }

@@ -134,9 +134,9 @@ impl Recorded {
                 description: None,
                 system: first.request.system.clone().unwrap_or_default(),
                 capabilities: Vec::new(),
-                // The workflow tools, when it used them (other tools are named by their calls).
+                // The built-in tools, when it used them (other tools are named by their calls).
                 tools: if sent.iter().any(|m| m.payload_type.as_deref() == Some(LLM_TOOL_PAYLOAD)) {
-                    vec![crate::builtin::ENTRY.to_owned()]
+                    crate::builtin::ENTRIES.iter().map(|e| (*e).to_owned()).collect()
                 } else {
                     Vec::new()
                 },

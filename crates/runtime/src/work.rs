@@ -530,7 +530,9 @@ async fn use_tool<E: Env>(
             }
         };
     }
-    if crate::builtin::is_builtin(name) && env.config().tools.iter().any(|t| t == crate::builtin::ENTRY) {
+    if let Some(entry) = crate::builtin::entry_of(name)
+        && env.config().tools.iter().any(|t| t == entry)
+    {
         let what = format!("builtin:{turn}:{i}");
         let key = key(env, request, &what);
         if let Some(recorded) = history.builtins.remove(&key) {

@@ -312,8 +312,27 @@ async fn every_shipped_position_runs_end_to_end_as_a_recorded_session() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_mirror_that_disagrees_escalates() {
-    let fake = Fake::start(players(false)).await.unwrap();
+async fn a_mirror_that_disagrees_escalates_and_its_members_talk_with_the_session_tools() {
+    // The Reflector tells the others it is ready with the built-in sessions_send tool mid-turn.
+    let base = players(false).script;
+    let fake = Fake::start(Options::script(move |body, n| {
+        let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or_default();
+        if role(body) == "Reflector" && asked(body).contains("Analyse") && !last.to_string().contains("tool_result") {
+            let system = body["system"].to_string();
+            let session = system
+                .split("Session ID: ")
+                .nth(1)
+                .and_then(|s| s.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').next())
+                .unwrap_or_default()
+                .to_owned();
+            let input =
+                json!({"session_id": session, "to": ["all"], "type": "READY_TO_SHARE", "content": "analysis done"});
+            return Reply::Tool { text: String::new(), name: "sessions_send".into(), input };
+        }
+        base(body, n)
+    }))
+    .await
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let daemon = serve(dir.path(), &fake, "");
     let (http, url) = (reqwest::Client::new(), daemon.url.clone());
@@ -322,7 +341,10 @@ async fn a_mirror_that_disagrees_escalates() {
     let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
     assert_eq!(task["state"], "completed");
     let s = Session::read(&http, &url, inv["session_id"].as_str().unwrap()).await;
-    assert_eq!(s.types(), ["RESULTS", "RESULTS", "CONSENSUS", "DISCREPANCY", "ESCALATE"]);
+    assert_eq!(s.types(), ["READY_TO_SHARE", "RESULTS", "RESULTS", "CONSENSUS", "DISCREPANCY", "ESCALATE"]);
+    let ready = s.events.iter().find(|e| e["payload"]["type"] == "READY_TO_SHARE").unwrap();
+    assert!(ready["from"]["agent_id"].as_str().unwrap().contains("reflector"), "{ready}");
+    assert!(ready["to"][0]["agent_id"].as_str().unwrap().contains("verifier"), "`all` is the others: {ready}");
     let result = s.events.iter().find(|e| e["type"] == "task.result" && e["task_id"] == inv["task_id"]).unwrap();
     assert_eq!(
         (result["payload"]["verdict"].clone(), result["payload"]["escalated"].clone()),
@@ -337,6 +359,9 @@ async fn failures_timeouts_and_cancel_end_sessions_as_the_seed_says() {
     let stalling = stall.clone();
     let fake = Fake::start(Options::script(move |body, _| {
         let (role, asked) = (role(body), asked(body));
+        if asked.contains("everyone fails") {
+            return Reply::Status { status: 400, retry_after: None };
+        }
         if role == "Verifier" && asked.contains("Analyse") && !stalling.load(Ordering::Relaxed) {
             return Reply::Status { status: 400, retry_after: None };
         }
@@ -371,6 +396,14 @@ async fn failures_timeouts_and_cancel_end_sessions_as_the_seed_says() {
         s.records().filter(|r| !r["payload"]["failed"].as_array().is_none_or(Vec::is_empty)).collect();
     assert!(!failed.is_empty());
     assert_eq!(s.types(), ["ESCALATE"]);
+
+    // Every agent fails: the session ends in ERROR, the task fails ALL_AGENTS_FAILED.
+    let inv = invoke(&http, &url, "mirror", json!({"input": "everyone fails"})).await;
+    let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
+    assert_eq!((task["state"].clone(), task["error"]["code"].clone()), (json!("failed"), json!("ALL_AGENTS_FAILED")));
+    let s = Session::read(&http, &url, inv["session_id"].as_str().unwrap()).await;
+    assert_eq!(s.phases().last().unwrap(), "ERROR");
+    assert_eq!(s.records().last().unwrap()["payload"]["failed"].as_array().unwrap().len(), 2);
 
     // A chain whose first leg fails: the session ends in ERROR, the task fails with a reason.
     let inv = invoke(&http, &url, "relay", json!({"input": "x"})).await;
