@@ -44,7 +44,8 @@ pub struct LlmArgs {
     pub dir: PathBuf,
 }
 
-fn provider(fake: &Fake) -> provider::Config {
+/// The fake as a provider, streaming, retried twice, unpaced.
+pub(super) fn provider(fake: &Fake) -> provider::Config {
     provider::Config {
         name: "fake".into(),
         kind: provider::Kind::Anthropic,

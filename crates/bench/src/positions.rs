@@ -16,7 +16,7 @@ use clutch_app::{App, face};
 use clutch_core::session::Invocation;
 use clutch_proto::{Message, MessageType};
 use clutch_runtime::fake::{Fake, Options, Reply};
-use clutch_runtime::{positions, provider};
+use clutch_runtime::positions;
 use clutch_store::Filter;
 use tokio::sync::oneshot;
 
@@ -36,26 +36,6 @@ pub struct PositionsArgs {
     /// Where the SQLite files go.
     #[arg(long, default_value = ".clutch-bench", value_name = "DIR")]
     pub dir: PathBuf,
-}
-
-fn provider(fake: &Fake) -> provider::Config {
-    provider::Config {
-        name: "fake".into(),
-        kind: provider::Kind::Anthropic,
-        base_url: Some(fake.url.clone()),
-        api_key_env: None,
-        model: "fake-model-1".into(),
-        max_tokens: 256,
-        temperature: None,
-        stream: true,
-        timeout_ms: 60_000,
-        idle_timeout_ms: 60_000,
-        max_retries: 2,
-        retry_base_ms: 100,
-        requests_per_minute: None,
-        tokens_per_minute: None,
-        prices: Default::default(),
-    }
 }
 
 /// Sessions' outcomes, handed to whoever waits for each.
@@ -115,7 +95,7 @@ pub async fn run(args: PositionsArgs) -> anyhow::Result<()> {
     }))
     .await?;
     let store = clutch_store_sqlite::Store::open(&dir).context("cannot open the SQLite store")?;
-    let runtime = clutch_runtime::Runtime::new(vec![provider(&fake)], Vec::new())?;
+    let runtime = clutch_runtime::Runtime::new(vec![super::llm::provider(&fake)], Vec::new())?;
     let options = positions::Options { provider: Some("fake".into()), ..positions::Options::default() };
     let app =
         App::builder(Arc::new(store)).face(face::Runtime::new(runtime)).face(face::Positions(options)).build().await?;

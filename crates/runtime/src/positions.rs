@@ -31,29 +31,17 @@ pub use clutch_core::session::RUNNER;
 /// What a turn's request carries (the daemon's own payload type).
 pub const TURN_PAYLOAD: &str = "clutch.position.turn.v1";
 
-/// An invocation: the payload of a `task.request` to [`RUNNER`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+/// An invocation: the payload of a `task.request` to [`RUNNER`] (as `Engine::position_invoke`
+/// writes it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Invoke {
     /// The position's name (`mirror`).
     pub position: String,
-    /// What the team works on: text, or any JSON (a swarm partitions an array by items).
-    #[serde(default)]
-    pub input: Value,
-    /// Who plays each role (by role name, any case): agent ids, comma-separated where a role has
-    /// several agents (a swarm's workers). A role nobody is named for is played by a built-in LLM
-    /// agent spawned for the session.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub agents: BTreeMap<String, String>,
-    /// A circle's rounds, overriding the position's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rounds: Option<u32>,
-    /// A swarm's workers, overriding the position's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workers: Option<u32>,
-    /// The text a `task.request` usually carries, ignored (a goal for people reading the log).
+    /// The text a `task.request` usually carries (for people reading the log).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goal: Option<String>,
+    #[serde(flatten)]
+    pub invocation: clutch_core::session::Invocation,
 }
 
 /// How the runner works.
@@ -498,7 +486,7 @@ impl Ctx {
     async fn turn(&mut self, key: &str, agent: &str, role: &str, goal: String, extra: Value) -> Result<String, Stop> {
         let mut payload = json!({
             "goal": goal, "session_id": self.session, "position": self.skill.name, "role": role,
-            "step": self.step, "input": self.invoke.input,
+            "step": self.step, "input": self.invoke.invocation.input,
         });
         if let (Some(p), Some(e)) = (payload.as_object_mut(), extra.as_object()) {
             p.extend(e.clone());
@@ -611,7 +599,7 @@ impl Ctx {
     /// Who plays each role: the agents the invocation names, and LLM agents spawned for the rest.
     async fn cast(&mut self) -> Result<Vec<Member>, Stop> {
         let named: HashMap<String, String> =
-            self.invoke.agents.iter().map(|(r, a)| (r.to_lowercase(), a.clone())).collect();
+            self.invoke.invocation.agents.iter().map(|(r, a)| (r.to_lowercase(), a.clone())).collect();
         for role in named.keys() {
             if !self.skill.agents.iter().any(|r| r.name.to_lowercase() == *role) {
                 let roles: Vec<&str> = self.skill.agents.iter().map(|r| r.name.as_str()).collect();
@@ -625,7 +613,7 @@ impl Ctx {
         let mut missing = Vec::new();
         for (i, role) in self.skill.agents.iter().enumerate() {
             let count = if self.skill.pattern == Pattern::Swarm && i == 0 {
-                self.invoke.workers.unwrap_or(self.skill.params.workers_or_default()).clamp(1, 32) as usize
+                self.invoke.invocation.workers.unwrap_or(self.skill.params.workers_or_default()).clamp(1, 32) as usize
             } else {
                 1
             };
@@ -714,7 +702,7 @@ impl Ctx {
     }
 
     fn input_text(&self) -> String {
-        match &self.invoke.input {
+        match &self.invoke.invocation.input {
             Value::String(s) => s.clone(),
             Value::Null => String::new(),
             other => serde_json::to_string_pretty(other).unwrap_or_default(),
@@ -999,7 +987,7 @@ impl Ctx {
             return Err(no_members());
         }
         let aggregator = self.role_members(1).into_iter().next();
-        let parts = partition(&self.invoke.input, scouts.len());
+        let parts = partition(&self.invoke.invocation.input, scouts.len());
         self.step(&self.phase_named("SCATTER", 0)).await?;
         let turns: Vec<(Member, String, Value)> = parts
             .iter()
@@ -1053,7 +1041,7 @@ impl Ctx {
         if members.len() < 2 {
             return Err(no_members());
         }
-        let rounds = self.invoke.rounds.unwrap_or(self.skill.params.rounds_or_default()).clamp(1, 20);
+        let rounds = self.invoke.invocation.rounds.unwrap_or(self.skill.params.rounds_or_default()).clamp(1, 20);
         let input = self.input_text();
         let mut last: Vec<(String, String)> = Vec::new();
         let mut history = Vec::new();

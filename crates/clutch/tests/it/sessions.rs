@@ -146,6 +146,21 @@ impl Session {
     }
 }
 
+/// `who` works a mirror `turn` by hand: accepts it and answers `analysis`, or a CONSENSUS to a comparison.
+async fn play(http: &reqwest::Client, url: &str, turn: &Value, who: &str, analysis: &str) {
+    let text =
+        if turn["payload"]["goal"].as_str().unwrap().contains("Compare") { "CONSENSUS: agreed" } else { analysis };
+    for (kind, payload) in [("task.accept", json!({})), ("task.result", json!({"text": text}))] {
+        let m = json!({
+            "run_id": turn["run_id"], "thread_id": turn["thread_id"], "task_id": turn["task_id"],
+            "parent_task_id": turn["parent_task_id"], "from": {"agent_id": who}, "to": [{"agent_id": "agent:positions"}],
+            "type": kind, "payload": payload,
+        });
+        let (status, body) = post(http, url, &m).await;
+        assert_eq!(status, 201, "{body}");
+    }
+}
+
 const RUN: [&str; 4] = ["INITIALIZING", "SPAWNING_AGENTS", "RUNNING", "COMPLETING"];
 
 fn completed_phases() -> Vec<String> {
@@ -517,20 +532,7 @@ async fn a_mixed_team_and_the_bus_rules_over_http() {
                 assert_eq!(loop_.json::<Value>().await.unwrap()["error"]["code"], "LOOP_DETECTED");
                 said = true;
             }
-            let task = turn["task_id"].as_str().unwrap();
-            let text = if turn["payload"]["goal"].as_str().unwrap().contains("Compare") {
-                "CONSENSUS: same"
-            } else {
-                "kim found 42"
-            };
-            for (kind, payload) in [("task.accept", json!({})), ("task.result", json!({"text": text}))] {
-                let m = json!({
-                    "run_id": session, "thread_id": turn["thread_id"], "task_id": task, "parent_task_id": turn["parent_task_id"],
-                    "from": {"agent_id": "agent:kim"}, "to": [{"agent_id": "agent:positions"}], "type": kind, "payload": payload,
-                });
-                let (status, body) = post(&http, &url, &m).await;
-                assert_eq!(status, 201, "{body}");
-            }
+            play(&http, &url, turn, "agent:kim", "kim found 42").await;
             answered += 1;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -679,19 +681,7 @@ async fn the_cli_lists_shows_and_follows_a_session_a_person_plays_a_role_in() {
                 (json!("routed"), json!("user:ada")),
                 "{view:#}"
             );
-            let text = if turn["payload"]["goal"].as_str().unwrap().contains("Compare") {
-                "CONSENSUS: agreed"
-            } else {
-                "ada: 42"
-            };
-            for (kind, payload) in [("task.accept", json!({})), ("task.result", json!({"text": text}))] {
-                let m = json!({
-                    "run_id": session, "thread_id": turn["thread_id"], "task_id": task, "parent_task_id": turn["parent_task_id"],
-                    "from": {"agent_id": "user:ada"}, "to": [{"agent_id": "agent:positions"}], "type": kind, "payload": payload,
-                });
-                let (status, body) = post(&http, &url, &m).await;
-                assert_eq!(status, 201, "{body}");
-            }
+            play(&http, &url, turn, "user:ada", "ada: 42").await;
             answered.push(task);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
