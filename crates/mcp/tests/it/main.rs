@@ -13,6 +13,7 @@ mod fast;
 mod fuzz;
 mod lifecycle;
 mod origin;
+mod sessions;
 mod tools;
 mod workflows;
 
@@ -40,13 +41,22 @@ pub async fn start() -> Daemon {
 }
 
 pub async fn start_with(options: clutch_mcp::Options) -> Daemon {
+    start_faces(options, false).await
+}
+
+/// The same, with the positions runner when `positions` is set.
+pub async fn start_faces(options: clutch_mcp::Options, positions: bool) -> Daemon {
     let dir = tempfile::tempdir().unwrap();
     let store = clutch_store_sqlite::Store::open(dir.path()).unwrap();
     let engine = clutch_core::engine::Options {
         heartbeat_interval: std::time::Duration::from_millis(2500),
         ..clutch_core::engine::Options::default()
     };
-    let mut app = App::builder(Arc::new(store)).engine(engine).face(face::Mcp(options)).build().await.unwrap();
+    let mut builder = App::builder(Arc::new(store)).engine(engine).face(face::Mcp(options));
+    if positions {
+        builder = builder.face(face::Positions(clutch_runtime::positions::Options::default()));
+    }
+    let mut app = builder.build().await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     app.listen(listener);
