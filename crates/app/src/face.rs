@@ -99,6 +99,7 @@ impl Face for Runtime {
 /// Positions (`clutch_runtime::positions`): the runner, `agent:positions`, which takes each
 /// invocation, casts the position's roles (spawning built-in LLM agents for the roles nobody was
 /// named for) and drives its pattern in a session recorded in the log.
+#[derive(Default)]
 pub struct Positions(pub clutch_runtime::positions::Options);
 
 impl Face for Positions {

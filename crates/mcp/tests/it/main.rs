@@ -54,7 +54,8 @@ pub async fn start_faces(options: clutch_mcp::Options, positions: bool) -> Daemo
     };
     let mut builder = App::builder(Arc::new(store)).engine(engine).face(face::Mcp(options));
     if positions {
-        builder = builder.face(face::Positions(clutch_runtime::positions::Options::default()));
+        // The shipped positions; no provider, so every role is named at invocation.
+        builder = builder.face(face::Positions::default());
     }
     let mut app = builder.build().await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
