@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
@@ -104,31 +104,12 @@ async fn daemon(dir: &std::path::Path, fake: &Fake, n: usize) -> anyhow::Result<
 /// Tasks submitted, and their results handed to whoever waits.
 struct Asker {
     engine: Engine,
-    waiting: Arc<Mutex<HashMap<String, oneshot::Sender<Message>>>>,
+    waiting: super::positions::Waiting,
 }
 
 impl Asker {
     async fn new(app: &App) -> anyhow::Result<Asker> {
-        let mut results =
-            app.log.subscribe(Filter { kind: Some(MessageType::TaskResult), ..Filter::default() }, None).await?;
-        let mut errors =
-            app.log.subscribe(Filter { kind: Some(MessageType::TaskError), ..Filter::default() }, None).await?;
-        let waiting: Arc<Mutex<HashMap<String, oneshot::Sender<Message>>>> = Arc::default();
-        let w = waiting.clone();
-        tokio::spawn(async move {
-            loop {
-                let event = tokio::select! {
-                    e = results.next() => e,
-                    e = errors.next() => e,
-                };
-                let Ok(event) = event else { return };
-                let Ok(m) = event.message() else { continue };
-                if let Some(tx) = w.lock().unwrap_or_else(|e| e.into_inner()).remove(&m.task_id) {
-                    let _ = tx.send(m);
-                }
-            }
-        });
-        Ok(Asker { engine: app.engine.clone(), waiting })
+        Ok(Asker { engine: app.engine.clone(), waiting: super::positions::outcomes(app).await? })
     }
 
     /// A task for `skill:bench`, and its answer.

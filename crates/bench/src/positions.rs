@@ -38,10 +38,10 @@ pub struct PositionsArgs {
     pub dir: PathBuf,
 }
 
-/// Sessions' outcomes, handed to whoever waits for each.
-type Waiting = Arc<Mutex<HashMap<String, oneshot::Sender<Message>>>>;
+/// Tasks' outcomes (`task.result` or `task.error`), handed to whoever waits for each, by task id.
+pub(super) type Waiting = Arc<Mutex<HashMap<String, oneshot::Sender<Message>>>>;
 
-async fn outcomes(app: &App) -> anyhow::Result<Waiting> {
+pub(super) async fn outcomes(app: &App) -> anyhow::Result<Waiting> {
     let mut results =
         app.log.subscribe(Filter { kind: Some(MessageType::TaskResult), ..Filter::default() }, None).await?;
     let mut errors =
@@ -70,8 +70,7 @@ async fn session(app: &App, waiting: &Waiting, n: usize) -> anyhow::Result<(Dura
         Invocation { input: serde_json::json!(format!("Is {n} × 7 = {}?", n * 7)), ..Invocation::default() };
     let began = Instant::now();
     let (tx, rx) = oneshot::channel();
-    // The task id is known only once invoked: register the waiter under the answer's id, and look
-    // for an outcome that came first (it cannot: the runner answers after the invocation is stored).
+    // The task id is known once invoked; the runner answers many writes later, so nothing is missed.
     let invoked = app.engine.position_invoke("user:bench", "mirror", invocation).await?;
     waiting.lock().unwrap_or_else(|e| e.into_inner()).insert(invoked.task_id.clone(), tx);
     let outcome = tokio::time::timeout(Duration::from_secs(120), rx).await.context("no outcome in 120 s")??;

@@ -521,11 +521,9 @@ impl Agent {
 
     fn on_message(self: &Arc<Agent>, tasks: &mut JoinSet<()>, seen: &mut HashSet<(String, u32)>, message: Message) {
         match message.kind {
-            // Routed to it by the daemon, or sent to it by name (a position's turn).
-            MessageType::TaskRequest
-                if message.from.agent_id == clutch_core::tasks::ORCHESTRATOR
-                    || message.to.iter().any(|r| r.agent_id == self.id) =>
-            {
+            // Its inbox holds only what names it: routed to it by the daemon, or sent to it by name
+            // (a position's turn).
+            MessageType::TaskRequest => {
                 // A delivery repeated (its accept was slow) or of a task under way is not worked twice.
                 if self.running.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&message.task_id) {
                     return;

@@ -50,6 +50,15 @@ fn asked(body: &Value) -> String {
     }
 }
 
+/// A daemon over the fake, in a directory of its own, once its positions runner is up.
+async fn up(fake: &Fake, extra: &str) -> (tempfile::TempDir, Daemon, reqwest::Client, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = serve(dir.path(), fake, extra);
+    let (http, url) = (reqwest::Client::new(), daemon.url.clone());
+    until_positions(&http, &url).await;
+    (dir, daemon, http, url)
+}
+
 async fn until_positions(http: &reqwest::Client, url: &str) {
     let deadline = Instant::now() + DEADLINE;
     loop {
@@ -193,10 +202,7 @@ fn players(verifier_agrees: bool) -> Options {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_shipped_position_runs_end_to_end_as_a_recorded_session() {
     let fake = Fake::start(players(true)).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = serve(dir.path(), &fake, "");
-    let (http, url) = (reqwest::Client::new(), daemon.url.clone());
-    until_positions(&http, &url).await;
+    let (_dir, _daemon, http, url) = up(&fake, "").await;
 
     // Unknown positions and roles are refused at once, naming what exists.
     let response = http.post(format!("{url}/v1/positions/tango/invoke")).json(&json!({})).send().await.unwrap();
@@ -348,10 +354,7 @@ async fn a_mirror_that_disagrees_escalates_and_its_members_talk_with_the_session
     }))
     .await
     .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = serve(dir.path(), &fake, "");
-    let (http, url) = (reqwest::Client::new(), daemon.url.clone());
-    until_positions(&http, &url).await;
+    let (_dir, _daemon, http, url) = up(&fake, "").await;
     let inv = invoke(&http, &url, "mirror", json!({"input": "What is 6 × 7?"})).await;
     let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
     assert_eq!(task["state"], "completed");
@@ -393,10 +396,7 @@ async fn failures_timeouts_and_cancel_end_sessions_as_the_seed_says() {
     }))
     .await
     .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = serve(dir.path(), &fake, "consensus_timeout_ms = 1500");
-    let (http, url) = (reqwest::Client::new(), daemon.url.clone());
-    until_positions(&http, &url).await;
+    let (_dir, _daemon, http, url) = up(&fake, "consensus_timeout_ms = 1500").await;
 
     // One agent fails: announced to the other; the lone analysis is escalated as unverified.
     let inv = invoke(&http, &url, "mirror", json!({"input": "6 × 7"})).await;
@@ -473,10 +473,7 @@ async fn failures_timeouts_and_cancel_end_sessions_as_the_seed_says() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mixed_team_and_the_bus_rules_over_http() {
     let fake = Fake::start(players(true)).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = serve(dir.path(), &fake, "agent_messages_per_minute = 5");
-    let (http, url) = (reqwest::Client::new(), daemon.url.clone());
-    until_positions(&http, &url).await;
+    let (_dir, _daemon, http, url) = up(&fake, "agent_messages_per_minute = 5").await;
     // kim, an agent of our own over HTTP, plays the Verifier; the Reflector is spawned.
     let card = json!({"v": "clutch/0.1", "agent_id": "agent:kim", "capabilities": [{"id": "skill:verify", "version": "1.0.0"}]});
     let response = http.post(format!("{url}/v1/agents")).json(&card).send().await.unwrap();
@@ -569,10 +566,7 @@ async fn a_session_resumes_after_kill_9_without_a_repeated_call() {
     }))
     .await
     .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = serve(dir.path(), &fake, "");
-    let (http, url) = (reqwest::Client::new(), daemon.url.clone());
-    until_positions(&http, &url).await;
+    let (dir, daemon, http, url) = up(&fake, "").await;
     let inv = invoke(&http, &url, "mirror", json!({"input": "6 × 7"})).await;
     let session = inv["session_id"].as_str().unwrap().to_owned();
     let deadline = Instant::now() + DEADLINE;
@@ -604,10 +598,7 @@ async fn a_session_resumes_after_kill_9_without_a_repeated_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_lists_shows_and_follows_a_session_a_person_plays_a_role_in() {
     let fake = Fake::start(players(true)).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = serve(dir.path(), &fake, "");
-    let (http, url) = (reqwest::Client::new(), daemon.url.clone());
-    until_positions(&http, &url).await;
+    let (_dir, _daemon, http, url) = up(&fake, "").await;
     let cli = |args: &[&str]| {
         let mut cmd = clutch();
         cmd.args(args).args(["--url", &url]);
