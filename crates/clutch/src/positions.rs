@@ -246,16 +246,7 @@ async fn show(args: ShowArgs) -> anyhow::Result<()> {
 
 async fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
     let client = Client::connect(&args.client)?;
-    let raw = match args.input.as_str() {
-        "-" => {
-            let mut s = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
-            s
-        }
-        s if s.starts_with('@') => std::fs::read_to_string(&s[1..])
-            .map_err(|e| anyhow::anyhow!("cannot read the input file {}: {e}", &s[1..]))?,
-        s => s.to_owned(),
-    };
+    let raw = crate::input::text_arg(&args.input)?;
     let input: Value = if args.json_input {
         serde_json::from_str(&raw)
             .map_err(|e| Usage(format!("--input is not JSON ({e}); drop --json-input to send it as text")))?

@@ -1,9 +1,10 @@
 //! `clutch tasks show` and `clutch runs tasks`: a task's state and history as a timeline, and a
-//! run's tasks as a tree by `parent_task_id`, read from `/v1/tasks/{id}` and `/v1/runs/{id}/tasks`.
+//! run's tasks as a tree by `parent_task_id`, read from `/v1/tasks/{id}` and `/v1/runs/{id}/tasks`;
+//! `clutch tasks inbox|reply`: a person (or an agent by hand) works the tasks sent to it.
 
 use clap::{Args, Subcommand};
 use clutch_core::view::{self, TaskKind, TaskState};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::cli::ClientArgs;
 use crate::client::{Client, path_segment, typed};
@@ -15,6 +16,65 @@ pub enum TasksCommand {
     /// Show a task: state, agent, attempts, error, and its history as a timeline.
     #[command(after_help = SHOW_EXAMPLES)]
     Show(ShowArgs),
+    /// The tasks sent to an agent or a person that it has not finished (its turns in a position's
+    /// session, say), oldest first; --wait waits for one.
+    #[command(after_help = INBOX_EXAMPLES)]
+    Inbox(InboxArgs),
+    /// Reply to a task from an inbox: accept it, answer it (completed) or fail it.
+    #[command(after_help = REPLY_EXAMPLES)]
+    Reply(ReplyArgs),
+}
+
+const INBOX_EXAMPLES: &str = "Examples:
+  clutch tasks inbox user:ada
+  clutch tasks inbox agent:kim --wait 30 --json";
+
+const REPLY_EXAMPLES: &str = "Examples:
+  clutch tasks reply task_01J... --as user:ada --text \"42, and here is why...\"
+  clutch tasks reply task_01J... --as user:ada --accept
+  clutch tasks reply task_01J... --as user:ada --fail \"I cannot read that file\" --retryable";
+
+#[derive(Debug, Args)]
+pub struct InboxArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Whose inbox: `user:NAME` or an agent id.
+    #[arg(value_name = "ID")]
+    pub who: String,
+    /// Wait up to this many seconds (at most 60) for a task when there is none.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub wait: u64,
+    /// Print the daemon's answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("reply").required(true).args(["text", "accept", "fail"])))]
+pub struct ReplyArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// The task.
+    #[arg(value_name = "TASK_ID")]
+    pub task: String,
+    /// Who replies: the task's holder (`user:NAME` or an agent id; default: the token's agent).
+    #[arg(long = "as", value_name = "ID")]
+    pub who: Option<String>,
+    /// Complete it with this answer (`-` reads it from stdin, `@PATH` from a file).
+    #[arg(long, value_name = "TEXT")]
+    pub text: Option<String>,
+    /// Only accept it: you are on it.
+    #[arg(long)]
+    pub accept: bool,
+    /// Fail it, saying why.
+    #[arg(long, value_name = "WHY")]
+    pub fail: Option<String>,
+    /// With --fail: another try could succeed.
+    #[arg(long, requires = "fail")]
+    pub retryable: bool,
+    /// Print the daemon's answer as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -52,7 +112,54 @@ pub async fn run(command: TasksCommand) -> anyhow::Result<()> {
             }
             render::print(&show(&typed(task)?, render::stdout_color()))
         }
+        TasksCommand::Inbox(args) => {
+            let client = Client::connect(&args.client)?;
+            let path = format!("/v1/inbox/{}?wait_seconds={}", path_segment(&args.who), args.wait);
+            let inbox: Value = client.json(client.get(&path)).await?;
+            if args.json {
+                return render::print(&format!("{inbox}\n"));
+            }
+            render::print(&inbox_table(&typed(inbox)?, render::stdout_color()))
+        }
+        TasksCommand::Reply(args) => {
+            let client = Client::connect(&args.client)?;
+            let mut body = match (&args.text, &args.fail) {
+                (Some(text), _) => json!({"status": "completed", "text": crate::input::text_arg(text)?}),
+                (None, Some(why)) => json!({"status": "failed", "error": why, "retryable": args.retryable}),
+                (None, None) => json!({"status": "accepted"}),
+            };
+            if let Some(who) = &args.who {
+                body["agent_id"] = json!(who);
+            }
+            let path = format!("/v1/tasks/{}/reply", path_segment(&args.task));
+            let task: Value = client.json(client.post(&path).json(&body)).await?;
+            if args.json {
+                return render::print(&format!("{task}\n"));
+            }
+            let task: view::Task = typed(task)?;
+            render::print(&format!("{}  {}\n", task.task_id, task.state.as_str()))
+        }
     }
+}
+
+/// An inbox as a table: `TASK  STATE  FROM  SESSION  GOAL`, oldest first.
+fn inbox_table(inbox: &view::Inbox, color: bool) -> String {
+    if inbox.tasks.is_empty() {
+        return format!("nothing waits for {}\n", inbox.agent_id);
+    }
+    let mut table = Table::new(&["TASK", "STATE", "FROM", "SESSION", "GOAL"]);
+    for item in &inbox.tasks {
+        let goal = item.request.get("goal").and_then(Value::as_str).unwrap_or("");
+        let goal: String = goal.lines().next().unwrap_or("").chars().take(80).collect();
+        table.row(vec![
+            item.task.task_id.as_str().into(),
+            Cell::colored(item.task.state.as_str(), state_color(item.task.state)),
+            text(item.task.requester.as_deref()).into(),
+            text(item.session_id.as_deref()).into(),
+            goal.into(),
+        ]);
+    }
+    table.render(color)
 }
 
 pub async fn run_tree(args: RunTasksArgs) -> anyhow::Result<()> {

@@ -8,8 +8,9 @@
 //! One module per concern: `snapshot` (rebuilding and saving the state), `client` (what clients
 //! call), `vet` (the gate's check before a message is stored), `apply` (each committed event), the
 //! `reactor` (timers and routing), `messages` (the engine's own messages), `views` (what it shows),
-//! `workflows` (the workflow operations) and `approvals` (tool calls waiting for a person). This file holds what they share: the options, the
-//! engine handle and its state.
+//! `workflows` (the workflow operations), `approvals` (tool calls waiting for a person), `sessions`
+//! (positions' sessions) and `inbox` (routed tasks worked without a push endpoint). This file holds
+//! what they share: the options, the engine handle and its state.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,6 +48,7 @@ use crate::{Error, Refusal, Result};
 mod apply;
 mod approvals;
 mod client;
+mod inbox;
 #[cfg(feature = "testing")]
 mod machine;
 mod messages;

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod guard;
+pub mod inbox;
 pub mod log;
 pub mod metrics;
 pub mod payload;

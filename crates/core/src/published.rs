@@ -37,6 +37,7 @@ const SHAPES: &[Shape] = &[
     ("session-history-view", schema_for::<view::SessionHistory>),
     ("session-sent-view", schema_for::<view::SessionSent>),
     ("invoked-view", schema_for::<view::Invoked>),
+    ("inbox-view", schema_for::<view::Inbox>),
     (AGENT_STATUS_PAYLOAD, schema_for::<payload::AgentStatus>),
     (BUDGET_PAYLOAD, schema_for::<payload::BudgetNotice>),
     (REFUSAL_PAYLOAD, schema_for::<payload::Refusal>),

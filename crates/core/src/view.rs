@@ -509,3 +509,21 @@ pub struct Invoked {
     pub thread_id: String,
     pub position: String,
 }
+
+/// The routed tasks given to an agent or a person that have not ended, oldest first (`task_inbox`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Inbox {
+    pub agent_id: String,
+    pub tasks: Vec<InboxTask>,
+}
+
+/// A task waiting in an inbox: the task, and what was asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InboxTask {
+    pub task: Task,
+    /// The request's payload: its goal, input and whatever else the requester sent.
+    pub request: Value,
+    /// The position session it is a turn of, if any (the session's id is its run's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}

@@ -1,5 +1,6 @@
 //! The agent registry over HTTP: register, list, show, remove, heartbeat; task state:
-//! `GET /v1/tasks/{id}`, `GET /v1/runs/{id}/tasks`.
+//! `GET /v1/tasks/{id}`, `GET /v1/runs/{id}/tasks`; the routed tasks an agent or a person works by
+//! hand: `GET /v1/inbox/{agent_id}`, `POST /v1/tasks/{id}/reply`.
 
 use axum::Extension;
 use axum::extract::{Path, State};
@@ -13,7 +14,7 @@ use clutch_proto::error::ErrorBody;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::JsonValue;
+use crate::extract::{JsonValue, Query};
 
 pub(crate) async fn list(State(state): State<AppState>) -> Response {
     axum::Json(view::Agents { agents: state.engine.agents() }).into_response()
@@ -82,4 +83,48 @@ fn unknown(id: &str) -> ApiError {
     ApiError::new(ErrorCode::AgentNotFound, format!("no agent `{id}` is registered"))
         .field("agent_id")
         .hint("GET /v1/agents lists the registered agents")
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InboxQuery {
+    /// Wait up to this long for a task when there is none (at most 60).
+    wait_seconds: Option<u64>,
+}
+
+/// `GET /v1/inbox/{agent_id}?wait_seconds=N`: the routed tasks given to an agent or a person that
+/// have not ended, oldest first; with `wait_seconds`, an empty inbox answers when one arrives.
+pub(crate) async fn inbox(
+    State(state): State<AppState>,
+    Path(agent): Path<String>,
+    Query(q): Query<InboxQuery>,
+) -> Result<Response, ApiError> {
+    let wait = std::time::Duration::from_secs(q.wait_seconds.unwrap_or(0));
+    Ok(axum::Json(state.engine.inbox(&agent, wait).await?).into_response())
+}
+
+/// A reply as HTTP takes it: core's, with who replies.
+#[derive(serde::Deserialize)]
+struct Reply {
+    /// Who replies (default: the token's agent).
+    agent_id: Option<String>,
+    #[serde(flatten)]
+    reply: clutch_core::inbox::Reply,
+}
+
+/// `POST /v1/tasks/{id}/reply` `{agent_id?, status, text?, result?, error?, retryable?}`: the holder
+/// of a routed task accepts, completes or fails it; answers the task's view.
+pub(crate) async fn reply(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    JsonValue(body): JsonValue,
+) -> Result<Response, ApiError> {
+    caller.may_act_as_in(&body, "agent_id").map_err(clutch_core::Error::from)?;
+    let req: Reply = serde_json::from_value(body)
+        .map_err(|e| ApiError::new(ErrorCode::ValidationFailed, format!("the body does not fit this route: {e}")))?;
+    let Some(from) = caller.acting_agent(req.agent_id.as_deref()).map_err(clutch_core::Error::from)? else {
+        return Err(ApiError::new(ErrorCode::ValidationFailed, "name who replies: `agent_id`").field("agent_id"));
+    };
+    Ok(axum::Json(state.engine.task_reply(&from, &id, req.reply).await?).into_response())
 }

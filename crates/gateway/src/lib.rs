@@ -121,6 +121,8 @@ fn routes(artifact_limit: usize) -> Routes {
         .add("POST", "/v1/agents/{id}/heartbeat", agents::heartbeat)
         .add("GET", "/v1/tasks/{id}", agents::task)
         .add("GET", "/v1/runs/{run_id}/tasks", agents::run_tasks)
+        .add("GET", "/v1/inbox/{agent_id}", agents::inbox)
+        .add("POST", "/v1/tasks/{id}/reply", agents::reply)
         .add("GET", "/v1/workflows", workflows::list)
         .add("POST", "/v1/workflows", workflows::create)
         .add("GET", "/v1/workflows/{id}", workflows::show)

@@ -9,6 +9,7 @@ mod agents;
 mod approvals;
 mod error;
 mod fast;
+mod inbox;
 mod origin;
 pub mod proxy;
 mod server;

@@ -2,8 +2,9 @@
 //! positions runner spawns a built-in LLM agent for each role; each shipped position invoked over
 //! HTTP and followed in the log (its session's phases, the messages between its members, its
 //! outcome), the error cases of the seed (a failing agent, all failing, a cancel, a consensus
-//! timeout), a mixed team with a role played by an agent of our own over HTTP, and `kill -9`
-//! mid-session with a resume that repeats no call.
+//! timeout), mixed teams (a role played by an agent of our own over HTTP; one by an outside agent
+//! over MCP and one by a person on the CLI), and `kill -9` mid-session with a resume that repeats
+//! no call.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,7 +14,8 @@ use std::time::{Duration, Instant};
 use clutch_runtime::fake::{Fake, Options, Reply};
 use serde_json::{Value, json};
 
-use crate::support::{DEADLINE, Daemon, all_events, clutch, post};
+use crate::mcp::{call, http as mcp_client};
+use crate::support::{DEADLINE, Daemon, Output, all_events, clutch, post};
 
 const KEY_VAR: &str = "CLUTCH_TEST_LLM_KEY";
 
@@ -596,9 +598,9 @@ async fn a_session_resumes_after_kill_9_without_a_repeated_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_cli_lists_shows_and_follows_a_session_a_person_plays_a_role_in() {
+async fn the_cli_lists_shows_and_follows_a_session() {
     let fake = Fake::start(players(true)).await.unwrap();
-    let (_dir, _daemon, http, url) = up(&fake, "").await;
+    let (_dir, _daemon, _http, url) = up(&fake, "").await;
     let cli = |args: &[&str]| {
         let mut cmd = clutch();
         cmd.args(args).args(["--url", &url]);
@@ -652,33 +654,118 @@ async fn the_cli_lists_shows_and_follows_a_session_a_person_plays_a_role_in() {
     let out = cli(&["positions", "invoke", "mirror", "--input", "x", "--agents", "juggler=agent:x"]);
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(out.stderr.contains("has no role `juggler`"), "{out:?}");
+}
 
-    // A person plays the Verifier: its turns wait for them (no accept deadline), and they answer over HTTP.
-    let inv = invoke(&http, &url, "mirror", json!({"input": "6 × 7", "agents": {"Verifier": "user:ada"}})).await;
+/// The answer to a mirror turn: CONSENSUS to a comparison, else `analysis`.
+fn answer(goal: &str, analysis: &str) -> String {
+    if goal.contains("Compare") { "CONSENSUS: agreed".to_owned() } else { analysis.to_owned() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mixed_team_an_agent_over_mcp_and_a_person_on_the_cli() {
+    let fake = Fake::start(players(true)).await.unwrap();
+    let (_dir, _daemon, http, url) = up(&fake, "").await;
+    // mika, an outside agent, joins over MCP and plays the Reflector; ada, a person, the Verifier.
+    let mika = mcp_client(&format!("{url}/mcp/worker"), None, true).await.unwrap();
+    let (error, registered) = call(&mika, "agent_register", json!({"name": "mika", "runtime": "custom"})).await;
+    assert!(!error, "{registered}");
+    let (error, empty) = call(&mika, "task_inbox", json!({"agent_id": "agent:mika"})).await;
+    assert!(!error && empty["tasks"] == json!([]), "{empty}");
+    let inv = invoke(
+        &http,
+        &url,
+        "mirror",
+        json!({"input": "6 × 7", "agents": {"Reflector": "agent:mika", "Verifier": "user:ada"}}),
+    )
+    .await;
     let session = inv["session_id"].as_str().unwrap().to_owned();
-    let mut answered = Vec::new();
-    let deadline = Instant::now() + DEADLINE;
+
+    let mika_plays = {
+        let session = session.clone();
+        tokio::spawn(async move {
+            let mut done: Vec<String> = Vec::new();
+            while done.len() < 2 {
+                // Waits for its next turn rather than polling.
+                let (error, inbox) =
+                    call(&mika, "task_inbox", json!({"agent_id": "agent:mika", "wait_seconds": 20})).await;
+                assert!(!error, "{inbox}");
+                for item in inbox["tasks"].as_array().unwrap() {
+                    let task = item["task"]["task_id"].as_str().unwrap().to_owned();
+                    if done.contains(&task) {
+                        continue;
+                    }
+                    assert_eq!(item["session_id"], session.as_str(), "{item}");
+                    let goal = item["request"]["goal"].as_str().unwrap();
+                    if done.is_empty() {
+                        let said = json!({"sessionId": session, "to": "all", "type": "RESULTS", "content": "mika: 42", "agent_id": "agent:mika"});
+                        let (error, sent) = call(&mika, "sessions_send", said).await;
+                        assert!(!error, "{sent}");
+                    }
+                    let reply = json!({"task_id": task, "agent_id": "agent:mika", "status": "completed", "text": answer(goal, "mika: 42")});
+                    let (error, replied) = call(&mika, "task_reply", reply).await;
+                    assert!(!error && replied["state"] == "completed", "{replied}");
+                    // A task that has ended takes no reply.
+                    let again = json!({"task_id": task, "agent_id": "agent:mika", "status": "failed", "error": "late"});
+                    let (error, refused) = call(&mika, "task_reply", again).await;
+                    assert!(error && refused["code"] == "INVALID_TRANSITION", "{refused}");
+                    done.push(task);
+                }
+            }
+        })
+    };
+
+    let cli = move |args: Vec<String>| {
+        tokio::task::spawn_blocking(move || {
+            let mut cmd = clutch();
+            cmd.args(&args);
+            crate::support::run(cmd, "")
+        })
+    };
+    let mut answered: Vec<String> = Vec::new();
     while answered.len() < 2 {
-        assert!(Instant::now() < deadline, "ada answered {}", answered.len());
-        let s = Session::read(&http, &url, &session).await;
-        for turn in s.events.iter().filter(|e| e["type"] == "task.request" && e["to"][0]["agent_id"] == "user:ada") {
-            let task = turn["task_id"].as_str().unwrap().to_owned();
+        let out: Output = cli(vec![
+            "tasks".into(),
+            "inbox".into(),
+            "user:ada".into(),
+            "--wait".into(),
+            "20".into(),
+            "--json".into(),
+            "--url".into(),
+            url.clone(),
+        ])
+        .await
+        .unwrap();
+        assert_eq!(out.code, Some(0), "{out:?}");
+        let inbox: Value = serde_json::from_str(&out.stdout).unwrap();
+        assert!(!inbox["tasks"].as_array().unwrap().is_empty(), "the wait ended with no turn: {inbox}");
+        for item in inbox["tasks"].as_array().unwrap() {
+            let task = item["task"]["task_id"].as_str().unwrap().to_owned();
             if answered.contains(&task) {
                 continue;
             }
-            let view: Value = http.get(format!("{url}/v1/tasks/{task}")).send().await.unwrap().json().await.unwrap();
-            assert_eq!(
-                (view["state"].clone(), view["agent"].clone()),
-                (json!("routed"), json!("user:ada")),
-                "{view:#}"
-            );
-            play(&http, &url, turn, "user:ada", "ada: 42").await;
+            // A person's turn waits for them: no accept deadline moves it on.
+            assert_eq!(item["task"]["state"], "routed", "{item}");
+            let text = answer(item["request"]["goal"].as_str().unwrap(), "ada: 42");
+            let args = ["tasks", "reply", &task, "--as", "user:ada", "--text", &text, "--url", &url];
+            let out = cli(args.iter().map(|a| a.to_string()).collect()).await.unwrap();
+            assert_eq!(out.code, Some(0), "{out:?}");
+            assert_eq!(out.stdout.trim(), format!("{task}  completed"), "{out:?}");
             answered.push(task);
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The table a person reads, once nothing waits.
+    let out = cli(vec!["tasks".into(), "inbox".into(), "user:ada".into(), "--url".into(), url.clone()]).await.unwrap();
+    assert_eq!((out.code, out.stdout.trim()), (Some(0), "nothing waits for user:ada"), "{out:?}");
+    tokio::time::timeout(DEADLINE, mika_plays).await.expect("mika played its turns").unwrap();
+
     let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
-    assert_eq!(task["state"], "completed");
+    assert_eq!(task["state"], "completed", "{task:#}");
     let s = Session::read(&http, &url, &session).await;
-    assert!(s.said().contains(&("user:ada".to_owned(), "CONSENSUS".to_owned())), "{:?}", s.said());
+    assert_eq!(s.phases(), completed_phases());
+    let said = s.said();
+    for (who, kind) in [("agent:mika", "RESULTS"), ("agent:mika", "CONSENSUS"), ("user:ada", "CONSENSUS")] {
+        assert!(said.contains(&(who.to_owned(), kind.to_owned())), "{who} {kind}: {said:?}");
+    }
+    // Nobody was spawned: the fake was never asked.
+    assert_eq!(fake.count(), 0);
 }

@@ -592,7 +592,7 @@ impl Engine {
 
 /// Who a workflow write comes from: a named sender (never the daemon's own), or, when `anonymous`
 /// writes are allowed and none is named, the daemon.
-fn sender(agent: Option<&str>, anonymous: bool) -> Result<String> {
+pub(super) fn sender(agent: Option<&str>, anonymous: bool) -> Result<String> {
     match agent {
         Some(a) => {
             id::check_party(Party::Sender, a)

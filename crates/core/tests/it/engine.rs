@@ -653,3 +653,69 @@ async fn snapshots_are_saved_every_so_many_events_while_running() {
     assert!(saved.seq >= 3, "saved at seq {}", saved.seq);
     h.stop().await;
 }
+
+#[tokio::test]
+async fn an_inbox_waits_for_work_and_a_reply_moves_the_task_as_its_holder() {
+    use clutch_core::inbox::{Reply, Status as Said};
+    let h = hub(fast()).await;
+    h.register("kim", json!({"capabilities": [{"id": "skill:x", "version": "1.0.0"}]})).await;
+    let engine = h.core().engine.clone();
+    let waiting = {
+        let engine = engine.clone();
+        tokio::spawn(async move { engine.inbox("agent:kim", Duration::from_secs(15)).await })
+    };
+    let t = new_task();
+    h.send(t.request(&["skill:x"])).await.unwrap();
+    // The wait ends when the task arrives, not at its end.
+    let inbox = tokio::time::timeout(GUARD, waiting).await.unwrap().unwrap().unwrap();
+    assert_eq!(inbox.agent_id, "agent:kim");
+    assert_eq!(inbox.tasks.len(), 1);
+    assert_eq!((inbox.tasks[0].task.task_id.as_str(), inbox.tasks[0].task.state), (t.task.as_str(), TaskState::Routed));
+    assert_eq!(inbox.tasks[0].request, json!({"goal": "work"}));
+    assert_eq!(inbox.tasks[0].session_id, None);
+
+    let reply = |status, text: Option<&str>, error: Option<&str>| Reply {
+        status,
+        text: text.map(str::to_owned),
+        result: None,
+        error: error.map(str::to_owned),
+        retryable: false,
+    };
+    let refused = |r: Result<view::Task, clutch_core::Error>| match r {
+        Err(clutch_core::Error::Refused(r)) => (r.code.as_str().to_owned(), r.field.unwrap_or_default()),
+        other => panic!("not refused: {other:?}"),
+    };
+    for (who, task, said, code_and_field) in [
+        ("agent:lee", t.task.as_str(), reply(Said::Accepted, None, None), ("FORBIDDEN", "agent_id")),
+        ("kim", t.task.as_str(), reply(Said::Accepted, None, None), ("VALIDATION_FAILED", "agent_id")),
+        ("agent:kim", "task_nope", reply(Said::Accepted, None, None), ("TASK_NOT_FOUND", "task_id")),
+        ("agent:kim", t.task.as_str(), reply(Said::Completed, Some("  "), None), ("VALIDATION_FAILED", "text")),
+        ("agent:kim", t.task.as_str(), reply(Said::Failed, None, None), ("VALIDATION_FAILED", "error")),
+    ] {
+        let (code, field) = refused(engine.task_reply(who, task, said).await);
+        assert_eq!((code.as_str(), field.as_str()), code_and_field, "{who} {task}");
+    }
+    assert_eq!(engine.task(&t.task).unwrap().state, TaskState::Routed, "a refused reply changes nothing");
+
+    // Accepting twice is accepting once; completing answers the requester.
+    for _ in 0..2 {
+        let task = engine.task_reply("agent:kim", &t.task, reply(Said::Accepted, None, None)).await.unwrap();
+        assert_eq!(task.state, TaskState::Accepted);
+    }
+    let mut done = reply(Said::Completed, Some("42"), None);
+    done.result = Some(json!({"confidence": 0.9}).as_object().unwrap().clone());
+    let task = engine.task_reply("agent:kim", &t.task, done.clone()).await.unwrap();
+    assert_eq!(task.state, TaskState::Completed);
+    let result = h.wait(&t.task, 0, |v| kind(v) == "task.result").await;
+    assert_eq!(result["from"]["agent_id"], "agent:kim");
+    assert_eq!(result["to"], json!([{"agent_id": "user:ada"}]));
+    assert_eq!(result["payload"], json!({"text": "42", "confidence": 0.9}));
+    let history = engine.task(&t.task).unwrap().history.unwrap();
+    assert_eq!(history.iter().filter(|s| s.kind.as_str() == "task.accept").count(), 1, "{history:?}");
+    assert_eq!(refused(engine.task_reply("agent:kim", &t.task, done).await).0, "INVALID_TRANSITION");
+
+    // Nothing waits now: a short wait answers empty once it is over.
+    let inbox = engine.inbox("agent:kim", Duration::from_millis(100)).await.unwrap();
+    assert!(inbox.tasks.is_empty());
+    h.stop().await;
+}

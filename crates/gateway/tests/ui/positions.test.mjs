@@ -1,7 +1,7 @@
 // Positions in the browser: the list of positions, the "Start" dialog (a bad agent id refused in
-// place, then a mirror started with two agents of the test playing its roles), and the run view's
-// session panel following the session live: its team, its phase, the messages between the members,
-// and the outcome.
+// place, then a mirror started with an agent of the test and the page's person playing its roles),
+// and the run view's session panel following the session live: its team, its phase, the person's
+// turns answered in place, the messages between the members, and the outcome.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -38,7 +38,6 @@ async function play(url, run, agent, answer, turns) {
 test('start a mirror from the dialog and follow its session live', async (t) => {
   const url = env.daemon.url;
   await new Agent(url, 'ida', { capabilities: [{ id: 'skill:review', version: '1.0.0' }] }).register();
-  await new Agent(url, 'ken', { capabilities: [{ id: 'skill:review', version: '1.0.0' }] }).register();
   await withPage(env.browser, t.name, `${url}/#/positions`, async (page) => {
     const card = page.locator('.position-card[data-position="mirror"]');
     await card.waitFor();
@@ -49,7 +48,8 @@ test('start a mirror from the dialog and follow its session live', async (t) => 
     await dialog.locator('textarea[name=input]').fill('Is 6 × 7 equal to 42?');
     // A bad id is refused by the daemon and said in the dialog, which stays open.
     await dialog.locator('input[name="role-Reflector"]').fill('ida');
-    await dialog.locator('input[name="role-Verifier"]').fill('agent:ken');
+    await dialog.locator('input[name="role-Verifier"]').fill('user:kat');
+    await dialog.locator('input[name=as]').fill('kat');
     await dialog.locator('button[value=start]').click();
     await dialog.locator('.error', { hasText: 'agents.Reflector' }).waitFor();
     await dialog.locator('input[name="role-Reflector"]').fill('agent:ida');
@@ -60,9 +60,23 @@ test('start a mirror from the dialog and follow its session live', async (t) => 
     await panel.locator('.team li[data-agent="agent:ida"]', { hasText: 'Reflector' }).waitFor();
     assert.match(await panel.textContent() || '', /mirror/);
 
-    // The agents play their turns; the panel and the timeline follow.
+    // ida plays its turns over HTTP; kat, the page's person, answers hers in the panel.
     const answer = (/** @type {any} */ turn) => (String(turn.payload.goal).includes('Compare') ? 'CONSENSUS: both 42' : `${turn.to[0].agent_id} found 42`);
-    await Promise.all([play(url, run, 'agent:ida', answer, 2), play(url, run, 'agent:ken', answer, 2)]);
+    const ida = play(url, run, 'agent:ida', answer, 2);
+    for (const expected of [/Analyse/, /Compare/]) {
+      await panel.locator('form.turn').first().waitFor();
+      const id = await panel.locator('form.turn').first().getAttribute('data-task');
+      const turn = panel.locator(`form.turn[data-task="${id}"]`);
+      const goal = (await turn.locator('.turn-goal').textContent()) || '';
+      assert.match(goal, expected);
+      // An empty answer is said in place, and nothing is sent.
+      await turn.locator('button[type=submit]').click();
+      await turn.locator('.turn-status.error', { hasText: 'Write an answer' }).waitFor();
+      await turn.locator('textarea[name=answer]').fill(expected.source === 'Compare' ? 'CONSENSUS: both 42' : 'kat found 42');
+      await turn.locator('button[type=submit]').click();
+      await turn.waitFor({ state: 'detached' });
+    }
+    await ida;
     await page.locator('.session-panel[data-phase="COMPLETED"]').waitFor();
     assert.match(await panel.locator('.session-outcome').textContent() || '', /CONSENSUS/);
     assert.match(await panel.locator('.count').textContent() || '', /^4 messages$/);

@@ -19,6 +19,7 @@
 //   session-history-view → SessionHistory
 //   session-sent-view → SessionSent
 //   invoked-view → Invoked
+//   inbox-view → Inbox
 //   clutch.agent.status.v1 → AgentStatus
 //   clutch.budget.v1 → BudgetNotice
 //   clutch.refusal.v1 → Refusal
@@ -296,6 +297,21 @@
  * @property {string} agent_id
  * @property {number} next_heartbeat_sec  When to beat next, at the latest.
  * @property {Status} status
+ */
+
+/**
+ * The routed tasks given to an agent or a person that have not ended, oldest first (`task_inbox`).
+ * @typedef {object} Inbox
+ * @property {string} agent_id
+ * @property {Array<InboxTask>} tasks
+ */
+
+/**
+ * A task waiting in an inbox: the task, and what was asked.
+ * @typedef {object} InboxTask
+ * @property {any} request  The request's payload: its goal, input and whatever else the requester sent.
+ * @property {string | null} [session_id]  The position session it is a turn of, if any (the session's id is its run's).
+ * @property {Task} task
  */
 
 /**

@@ -169,7 +169,7 @@ class App {
         void this.loadHistory('thread', route.id);
         break;
       case 'run':
-        view = new RunView({ store: this.store, runId: route.id, taskId: route.task, filter: route.filter, onFilter, taskHref, runHref: (r) => href.run(r), actions: h('a', { class: 'button', href: href.replay(route.id) }, icon('play'), 'Replay'), footer: this.composer.el });
+        view = new RunView({ store: this.store, api: this.api, runId: route.id, taskId: route.task, filter: route.filter, onFilter, taskHref, runHref: (r) => href.run(r), actions: h('a', { class: 'button', href: href.replay(route.id) }, icon('play'), 'Replay'), footer: this.composer.el });
         void this.loadHistory('run', route.id);
         break;
       case 'tools':

@@ -142,7 +142,7 @@ export function applyToTask(t, e) {
   if (e.type === 'task.progress' || e.type === 'task.result') addSpent(t, p.usage);
   switch (e.type) {
     case 'task.request': {
-      const target = e.to?.find((r) => r.agent_id.startsWith('agent:') && r.agent_id !== ORCHESTRATOR);
+      const target = e.to?.find((r) => (r.agent_id.startsWith('agent:') || r.agent_id.startsWith('user:')) && r.agent_id !== ORCHESTRATOR);
       if (e.parent_task_id) t.parent_task_id = e.parent_task_id;
       if (e.requires?.length) t.requires = e.requires;
       const deps = dependenciesOf(e);

@@ -72,7 +72,7 @@ async fn every_tool_decides_who_may_call_it_before_parsing_its_arguments() {
     let client = connect(&format!("{}/mcp", daemon.url), Era::Modern).await;
     let tools = client.list_all_tools().await.unwrap();
     client.cancel().await.unwrap();
-    assert_eq!(tools.len(), 28, "every tool is walked");
+    assert_eq!(tools.len(), 30, "every tool is walked");
     let routers = [true, false].map(|fast_path| {
         let options = clutch_mcp::Options { fast_path, ..Default::default() };
         clutch_mcp::router(daemon.engine.clone(), &options).unwrap()
@@ -125,7 +125,7 @@ async fn every_tool_decides_who_may_call_it_before_parsing_its_arguments() {
         }
         writes += usize::from(!read_only);
     }
-    assert_eq!(writes, 14, "the write tools");
+    assert_eq!(writes, 15, "the write tools");
 
     // The agent's own id passes the check, bare or not: the arguments are then validated as before.
     for own in ["agent:ken", "ken"] {

@@ -1,11 +1,15 @@
 // Positions: the teams of agents the daemon runs (`GET /v1/positions`), each with its pattern, roles
 // and workflow, and a "Start" dialog that invokes one (`POST /v1/positions/{name}/invoke`) and opens
 // its session (the run view, whose session panel shows the team, the phase and the outcome live).
-// The session panel itself is here too: what a run's `clutch.session.v1` records and messages say.
+// The session panel itself is here too: what a run's `clutch.session.v1` records and messages say,
+// and the turns given to the person using the page (`user:NAME`), each with a box to answer it
+// (`POST /v1/tasks/{id}/reply`).
 
 import { h, settings, nameOf, clear, append } from '../util.js';
 import { href } from '../router.js';
 import { stateChip } from '../render/events.js';
+import { isTerminal } from '../store.js';
+import { ApiError } from '../api.js';
 
 /** @typedef {import('../types.js').ClutchEvent} ClutchEvent */
 
@@ -158,13 +162,77 @@ export function sessionOf(events) {
   };
 }
 
-/** The session panel of a run view: position, phase, team, message count, outcome; live. */
+/**
+ * The session panel of a run view: position, phase, team, message count, outcome, and the turns
+ * waiting for the page's person; live.
+ */
 export class SessionPanel {
-  /** @param {import('../store.js').Store} store @param {string} runId */
-  constructor(store, runId) {
+  /**
+   * @param {import('../store.js').Store} store
+   * @param {string} runId
+   * @param {import('../api.js').Api} [api] to answer turns with (none: the panel only shows)
+   */
+  constructor(store, runId, api) {
     this.store = store;
     this.runId = runId;
+    this.api = api;
+    /** @type {Map<string, HTMLFormElement>} a form per open turn, kept across refreshes so drafts stay */
+    this.turns = new Map();
     this.el = h('section', { class: 'session-panel', 'aria-label': 'session', hidden: true });
+  }
+
+  /** The forms of the turns given to the page's person that have not ended, oldest first. */
+  openTurns() {
+    const me = settings.get('user', '');
+    const mine = this.api && me ? this.store.tasksOf(this.runId).filter((t) => t.assignee === `user:${me}` && !isTerminal(t.state)) : [];
+    for (const id of [...this.turns.keys()]) if (!mine.some((t) => t.task_id === id)) this.turns.delete(id);
+    return mine.map((t) => {
+      let form = this.turns.get(t.task_id);
+      if (!form) this.turns.set(t.task_id, (form = this.turnForm(t.task_id, `user:${me}`, goalOf(t.events))));
+      return form;
+    });
+  }
+
+  /**
+   * A turn's form: what is asked, a box for the answer, Answer and Decline.
+   * @param {string} taskId @param {string} who @param {string} goal
+   */
+  turnForm(taskId, who, goal) {
+    const text = h('textarea', { name: 'answer', rows: 3, 'aria-label': 'your answer', placeholder: 'Your answer' });
+    const status = h('p', { class: 'turn-status', role: 'status', 'aria-live': 'polite' });
+    /** @param {Record<string, unknown>} body */
+    const reply = async (body) => {
+      if (!this.api) return;
+      status.textContent = 'Sending…';
+      status.classList.remove('error');
+      try {
+        await this.api.fetch(`/v1/tasks/${encodeURIComponent(taskId)}/reply`, { method: 'POST', body: { agent_id: who, ...body } });
+        status.textContent = 'Sent.';
+      } catch (e) {
+        status.textContent = e instanceof ApiError ? `Not sent: ${e.describe()}` : `Not sent: ${String(e)}`;
+        status.classList.add('error');
+      }
+    };
+    const answer = () => {
+      const value = text.value.trim();
+      if (!value) {
+        status.textContent = 'Write an answer first.';
+        status.classList.add('error');
+        return;
+      }
+      void reply({ status: 'completed', text: value });
+    };
+    const decline = () => void reply({ status: 'failed', error: `declined by ${who}` });
+    return /** @type {HTMLFormElement} */ (
+      h(
+        'form',
+        { class: 'turn', 'data-task': taskId, 'aria-label': 'your turn', onsubmit: (/** @type {Event} */ e) => { e.preventDefault(); answer(); } },
+        h('p', { class: 'turn-goal' }, h('strong', null, 'Your turn: '), goal),
+        text,
+        h('div', { class: 'turn-actions' }, h('button', { type: 'submit', class: 'primary' }, 'Answer'), h('button', { type: 'button', class: 'decline', onclick: decline }, 'Decline')),
+        status,
+      )
+    );
   }
 
   refresh() {
@@ -206,8 +274,15 @@ export class SessionPanel {
         ),
       ),
       s.note && h('p', { class: 'muted note' }, s.note),
+      this.openTurns(),
       outcome?.type === 'task.result' && h('div', { class: 'session-outcome' }, outcome.payload.verdict && h('strong', null, `${outcome.payload.verdict} `), String(outcome.payload.text ?? '')),
       outcome?.type === 'task.error' && h('p', { class: 'error session-outcome' }, `${outcome.payload.code}: ${outcome.payload.message}`),
     ]);
   }
+}
+
+/** What a task asks: its first request's goal. @param {ClutchEvent[]} events the task's */
+function goalOf(events) {
+  const request = events.find((e) => e.type === 'task.request');
+  return String(request?.payload.goal ?? '');
 }

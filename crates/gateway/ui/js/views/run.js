@@ -18,6 +18,7 @@ export class RunView {
   /**
    * @param {{
    *   store: import('../store.js').Store,
+   *   api?: import('../api.js').Api,
    *   runId: string,
    *   taskId?: string,
    *   filter?: Filter,
@@ -40,8 +41,8 @@ export class RunView {
     this.tree = h('ul', { class: 'task-tree', role: 'tree', 'aria-label': 'tasks of the run' });
     this.taskHead = h('div', { class: 'task-head' });
     this.detail = h('section', { class: 'detail-pane' });
-    /** What a position's session in this run says: team, phase, outcome (hidden for other runs). */
-    this.session = new SessionPanel(this.store, this.runId);
+    /** What a position's session in this run says: team, phase, outcome, turns to answer (hidden for other runs). */
+    this.session = new SessionPanel(this.store, this.runId, options.api);
     this.el = h(
       'div',
       { class: 'run-view' },
