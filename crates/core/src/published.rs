@@ -38,6 +38,7 @@ const SHAPES: &[Shape] = &[
     ("session-sent-view", schema_for::<view::SessionSent>),
     ("invoked-view", schema_for::<view::Invoked>),
     ("inbox-view", schema_for::<view::Inbox>),
+    ("ended-view", schema_for::<view::Ended>),
     (AGENT_STATUS_PAYLOAD, schema_for::<payload::AgentStatus>),
     (BUDGET_PAYLOAD, schema_for::<payload::BudgetNotice>),
     (REFUSAL_PAYLOAD, schema_for::<payload::Refusal>),

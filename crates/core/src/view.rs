@@ -501,13 +501,18 @@ pub struct SessionSent {
     pub to: Vec<String>,
 }
 
-/// A position invoked: its session (the run), the task that stands for it, its thread.
+/// A position invoked: its session (the run), the task that stands for it, its thread; once the
+/// session has ended (an MCP task's result), that task's state and the message that ended it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Invoked {
     pub session_id: String,
     pub task_id: String,
     pub thread_id: String,
     pub position: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<TaskState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Ended>,
 }
 
 /// The routed tasks given to an agent or a person that have not ended, oldest first (`task_inbox`).
@@ -526,4 +531,16 @@ pub struct InboxTask {
     /// The position session it is a turn of, if any (the session's id is its run's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+}
+
+/// The message that ended a task: its `task.result`, `task.error`, `task.timeout` or `task.cancel`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Ended {
+    pub seq: u64,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: MessageType,
+    pub from: String,
+    pub ts: String,
+    pub payload: Value,
 }

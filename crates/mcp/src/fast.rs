@@ -109,7 +109,8 @@ impl Endpoint {
         };
         // What rmcp's service loop and handler do with a request, in the same order.
         let caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
-        let answer = match self.server.call(params, caller).await {
+        let tasks = meta.client_capabilities().is_some_and(|c| c.supports_tasks());
+        let answer = match self.server.call(params, caller, tasks).await {
             Ok(CallToolResponse::Task(_)) if !meta.client_capabilities().is_some_and(|c| c.supports_tasks()) => {
                 Err(ErrorData::missing_required_client_capability(ClientCapabilities::builder().enable_tasks().build()))
             }

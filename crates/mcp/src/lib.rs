@@ -14,6 +14,7 @@ mod origin;
 pub mod proxy;
 mod server;
 mod sessions;
+mod tasks;
 mod tools;
 mod workflows;
 

@@ -78,7 +78,8 @@ pub async fn connect(options: &Options) -> Result<RunningService<RoleClient, Cli
 
 /// What the bridge says about itself: the daemon's own description.
 fn info(upstream: &RunningService<RoleClient, ClientConfig>) -> ServerConfig {
-    let mut info = ServerConfig::new(crate::server::capabilities());
+    // No tasks: the bridge forwards tools only, so its clients get every answer at once.
+    let mut info = ServerConfig::new(crate::server::capabilities(false));
     info.server_info = Implementation::new("clutch", env!("CARGO_PKG_VERSION"));
     if let Some(peer) = upstream.peer_info() {
         info.instructions = peer.instructions.clone();

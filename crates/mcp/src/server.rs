@@ -7,8 +7,8 @@ use clutch_core::Engine;
 use clutch_core::access::Caller;
 use clutch_proto::error::quote;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams, GetTaskResult,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -22,14 +22,14 @@ and keep its id; call agent_heartbeat within next_heartbeat_ms while you work; c
 you stop. Failed calls answer isError with {code, message, recoverable, suggestion}: when recoverable is \
 true, follow the suggestion and call again.";
 
-/// What a Clutch MCP server declares: tools; and, so that clients probing them get an honest empty
-/// answer rather than a surprise, prompts and resources (none yet) and logging (`logging/setLevel` is
-/// accepted; no log messages are sent).
-pub(crate) fn capabilities() -> ServerCapabilities {
-    // Only what it serves: tools, and (for 2025-11-25 clients that set a level) logging. It offers
-    // no prompts or resources, so it does not announce them; their methods are unknown here.
+/// What a Clutch MCP server declares: tools, MCP's tasks extension when it serves `tasks/get` and
+/// `tasks/cancel` (the daemon does, for long work such as a position's session; the stdio bridge
+/// does not), and logging (`logging/setLevel` is accepted; no log messages are sent). It offers no
+/// prompts or resources, so it does not announce them; their methods are unknown here.
+pub(crate) fn capabilities(tasks: bool) -> ServerCapabilities {
     #[allow(deprecated)] // logging is deprecated at 2026-07-28, still part of 2025-11-25
-    ServerCapabilities::builder().enable_logging().enable_tools().build()
+    let builder = ServerCapabilities::builder().enable_logging().enable_tools();
+    if tasks { builder.enable_tasks().build() } else { builder.build() }
 }
 
 /// The methods of what [`capabilities`] leaves out, answered as unknown (rmcp's defaults would answer
@@ -93,7 +93,7 @@ impl ServerHandler for Server {
     crate::server::undeclared!();
 
     fn get_info(&self) -> ServerConfig {
-        let mut info = ServerConfig::new(capabilities());
+        let mut info = ServerConfig::new(capabilities(true));
         info.server_info = Implementation::new("clutch", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(INSTRUCTIONS.into());
         info
@@ -126,25 +126,49 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        // The daemon's bearer-token layer put the caller in the HTTP request's extensions.
-        let caller = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Caller>())
-            .cloned()
-            .unwrap_or_default();
-        self.call(request, caller).await
+        let caller = caller_of(&context);
+        let tasks = context.client_capabilities().is_some_and(|c| c.supports_tasks());
+        self.call(request, caller, tasks).await
     }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        crate::tasks::get(&self.engine, &caller_of(&context), &request.task_id).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        crate::tasks::cancel(&self.engine, &caller_of(&context), &request.task_id).await
+    }
+}
+
+/// Who calls: what the daemon's bearer-token layer put in the HTTP request's extensions.
+fn caller_of(context: &RequestContext<RoleServer>) -> Caller {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Caller>())
+        .cloned()
+        .unwrap_or_default()
 }
 
 impl Server {
     /// `tools/call` as `caller`: the one implementation behind rmcp's handler and the fast path. An
     /// unknown tool is a protocol error; a refused call is a tool result with `isError: true`. Who
     /// may call the tool is decided on the raw arguments, before they are parsed (`Tool::admit`).
+    /// With `tasks` (the client declared MCP's tasks extension), a tool that runs as a task answers
+    /// an MCP task of its answer's `task_id`.
     pub(crate) async fn call(
         &self,
         request: CallToolRequestParams,
         caller: Caller,
+        tasks: bool,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(tool) = self.registry.find(self.profile, &request.name) else {
             let endpoint = self.profile.path();
@@ -159,6 +183,12 @@ impl Server {
             Err(refusal) => Err(refusal),
         };
         let result = match answer {
+            Ok(answer) if tasks && tool.as_task => {
+                if let Some(task_id) = answer.get("task_id").and_then(serde_json::Value::as_str) {
+                    return Ok(CallToolResponse::Task(crate::tasks::created(task_id)));
+                }
+                CallToolResult::structured(answer)
+            }
             Ok(answer) => CallToolResult::structured(answer),
             Err(refusal) => {
                 tracing::debug!(tool = %request.name, code = refusal.code.as_str(), "tool call refused");

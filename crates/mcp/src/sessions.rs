@@ -38,12 +38,16 @@ pub(crate) fn tools() -> Vec<Tool> {
             "Start a session of a position on an input: answers at once with the session's id (its run), \
              the task that stands for it and its thread; the outcome is that task's result (task_get, or \
              the task's events). Roles nobody is named for in `agents` are played by LLM agents spawned \
-             for the session; name an agent id per role to play one yourself or give it to another.",
+             for the session; name an agent id per role to play one yourself or give it to another. \
+             A client that declares MCP's tasks extension gets an MCP task instead, whose id is the \
+             session's task: tasks/get answers its progress and, at the end, this answer with the \
+             session's state and outcome; tasks/cancel stops the session.",
             Lane::Coordination,
             WRITE,
             position_invoke,
         )
-        .acting_as("agent_id"),
+        .acting_as("agent_id")
+        .runs_as_task(),
         tool(
             "sessions_send",
             "Send a message in a session",

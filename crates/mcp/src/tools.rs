@@ -109,6 +109,9 @@ pub(crate) struct Tool {
     access: Access,
     /// The argument naming the agent the tool acts as, if any.
     acting_as: Option<&'static str>,
+    /// Whether its answer names a Clutch task (`task_id`) that stands for long work: for a client
+    /// that declares MCP's tasks extension, the call answers with an MCP task of that id instead.
+    pub(crate) as_task: bool,
     handler: Handler,
 }
 
@@ -116,6 +119,12 @@ impl Tool {
     /// Only admins and approvers may call it (it decides tool calls waiting for approval).
     pub(crate) fn for_approvers(mut self) -> Tool {
         self.access = Access::Approve;
+        self
+    }
+
+    /// Its answer's `task_id` stands for long work: answered as an MCP task to clients that take them.
+    pub(crate) fn runs_as_task(mut self) -> Tool {
+        self.as_task = true;
         self
     }
 
@@ -192,7 +201,7 @@ where
         Err(refusal) => Box::pin(std::future::ready(Err(refusal))),
     });
     let access = if hints.read_only { Access::Read } else { Access::Write };
-    Tool { definition, param_headers, lane, access, acting_as: None, handler }
+    Tool { definition, param_headers, lane, access, acting_as: None, as_task: false, handler }
 }
 
 /// The schema with every `true` property schema (schemars' "any JSON value") written as `{}`: the

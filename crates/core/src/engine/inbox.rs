@@ -1,6 +1,6 @@
 //! The inbox operations every face serves: the routed tasks an agent or a person holds, waited for
 //! if asked, and a reply to one, written as the protocol's own `task.accept`, `task.result` or
-//! `task.error` from the holder to whoever asked.
+//! `task.error` from the holder to whoever asked; and the requester's side, a cancel.
 
 use std::time::Instant;
 
@@ -152,5 +152,34 @@ impl Engine {
             outcome?;
         }
         self.state().tasks.get(task_id).map(task_view).ok_or_else(|| Error::Task("a replied task is gone".into()))
+    }
+
+    /// `from`, who asked for task `task_id`, cancels it (`reason` says why): a `task.cancel`, which
+    /// the gate refuses from anyone but the requester and for a task that has ended.
+    pub async fn task_cancel(&self, from: &str, task_id: &str, reason: &str) -> Result<view::Task> {
+        sender(Some(from), false)?;
+        let message = {
+            let state = self.state();
+            let task = state.tasks.get(task_id).ok_or_else(|| {
+                Refusal::new(
+                    ErrorCode::TaskNotFound,
+                    format!("no routed task `{}`", clutch_proto::error::quote(task_id)),
+                )
+                .field("task_id")
+            })?;
+            let mut payload = Map::new();
+            payload.insert("reason".into(), Value::from(reason));
+            let mut m = Message::new(
+                MessageType::TaskCancel,
+                from,
+                (task.run_id.as_str(), task.thread_id.as_str(), task.id.as_str()),
+                payload,
+            );
+            m.parent_task_id = task.parent_task_id.clone();
+            m.to = vec![Recipient { agent_id: ORCHESTRATOR.into() }];
+            m
+        };
+        self.inner.log.append_one(message).await?;
+        self.state().tasks.get(task_id).map(task_view).ok_or_else(|| Error::Task("a cancelled task is gone".into()))
     }
 }

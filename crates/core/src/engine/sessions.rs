@@ -109,9 +109,14 @@ impl Engine {
                 Refusal::new(ErrorCode::ValidationFailed, p.to_string()).field(field)
             })?;
         match self.submit(vec![m]).await?.pop() {
-            Some(Ok(_)) => {
-                Ok(view::Invoked { session_id: run, task_id: task, thread_id: thread, position: name.to_owned() })
-            }
+            Some(Ok(_)) => Ok(view::Invoked {
+                session_id: run,
+                task_id: task,
+                thread_id: thread,
+                position: name.to_owned(),
+                state: None,
+                outcome: None,
+            }),
             Some(Err(e)) => Err(e),
             None => Err(Error::Task("an invocation went unanswered".into())),
         }

@@ -41,6 +41,41 @@ impl Engine {
         Some(view)
     }
 
+    /// The message that ended task `task_id` (read from the log), or `None` while it has not ended
+    /// (or is unknown): what a face shows as the task's outcome.
+    pub async fn task_end(&self, task_id: &str) -> Result<Option<view::Ended>> {
+        if self.state().tasks.get(task_id).is_none_or(|t| !t.phase.is_terminal()) {
+            return Ok(None);
+        }
+        let filter = Filter { task_id: Some(task_id.to_owned()), ..Filter::default() };
+        let (mut after, mut last) = (0, None);
+        loop {
+            let page = self.inner.log.read(&filter, after, 1000).await?;
+            let Some(tail) = page.last() else { break };
+            after = tail.seq;
+            for event in page {
+                let m = event.message()?;
+                if matches!(
+                    m.kind,
+                    MessageType::TaskResult
+                        | MessageType::TaskError
+                        | MessageType::TaskTimeout
+                        | MessageType::TaskCancel
+                ) {
+                    last = Some(view::Ended {
+                        seq: event.seq,
+                        id: m.id.clone(),
+                        kind: m.kind,
+                        from: m.from.agent_id.clone(),
+                        ts: m.ts.clone(),
+                        payload: Value::Object(m.payload.clone()),
+                    });
+                }
+            }
+        }
+        Ok(last)
+    }
+
     /// A run's usage so far (what its tasks' progress and results reported); `None` for a run no
     /// routed task belongs to.
     pub fn run_usage(&self, run_id: &str) -> Option<view::Usage> {

@@ -717,5 +717,19 @@ async fn an_inbox_waits_for_work_and_a_reply_moves_the_task_as_its_holder() {
     // Nothing waits now: a short wait answers empty once it is over.
     let inbox = engine.inbox("agent:kim", Duration::from_millis(100)).await.unwrap();
     assert!(inbox.tasks.is_empty());
+
+    // How it ended, from the log; and the requester's side: only it may cancel.
+    let end = engine.task_end(&t.task).await.unwrap().expect("it ended");
+    assert_eq!((end.kind.as_str(), end.from.as_str()), ("task.result", "agent:kim"));
+    assert_eq!(end.payload["text"], "42");
+    let t2 = new_task();
+    h.send(t2.request(&["skill:x"])).await.unwrap();
+    h.wait(&t2.task, 0, |v| delivered_to(v) == Some("agent:kim")).await;
+    assert_eq!(engine.task_end(&t2.task).await.unwrap(), None, "not ended yet");
+    assert!(engine.task_cancel("agent:kim", &t2.task, "not mine").await.is_err(), "only the requester cancels");
+    let cancelled = engine.task_cancel("user:ada", &t2.task, "enough").await.unwrap();
+    assert_eq!(cancelled.state, TaskState::Cancelled);
+    let end = engine.task_end(&t2.task).await.unwrap().expect("it ended");
+    assert_eq!((end.kind.as_str(), end.payload["reason"].as_str()), ("task.cancel", Some("enough")));
     h.stop().await;
 }

@@ -20,6 +20,7 @@
 //   session-sent-view → SessionSent
 //   invoked-view → Invoked
 //   inbox-view → Inbox
+//   ended-view → Ended
 //   clutch.agent.status.v1 → AgentStatus
 //   clutch.budget.v1 → BudgetNotice
 //   clutch.refusal.v1 → Refusal
@@ -287,6 +288,17 @@
  */
 
 /**
+ * The message that ended a task: its `task.result`, `task.error`, `task.timeout` or `task.cancel`.
+ * @typedef {object} Ended
+ * @property {string} from
+ * @property {string} id
+ * @property {any} payload
+ * @property {number} seq
+ * @property {string} ts
+ * @property {MessageType} type
+ */
+
+/**
  * @typedef {object} Endpoint
  * @property {string} url
  */
@@ -315,10 +327,13 @@
  */
 
 /**
- * A position invoked: its session (the run), the task that stands for it, its thread.
+ * A position invoked: its session (the run), the task that stands for it, its thread; once the
+ * session has ended (an MCP task's result), that task's state and the message that ended it.
  * @typedef {object} Invoked
+ * @property {Ended | null} [outcome]
  * @property {string} position
  * @property {string} session_id
+ * @property {TaskState | null} [state]
  * @property {string} task_id
  * @property {string} thread_id
  */

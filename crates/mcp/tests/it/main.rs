@@ -20,7 +20,9 @@ mod workflows;
 use std::sync::Arc;
 
 use clutch_app::{App, face};
-use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, Implementation, ProtocolVersion};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -85,8 +87,14 @@ pub type Client = RunningService<RoleClient, ClientConfig>;
 
 /// rmcp's client on `url` (an endpoint such as `http://…/mcp`) in `era`.
 pub async fn connect(url: &str, era: Era) -> Client {
+    connect_with(url, era, ClientCapabilities::default()).await
+}
+
+/// The same, declaring `capabilities` (MCP's tasks extension, say).
+pub async fn connect_with(url: &str, era: Era, capabilities: ClientCapabilities) -> Client {
     let transport = StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url));
     let mut config = ClientConfig::default();
+    config.capabilities = capabilities;
     config.client_info = Implementation::new("clutch-mcp-tests", "0");
     let lifecycle = match era {
         Era::Initialize => ClientLifecycleMode::Initialize,

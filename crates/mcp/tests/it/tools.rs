@@ -108,7 +108,7 @@ async fn every_tool_has_strict_described_schemas_and_truthful_annotations() {
     for read in ["workflow_get", "workflow_list", "workflow_progress", "workflow_next_tasks", "task_get"] {
         assert_eq!(hints(read), (json!(true), json!(false), json!(true)), "{read}");
     }
-    for read in ["task_load_context", "checkpoint_list"] {
+    for read in ["task_load_context", "checkpoint_list", "task_inbox"] {
         assert_eq!(hints(read), (json!(true), json!(false), json!(true)), "{read}");
     }
     assert_eq!(hints("task_claim"), (json!(false), json!(false), json!(false)));
@@ -118,8 +118,9 @@ async fn every_tool_has_strict_described_schemas_and_truthful_annotations() {
     daemon.stop().await;
 }
 
-/// The server declares what it serves and nothing else: tools (and logging, for clients that set a
-/// level); prompts, resources and completions are unknown methods, in both eras.
+/// The server declares what it serves and nothing else: tools, MCP's tasks extension (for long
+/// work), and logging (for clients that set a level); prompts, resources and completions are
+/// unknown methods, in both eras.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_what_is_served_is_declared() {
     let daemon = start().await;
@@ -129,7 +130,8 @@ async fn only_what_is_served_is_declared() {
         let capabilities = serde_json::to_value(&info.capabilities).unwrap();
         let mut declared: Vec<&str> = capabilities.as_object().unwrap().keys().map(String::as_str).collect();
         declared.sort_unstable();
-        assert_eq!(declared, ["logging", "tools"], "{era:?}: {capabilities}");
+        assert_eq!(declared, ["extensions", "logging", "tools"], "{era:?}: {capabilities}");
+        assert_eq!(capabilities["extensions"], json!({"io.modelcontextprotocol/tasks": {}}));
         for error in [
             client.list_prompts(None).await.unwrap_err(),
             client.list_resources(None).await.unwrap_err(),
