@@ -315,9 +315,14 @@ pub struct ReplayArgs {
     pub json: bool,
     /// Instead of printing the run, work its LLM agents' tasks again offline, their model calls and
     /// tool calls answered from the log, and check that they send what they sent then (ids, times
-    /// and streamed text aside). Exits 1 when a task differs.
+    /// and streamed text aside); drive its positions' sessions again the same way and check that
+    /// the runner writes what it wrote then. Exits 1 when anything differs.
     #[arg(long, conflicts_with_all = ["after", "json"])]
     pub reexecute: bool,
+    /// With --reexecute: a directory of position files beside the shipped ones (the daemon's
+    /// `<config_dir>/positions`), for sessions of positions of your own.
+    #[arg(long, value_name = "DIR", requires = "reexecute")]
+    pub positions: Option<std::path::PathBuf>,
 }
 
 /// A usage error found after the command line was parsed (a directory that is not there): exit code

@@ -1,6 +1,7 @@
 //! `clutch runs replay`: prints every event of one run, in `seq` order, streamed from the daemon as
 //! NDJSON so that a long run never sits in memory; with `--reexecute`, works the run's LLM tasks
-//! again offline against their recordings (`clutch_runtime::replay`) and reports any difference.
+//! again offline against their recordings (`clutch_runtime::replay`), drives its positions'
+//! sessions again (`clutch_runtime::positions::reexecute`), and reports any difference.
 
 use std::io::{BufWriter, Write};
 
@@ -15,7 +16,7 @@ use crate::render;
 pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let client = Client::connect(&args.client)?;
     if args.reexecute {
-        return reexecute(&client, &args.run).await;
+        return reexecute(&client, &args.run, args.positions.as_deref()).await;
     }
     let mut request = client.get(&format!("/v1/runs/{}/events", client::path_segment(&args.run)));
     if let Some(after) = args.after {
@@ -85,7 +86,7 @@ async fn registered_card(client: &Client, agent: &str) -> anyhow::Result<Option<
 }
 
 /// Re-executes the run's LLM tasks with their agents' cards; exits 1 when one differs.
-async fn reexecute(client: &Client, run: &str) -> anyhow::Result<()> {
+async fn reexecute(client: &Client, run: &str, positions: Option<&std::path::Path>) -> anyhow::Result<()> {
     let response = client.send(client.get(&format!("/v1/runs/{}/events", client::path_segment(run)))).await?;
     let body = response.text().await.map_err(client::Error::Http).context("the run's event stream broke off")?;
     let mut events = Vec::new();
@@ -121,8 +122,17 @@ async fn reexecute(client: &Client, run: &str) -> anyhow::Result<()> {
         }
     }
     let outcomes = clutch_runtime::replay::reexecute(&events, &cards).await;
-    if outcomes.is_empty() {
-        println!("no task of {run} was worked by a built-in LLM agent: nothing to re-execute");
+    let catalog = clutch_runtime::skill::Catalog::load(positions).map_err(|errors| {
+        let lines: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
+        anyhow::anyhow!("bad position files (check them with `clutch positions check DIR`):\n{}", lines.join("\n"))
+    })?;
+    let options = clutch_runtime::positions::Options {
+        catalog: std::sync::Arc::new(catalog),
+        ..clutch_runtime::positions::Options::default()
+    };
+    let sessions = clutch_runtime::positions::reexecute(&options, &events).await;
+    if outcomes.is_empty() && sessions.is_empty() {
+        println!("no task of {run} was worked by a built-in LLM agent or a position's runner: nothing to re-execute");
         return Ok(());
     }
     let mut differ = 0;
@@ -135,8 +145,26 @@ async fn reexecute(client: &Client, run: &str) -> anyhow::Result<()> {
             }
         }
     }
+    for s in &sessions {
+        let runner = clutch_runtime::positions::RUNNER;
+        if s.differences.is_empty() {
+            println!(
+                "{} {runner} session {} ({}): identical ({} messages)",
+                s.task_id, s.session_id, s.position, s.compared
+            );
+        } else {
+            differ += 1;
+            println!(
+                "{} {runner} session {} ({}): DIFFERS: {}",
+                s.task_id,
+                s.session_id,
+                s.position,
+                s.differences.join("; ")
+            );
+        }
+    }
     if differ > 0 {
-        anyhow::bail!("{differ} of {} re-executed tasks differ from the recording", outcomes.len());
+        anyhow::bail!("{differ} of {} re-executed tasks differ from the recording", outcomes.len() + sessions.len());
     }
     Ok(())
 }

@@ -242,10 +242,28 @@ enum Stop {
     Failed(String, String),
 }
 
+/// Where a session's driver writes and what it reads: the daemon's log, live; or, to re-execute a
+/// recorded session, the recording (see [`reexecute`]).
+enum World {
+    Live { log: Handle, engine: Engine, sub: Subscription },
+    Replay(Replay),
+}
+
+/// A recorded session as its re-executed driver sees it: the run's events still to read, in order,
+/// and what the driver writes compared with what the runner wrote then.
+struct Replay {
+    /// The run's events not read yet.
+    queue: std::collections::VecDeque<Message>,
+    /// What the runner wrote then, by key.
+    recorded: HashMap<String, Message>,
+    /// Keys the driver has written now, in order.
+    written: Vec<String>,
+    differences: Vec<String>,
+}
+
 /// One session's world: the log it writes to and reads back, and what it has read.
 struct Ctx {
-    log: Handle,
-    engine: Engine,
+    world: World,
     options: Arc<Options>,
     skill: Skill,
     invoke: Invoke,
@@ -259,12 +277,13 @@ struct Ctx {
     spawned: Vec<String>,
     keys: HashSet<String>,
     turns: HashMap<String, String>,
+    /// The member each turn's task was given to.
+    turn_agents: HashMap<String, String>,
     outcomes: HashMap<String, Outcome>,
     /// Records written by this run of the driver: the `n`th is keyed `record:n`.
     records: u32,
     /// The session's task was cancelled or timed out (seen in its run).
     root_ended: bool,
-    sub: Subscription,
     cancelled: watch::Receiver<bool>,
     deadline: tokio::time::Instant,
     step: Option<String>,
@@ -306,35 +325,94 @@ async fn drive(log: Handle, engine: Engine, options: Arc<Options>, request: Mess
         Ok(s) => s,
         Err(e) => return tracing::warn!(task_id = %task, error = %e, "cannot follow a session's run"),
     };
-    let mut ctx = Ctx {
-        log,
-        engine,
-        deadline: tokio::time::Instant::now() + options.session_timeout,
-        options,
-        skill,
-        invoke,
-        session: request.run_id.clone(),
-        thread: request.thread_id.clone(),
-        root: request.task_id.clone(),
-        requester: request.from.agent_id.clone(),
-        members: Vec::new(),
-        spawned: Vec::new(),
-        keys: HashSet::new(),
-        turns: HashMap::new(),
-        outcomes: HashMap::new(),
-        records: 0,
-        root_ended: false,
-        sub,
-        cancelled,
-        step: None,
-        failed: Vec::new(),
-        produced: BTreeMap::new(),
-    };
+    let mut ctx = Ctx::new(World::Live { log, engine, sub }, options, skill, invoke, &request, cancelled);
     for m in &before {
         ctx.absorb(m);
     }
     let outcome = ctx.run().await;
     ctx.finish(outcome).await;
+}
+
+/// What re-executing one recorded session showed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replayed {
+    pub session_id: String,
+    pub task_id: String,
+    pub position: String,
+    /// The runner's messages compared.
+    pub compared: usize,
+    /// Each difference between what the driver writes now and what the runner wrote then.
+    pub differences: Vec<String>,
+}
+
+/// Re-executes the driver of every session in `events` (one run's, in order) offline: it reads the
+/// recorded events in their order, and each message it would write is compared with the one the
+/// runner wrote then under the same key (ids aside). Where the recording shows the runner moving on
+/// before an answer came (a consensus timeout, a cancel), the driver does too. The bus limits are
+/// read from the recorded records; positions come from `options.catalog`.
+pub async fn reexecute(options: &Options, events: &[Message]) -> Vec<Replayed> {
+    let mut out = Vec::new();
+    let roots = events.iter().filter(|m| {
+        m.kind == MessageType::TaskRequest && m.to.iter().any(|r| r.agent_id == RUNNER) && m.from.agent_id != RUNNER
+    });
+    for request in roots {
+        let mut replayed = Replayed {
+            session_id: request.run_id.clone(),
+            task_id: request.task_id.clone(),
+            position: request.payload.get("position").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            compared: 0,
+            differences: Vec::new(),
+        };
+        let invoke: Option<Invoke> = serde_json::from_value(Value::Object(request.payload.clone())).ok();
+        let Some((invoke, skill)) = invoke.and_then(|i| options.catalog.get(&i.position).cloned().map(|s| (i, s)))
+        else {
+            replayed.differences.push(format!("position `{}` is not in the catalog", replayed.position));
+            out.push(replayed);
+            continue;
+        };
+        let ours: Vec<Message> = events.iter().filter(|m| m.run_id == request.run_id).cloned().collect();
+        let mut recorded = HashMap::new();
+        for m in ours
+            .iter()
+            .filter(|m| m.from.agent_id == RUNNER || m.payload_type.as_deref() == Some(session::MESSAGE_PAYLOAD))
+        {
+            if let Some(key) = m.meta.get("session_key").and_then(Value::as_str) {
+                recorded.entry(key.to_owned()).or_insert_with(|| m.clone());
+            }
+        }
+        // The limits the daemon ran it with, as its records say; spawned agents are not spawned
+        // again (their turns' outcomes are recorded), so any provider name does.
+        let mut options = options.clone();
+        options.provider.get_or_insert_with(|| "recorded".to_owned());
+        if let Some(limits) = ours
+            .iter()
+            .filter(|m| m.payload_type.as_deref() == Some(RECORD_PAYLOAD))
+            .find_map(|m| m.payload.get("limits").and_then(|l| serde_json::from_value::<Limits>(l.clone()).ok()))
+        {
+            options.limits = limits;
+        }
+        // The events from the invocation on; the driver writes what follows it.
+        let start = ours.iter().position(|m| m.task_id == request.task_id && m.kind == MessageType::TaskRequest);
+        let queue = ours.into_iter().skip(start.map_or(0, |i| i + 1)).collect();
+        let world = World::Replay(Replay { queue, recorded, written: Vec::new(), differences: Vec::new() });
+        // Never cancelled from outside: a cancel comes as the recorded event it was.
+        let (_keep, cancelled) = watch::channel(false);
+        let mut ctx = Ctx::new(world, Arc::new(options), skill, invoke, request, cancelled);
+        let outcome = ctx.run().await;
+        ctx.finish(outcome).await;
+        if let World::Replay(r) = ctx.world {
+            replayed.compared = r.written.len();
+            replayed.differences = r.differences;
+            let mut unwritten: Vec<&String> =
+                r.recorded.keys().filter(|k| !r.written.contains(k) && k.as_str() != "accept").collect();
+            unwritten.sort();
+            for key in unwritten {
+                replayed.differences.push(format!("the runner wrote `{key}` then; re-executed, it does not"));
+            }
+        }
+        out.push(replayed);
+    }
+    out
 }
 
 /// Answers an invocation the runner cannot run with a `task.error`.
@@ -353,12 +431,65 @@ async fn refuse(log: &Handle, request: &Message, code: &str, why: &str) {
 }
 
 impl Ctx {
-    /// The next event of the session's run, absorbed; its seq. `None` when `until` came first.
+    fn new(
+        world: World,
+        options: Arc<Options>,
+        skill: Skill,
+        invoke: Invoke,
+        request: &Message,
+        cancelled: watch::Receiver<bool>,
+    ) -> Ctx {
+        Ctx {
+            world,
+            deadline: tokio::time::Instant::now() + options.session_timeout,
+            options,
+            skill,
+            invoke,
+            session: request.run_id.clone(),
+            thread: request.thread_id.clone(),
+            root: request.task_id.clone(),
+            requester: request.from.agent_id.clone(),
+            members: Vec::new(),
+            spawned: Vec::new(),
+            keys: HashSet::new(),
+            turns: HashMap::new(),
+            turn_agents: HashMap::new(),
+            outcomes: HashMap::new(),
+            records: 0,
+            root_ended: false,
+            cancelled,
+            step: None,
+            failed: Vec::new(),
+            produced: BTreeMap::new(),
+        }
+    }
+
+    /// The next event of the session's run, absorbed; its seq (0 in a replay). `None` when `until`
+    /// came first: in a replay, when the recording's next event is one the runner wrote that the
+    /// driver has not yet (then it stopped waiting), or when the recording ends.
     async fn next_event(&mut self, until: Option<tokio::time::Instant>) -> Result<Option<u64>, String> {
+        let sub = match &mut self.world {
+            World::Live { sub, .. } => sub,
+            World::Replay(r) => {
+                let moved_on = r.queue.front().is_none_or(|m| {
+                    m.from.agent_id == RUNNER
+                        && m.meta
+                            .get("session_key")
+                            .and_then(Value::as_str)
+                            .is_some_and(|k| !r.written.iter().any(|w| w == k))
+                });
+                if moved_on {
+                    return Ok(None);
+                }
+                let m = r.queue.pop_front().expect("checked above");
+                self.absorb(&m);
+                return Ok(Some(0));
+            }
+        };
         let next = async {
             match until {
-                Some(t) => tokio::time::timeout_at(t, self.sub.next()).await.ok(),
-                None => Some(self.sub.next().await),
+                Some(t) => tokio::time::timeout_at(t, sub.next()).await.ok(),
+                None => Some(sub.next().await),
             }
         };
         let Some(event) = next.await else { return Ok(None) };
@@ -376,6 +507,9 @@ impl Ctx {
             self.keys.insert(key.to_owned());
             if m.kind == MessageType::TaskRequest {
                 self.turns.insert(key.to_owned(), m.task_id.clone());
+                if let Some(to) = m.to.first() {
+                    self.turn_agents.insert(m.task_id.clone(), to.agent_id.clone());
+                }
             }
         }
         if m.task_id != self.root
@@ -388,8 +522,21 @@ impl Ctx {
         }
     }
 
-    /// Writes `m` under `key` unless it was written before (a restart). Answers its task id.
+    /// Writes `m` under `key` unless it was written before (a restart). Answers its task id. In a
+    /// replay, compares it with what the runner wrote then under `key` instead.
     async fn write(&mut self, key: String, mut m: Message) -> Result<String, Stop> {
+        if let World::Replay(r) = &mut self.world {
+            let task = r.compare(&key, &m);
+            r.written.push(key.clone());
+            self.keys.insert(key.clone());
+            if m.kind == MessageType::TaskRequest {
+                if let Some(to) = m.to.first() {
+                    self.turn_agents.insert(task.clone(), to.agent_id.clone());
+                }
+                self.turns.insert(key, task.clone());
+            }
+            return Ok(task);
+        }
         if let Some(task) = self.turns.get(&key) {
             return Ok(task.clone());
         }
@@ -400,10 +547,15 @@ impl Ctx {
         m.idempotency_key = Some(format!("positions:{}:{key}", self.session));
         let task = m.task_id.clone();
         let kind = m.kind;
-        match self.log.append_one(m).await {
+        let to = m.to.first().map(|r| r.agent_id.clone());
+        let World::Live { log, .. } = &self.world else { unreachable!("a replay compared it above") };
+        match log.append_one(m).await {
             Ok(_) => {
                 self.keys.insert(key.clone());
                 if kind == MessageType::TaskRequest {
+                    if let Some(to) = to {
+                        self.turn_agents.insert(task.clone(), to);
+                    }
                     self.turns.insert(key, task.clone());
                 }
                 Ok(task)
@@ -575,7 +727,7 @@ impl Ctx {
     }
 
     fn member_of_turn(&self, task: &str) -> Option<String> {
-        self.engine.task(task).and_then(|t| t.agent)
+        self.turn_agents.get(task).cloned()
     }
 
     async fn run(&mut self) -> Result<Value, Stop> {
@@ -680,9 +832,10 @@ impl Ctx {
                 });
                 let card = clutch_proto::validate::agent_card(&card)
                     .map_err(|p| Stop::Failed("SPAWN_FAILED".into(), format!("an agent's card: {p}")))?;
-                let exists = self.engine.agent(&member.agent_id).is_some();
-                if !exists {
-                    self.engine.register(&card).await.map_err(|e| {
+                if let World::Live { engine, .. } = &self.world
+                    && engine.agent(&member.agent_id).is_none()
+                {
+                    engine.register(&card).await.map_err(|e| {
                         Stop::Failed("SPAWN_FAILED".into(), format!("cannot spawn {}: {e}", member.agent_id))
                     })?;
                 }
@@ -1178,9 +1331,12 @@ impl Ctx {
         }
         let open: Vec<String> = self.turns.values().cloned().collect();
         self.cancel_open(&open).await;
-        for agent in std::mem::take(&mut self.spawned) {
-            if let Err(e) = self.engine.unregister(&agent).await {
-                tracing::debug!(agent_id = %agent, error = %e, "a spawned agent was already gone");
+        let spawned = std::mem::take(&mut self.spawned);
+        if let World::Live { engine, .. } = &self.world {
+            for agent in spawned {
+                if let Err(e) = engine.unregister(&agent).await {
+                    tracing::debug!(agent_id = %agent, error = %e, "a spawned agent was already gone");
+                }
             }
         }
     }
@@ -1215,4 +1371,35 @@ fn vote_number(text: &str) -> Option<usize> {
     let after = find_word(text, "VOTE").map_or(text, |i| &text[i + 4..]);
     let digits: String = after.chars().skip_while(|c| !c.is_ascii_digit()).take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
+}
+
+impl Replay {
+    /// Compares `m`, written now under `key`, with what the runner wrote then (ids and times
+    /// aside); answers the task id the recording gave it. A session message or a cancel the
+    /// recording lacks may have been refused then (a bus limit, a turn already over): not counted.
+    fn compare(&mut self, key: &str, m: &Message) -> String {
+        let Some(then) = self.recorded.get(key) else {
+            if !(key.starts_with("say:") || key.starts_with("cancel:")) {
+                self.differences
+                    .push(format!("writes `{key}` ({}), which the runner did not write then", m.kind.as_str()));
+            }
+            return m.task_id.clone();
+        };
+        let shape = |m: &Message| {
+            let to: Vec<&str> = m.to.iter().map(|r| r.agent_id.as_str()).collect();
+            (m.kind, m.from.agent_id.clone(), to.join(","), m.payload_type.clone(), Value::Object(m.payload.clone()))
+        };
+        let (now, was) = (shape(m), shape(then));
+        if now != was {
+            let part = if now.0 != was.0 {
+                format!("type {} then, {} now", was.0.as_str(), now.0.as_str())
+            } else if now.1 != was.1 || now.2 != was.2 {
+                format!("{} → {} then, {} → {} now", was.1, was.2, now.1, now.2)
+            } else {
+                format!("payload {} then, {} now", was.4, now.4)
+            };
+            self.differences.push(format!("`{key}` differs: {part}"));
+        }
+        then.task_id.clone()
+    }
 }

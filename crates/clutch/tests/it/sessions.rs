@@ -157,6 +157,16 @@ impl Session {
     }
 }
 
+/// `clutch runs replay SESSION --reexecute` drives the session again offline: the runner writes
+/// what it wrote then.
+fn runner_reexecuted(url: &str, session: &str) {
+    let mut cmd = clutch();
+    cmd.args(["runs", "replay", session, "--reexecute", "--url", url]);
+    let out = crate::support::run(cmd, "");
+    let line = out.stdout.lines().find(|l| l.contains("agent:positions session")).unwrap_or_else(|| panic!("{out:?}"));
+    assert!(line.contains(": identical ("), "{session}: {out:?}");
+}
+
 /// `who` works a mirror `turn` by hand: accepts it and answers `analysis`, or a CONSENSUS to a comparison.
 async fn play(http: &reqwest::Client, url: &str, turn: &Value, who: &str, analysis: &str) {
     let text =
@@ -267,7 +277,9 @@ async fn every_shipped_position_runs_end_to_end_as_a_recorded_session() {
     cmd.args(["runs", "replay", invoked[1].1["session_id"].as_str().unwrap(), "--reexecute", "--url", &url]);
     let out = crate::support::run(cmd, "");
     assert_eq!(out.code, Some(0), "{out:?}");
-    assert_eq!(out.stdout.matches(": identical (").count(), 4, "{out:?}");
+    // Four member turns, and the runner's own decisions: every record, turn, message and the result.
+    assert_eq!(out.stdout.matches(": identical (").count(), 5, "{out:?}");
+    assert!(out.stdout.contains("agent:positions session"), "{out:?}");
     assert_eq!(fake.count(), calls, "re-executing calls no provider");
 
     // relay: each leg's output is the next one's input, handed off.
@@ -312,6 +324,27 @@ async fn every_shipped_position_runs_end_to_end_as_a_recorded_session() {
     assert_eq!(s.types(), ["PROPOSAL", "PROPOSAL", "PROPOSAL", "VOTE", "VOTE", "VOTE", "CONSENSUS"]);
     let round = s.records().find_map(|r| r["payload"]["detail"]["tally"].as_array().cloned()).unwrap();
     assert_eq!(round, [json!(0), json!(2), json!(0)]);
+
+    // Each session re-executed offline: the runner's decisions are the same.
+    for (_, inv) in &invoked {
+        runner_reexecuted(&url, inv["session_id"].as_str().unwrap());
+    }
+    // Against a mirror.md changed since (one message type fewer), the records differ, and say where.
+    let changed = tempfile::tempdir().unwrap();
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../runtime/positions/mirror.md")).unwrap();
+    let edited: String =
+        shipped.lines().filter(|l| !l.starts_with("- ACKNOWLEDGE:")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(changed.path().join("mirror.md"), edited).unwrap();
+    let mut cmd = clutch();
+    cmd.args(["runs", "replay", invoked[1].1["session_id"].as_str().unwrap(), "--reexecute", "--url", &url]);
+    cmd.arg("--positions").arg(changed.path());
+    let out = crate::support::run(cmd, "");
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stdout.contains("agent:positions session") && out.stdout.contains("DIFFERS: `record:2` differs: payload"),
+        "{out:?}"
+    );
 
     // The sessions, listed: each completed with its team; spawned agents are gone.
     let list: Value = http.get(format!("{url}/v1/sessions")).send().await.unwrap().json().await.unwrap();
@@ -470,6 +503,14 @@ async fn failures_timeouts_and_cancel_end_sessions_as_the_seed_says() {
     }
     let list: Value = http.get(format!("{url}/v1/sessions/{session}")).send().await.unwrap().json().await.unwrap();
     assert_eq!(list["status"], "ERROR");
+
+    // Each of them re-executed offline, the forced synthesis and the cancel included: the runner
+    // moves on where the recording shows it did.
+    let sessions: Value = http.get(format!("{url}/v1/sessions")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(sessions["sessions"].as_array().unwrap().len(), 5);
+    for s in sessions["sessions"].as_array().unwrap() {
+        runner_reexecuted(&url, s["id"].as_str().unwrap());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -595,6 +636,8 @@ async fn a_session_resumes_after_kill_9_without_a_repeated_call() {
     assert_eq!(analyses, 2, "the recorded analyses were not bought again");
     let phases = s.phases();
     assert_eq!(phases, completed_phases(), "one pass through the phases");
+    // Driven again offline across the restart: the same decisions.
+    runner_reexecuted(&url, &session);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -768,4 +811,5 @@ async fn a_mixed_team_an_agent_over_mcp_and_a_person_on_the_cli() {
     }
     // Nobody was spawned: the fake was never asked.
     assert_eq!(fake.count(), 0);
+    runner_reexecuted(&url, &session);
 }
