@@ -156,8 +156,10 @@ pub struct InvokeArgs {
     /// Read the input as JSON (a swarm splits an array by items).
     #[arg(long)]
     pub json_input: bool,
-    /// Who plays a role: `ROLE=agent:ID` (repeat per role; several agents for a role separated by
-    /// commas). Roles nobody is named for are played by LLM agents spawned for the session.
+    /// Who plays a role: `ROLE=agent:ID`, `ROLE=user:NAME` (a person, answering with `clutch tasks
+    /// reply`) or `ROLE=skill:NAME` (the agent the router picks for it); repeat per role, several for
+    /// a role separated by commas. Roles nobody is named for are played by LLM agents spawned for
+    /// the session.
     #[arg(long = "agents", value_name = "ROLE=AGENT", value_parser = role_agent)]
     pub agents: Vec<(String, String)>,
     /// A circle's rounds.

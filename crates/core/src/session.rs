@@ -157,7 +157,8 @@ pub struct Invocation {
     /// What the team works on: text, or any JSON (a swarm partitions an array by items).
     #[serde(default)]
     pub input: Value,
-    /// Who plays each role: role name → agent id (ids separated by commas for several agents).
+    /// Who plays each role: role name → an agent id, a person (`user:NAME`), or a capability
+    /// (`skill:NAME`) the router casts an agent for (several separated by commas).
     /// Roles nobody is named for are played by LLM agents spawned for the session.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub agents: BTreeMap<String, String>,

@@ -104,7 +104,8 @@ pub(crate) struct Invoke {
     /// What the team works on: text, or any JSON (a swarm splits an array by items).
     #[serde(default)]
     input: Value,
-    /// Who plays each role: role name → agent id (ids separated by commas for several).
+    /// Who plays each role: role name → an agent id, a person (`user:NAME`), or a capability
+    /// (`skill:NAME`) the router picks an agent for (several separated by commas).
     #[serde(default)]
     agents: BTreeMap<String, String>,
     /// A circle's rounds (default: the position's).

@@ -736,8 +736,9 @@ impl Ctx {
         self.write("accept".into(), accept).await?;
         self.record(Phase::Initializing, None, None).await?;
         self.record(Phase::SpawningAgents, None, None).await?;
-        self.members = self.cast().await?;
-        self.record(Phase::Running, None, None).await?;
+        let (members, cast) = self.cast().await?;
+        self.members = members;
+        self.record(Phase::Running, None, (!cast.is_empty()).then(|| json!({"cast": cast}))).await?;
         match self.skill.pattern {
             Pattern::Solo => self.solo().await,
             Pattern::Mirror => self.mirror().await,
@@ -748,8 +749,10 @@ impl Ctx {
         }
     }
 
-    /// Who plays each role: the agents the invocation names, and LLM agents spawned for the rest.
-    async fn cast(&mut self) -> Result<Vec<Member>, Stop> {
+    /// Who plays each role: the agents (or people) the invocation names, the agents the router
+    /// picks for the capabilities it names (with why, for the record), and LLM agents spawned for the
+    /// rest.
+    async fn cast(&mut self) -> Result<(Vec<Member>, Vec<Value>), Stop> {
         let named: HashMap<String, String> =
             self.invoke.invocation.agents.iter().map(|(r, a)| (r.to_lowercase(), a.clone())).collect();
         for role in named.keys() {
@@ -763,6 +766,13 @@ impl Ctx {
         }
         let mut members = Vec::new();
         let mut missing = Vec::new();
+        let mut cast = Vec::new();
+        // Named agents are not picked again for a capability.
+        let mut taken: Vec<String> = named
+            .values()
+            .flat_map(|a| a.split(',').map(str::trim).map(str::to_owned))
+            .filter(|a| a.starts_with("agent:") || a.starts_with("user:"))
+            .collect();
         for (i, role) in self.skill.agents.iter().enumerate() {
             let count = if self.skill.pattern == Pattern::Swarm && i == 0 {
                 self.invoke.invocation.workers.unwrap_or(self.skill.params.workers_or_default()).clamp(1, 32) as usize
@@ -772,7 +782,15 @@ impl Ctx {
             match named.get(&role.name.to_lowercase()) {
                 Some(agents) => {
                     for agent in agents.split(',').map(str::trim).filter(|a| !a.is_empty()) {
-                        members.push(Member { agent_id: agent.to_owned(), role: role.name.clone() });
+                        let agent_id = if agent.starts_with("agent:") || agent.starts_with("user:") {
+                            agent.to_owned()
+                        } else {
+                            let (picked, why) = self.cast_by(&role.name, agent, &taken)?;
+                            cast.push(why);
+                            taken.push(picked.clone());
+                            picked
+                        };
+                        members.push(Member { agent_id, role: role.name.clone() });
                     }
                 }
                 None => {
@@ -846,7 +864,33 @@ impl Ctx {
             let order: Vec<String> = self.skill.agents.iter().map(|r| r.name.clone()).collect();
             members.sort_by_key(|m| order.iter().position(|r| *r == m.role));
         }
-        Ok(members)
+        Ok((members, cast))
+    }
+
+    /// The agent that plays `role` for capability `capability`: the router's pick now (live), or
+    /// the one the recording's records say it picked (a replay). Answers it, and the cast's record.
+    fn cast_by(&self, role: &str, capability: &str, taken: &[String]) -> Result<(String, Value), Stop> {
+        let nobody = |why: String| Stop::Failed("NO_AGENT_FOR_ROLE".into(), format!("nobody can play {role}: {why}"));
+        match &self.world {
+            World::Live { engine, .. } => {
+                let d = engine.pick(&[capability.to_owned()], taken).map_err(|e| nobody(e.to_string()))?;
+                let why = json!({"role": role, "requires": capability, "agent": d.selected, "reason": d.reason, "candidates": d.candidates});
+                Ok((d.selected, why))
+            }
+            World::Replay(r) => r
+                .recorded
+                .values()
+                .filter(|m| m.payload_type.as_deref() == Some(RECORD_PAYLOAD))
+                .filter_map(|m| m.payload.get("detail").and_then(|d| d.get("cast")).and_then(Value::as_array))
+                .flatten()
+                .find(|c| {
+                    c["role"] == role
+                        && c["requires"] == capability
+                        && c["agent"].as_str().is_some_and(|a| !taken.iter().any(|t| t == a))
+                })
+                .map(|c| (c["agent"].as_str().unwrap_or_default().to_owned(), c.clone()))
+                .ok_or_else(|| nobody(format!("the recording casts nobody for {capability}"))),
+        }
     }
 
     fn role_members(&self, index: usize) -> Vec<Member> {

@@ -517,11 +517,12 @@ async fn failures_timeouts_and_cancel_end_sessions_as_the_seed_says() {
 async fn a_mixed_team_and_the_bus_rules_over_http() {
     let fake = Fake::start(players(true)).await.unwrap();
     let (_dir, _daemon, http, url) = up(&fake, "agent_messages_per_minute = 5").await;
-    // kim, an agent of our own over HTTP, plays the Verifier; the Reflector is spawned.
+    // kim, an agent of our own over HTTP, plays the Verifier, cast by the router for the capability
+    // the invocation names; the Reflector is spawned.
     let card = json!({"v": "clutch/0.1", "agent_id": "agent:kim", "capabilities": [{"id": "skill:verify", "version": "1.0.0"}]});
     let response = http.post(format!("{url}/v1/agents")).json(&card).send().await.unwrap();
     assert!(response.status().is_success());
-    let inv = invoke(&http, &url, "mirror", json!({"input": "6 × 7", "agents": {"verifier": "agent:kim"}})).await;
+    let inv = invoke(&http, &url, "mirror", json!({"input": "6 × 7", "agents": {"verifier": "skill:verify"}})).await;
     let session = inv["session_id"].as_str().unwrap().to_owned();
 
     // kim's turns come to its inbox; it answers each, and talks on the bus meanwhile.
@@ -595,6 +596,27 @@ async fn a_mixed_team_and_the_bus_rules_over_http() {
         .map(|a| (a["id"].as_str().unwrap().to_owned(), a["role"].as_str().unwrap().to_owned()))
         .collect();
     assert!(roles.contains(&("agent:kim".into(), "Verifier".into())), "{view:#}");
+    let cast = s.records().find_map(|r| r["payload"]["detail"]["cast"].as_array().cloned()).expect("the cast recorded");
+    assert_eq!((cast[0]["role"].clone(), cast[0]["requires"].clone()), (json!("Verifier"), json!("skill:verify")));
+    assert_eq!(cast[0]["agent"], "agent:kim");
+    assert!(cast[0]["reason"].as_str().unwrap().contains("skill:verify"), "{cast:?}");
+    runner_reexecuted(&url, &session);
+
+    // A capability nobody has: the session fails, saying who was left out and why.
+    let inv = invoke(&http, &url, "mirror", json!({"input": "x", "agents": {"verifier": "skill:juggling"}})).await;
+    let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
+    assert_eq!((task["state"].clone(), task["error"]["code"].clone()), (json!("failed"), json!("NO_AGENT_FOR_ROLE")));
+    let why = task["error"]["message"].as_str().unwrap();
+    assert!(why.contains("Verifier") && why.contains("agent:kim: lacks required capability skill:juggling"), "{why}");
+    // Neither an id nor a capability: refused at once, naming the role.
+    let r = http
+        .post(format!("{url}/v1/positions/mirror/invoke"))
+        .json(&json!({"input": "x", "agents": {"verifier": "kim"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["field"], "agents.verifier");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,7 @@
 use super::*;
 use crate::session::{self, ALL, Invocation, MESSAGE_PAYLOAD, RUNNER, Said, WARNING_PAYLOAD, Warning};
 use crate::{payload, view};
+use clutch_proto::error::quote;
 
 /// Messages `session_history` answers at most, and by default.
 pub const HISTORY_MAX: usize = 1000;
@@ -33,6 +34,58 @@ impl Engine {
             .collect();
         open.sort();
         open.into_iter().map(|(_, id)| id).collect()
+    }
+
+    /// The agent the router would pick now for work that `requires` (capabilities, AND), leaving out
+    /// the agents in `taken`: how a position's role named by a capability is cast. `attempt` is 0
+    /// (no task is routed); `AGENT_NOT_FOUND` with every agent's reason when none can take it.
+    pub fn pick(&self, requires: &[String], taken: &[String]) -> Result<payload::RoutingDecision> {
+        let mut needs = Vec::new();
+        for (i, r) in requires.iter().enumerate() {
+            let need = router::Need::parse(r).map_err(|why| {
+                Refusal::new(ErrorCode::ValidationFailed, format!("`{}` is no capability: {why}", quote(r)))
+                    .field(format!("requires[{i}]"))
+            })?;
+            needs.push(need);
+        }
+        let ask = router::Ask { requires: needs, ..router::Ask::default() };
+        let options = &self.inner.options;
+        let state = self.state();
+        let candidates: Vec<Candidate<'_>> = state
+            .agents
+            .values()
+            .filter(|a| a.status != Status::Removed && !taken.contains(&a.card.agent_id))
+            .map(|a| Candidate {
+                profile: &a.profile,
+                status: a.status,
+                in_flight: a.in_flight.len() as u32,
+                success_rate: a.success_rate(),
+                budget_exhausted: a.budget_exhausted && options.policy.org.budgets.on_exceed == OnExceed::Exclude,
+                allowlist: options.policy.tool_allowlist(&a.card.agent_id),
+                last_selected: a.last_selected,
+            })
+            .collect();
+        let decision = router::route(&ask, &candidates);
+        let names = |i: usize| candidates[i].profile.agent_id.clone();
+        let excluded: BTreeMap<String, String> =
+            decision.excluded.iter().map(|(i, e)| (names(*i), e.describe(&ask))).collect();
+        let Some(chosen) = decision.selected else {
+            let why: Vec<String> = excluded.iter().map(|(a, e)| format!("{a}: {e}")).collect();
+            let why = if why.is_empty() { "no agent is registered".to_owned() } else { why.join("; ") };
+            return Err(Refusal::new(
+                ErrorCode::AgentNotFound,
+                format!("no agent can take work requiring {}: {why}", requires.join(", ")),
+            )
+            .into());
+        };
+        Ok(payload::RoutingDecision {
+            selected: names(chosen),
+            candidates: decision.scored.iter().map(|(i, _)| names(*i)).collect(),
+            scores: decision.scored.iter().map(|(i, s)| (names(*i), *s)).collect(),
+            reason: decision.reason,
+            excluded,
+            attempt: 0,
+        })
     }
 
     /// The position named `name`, as [`Engine::positions`] lists it.
@@ -67,16 +120,20 @@ impl Engine {
         for (role, agents) in &invocation.agents {
             for agent in agents.split(',').map(str::trim) {
                 let named = agent.strip_prefix("agent:").or_else(|| agent.strip_prefix("user:"));
-                if let Err(why) = named
-                    .ok_or("not an `agent:` or `user:` id".to_owned())
-                    .and_then(|n| clutch_proto::id::check_name(n).map_err(|e| e.to_string()))
-                {
+                let checked = match named {
+                    Some(n) => clutch_proto::id::check_name(n).map_err(|e| e.to_string()),
+                    None if ["skill:", "tool:", "mcp:"].iter().any(|p| agent.starts_with(p)) => {
+                        router::Need::parse(agent).map(|_| ())
+                    }
+                    None => Err("not an `agent:` or `user:` id, nor a capability".to_owned()),
+                };
+                if let Err(why) = checked {
                     return Err(Refusal::new(
                         ErrorCode::ValidationFailed,
                         format!("`{}` cannot play {role}: {why}", clutch_proto::error::quote(agent)),
                     )
                     .field(format!("agents.{role}"))
-                    .hint("name an agent (agent:ID) or a person (user:NAME); leave it out for an LLM agent")
+                    .hint("name an agent (agent:ID), a person (user:NAME) or a capability the router casts (skill:NAME); leave it out for an LLM agent")
                     .into());
                 }
             }

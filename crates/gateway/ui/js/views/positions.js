@@ -70,7 +70,7 @@ export class PositionsView {
     const input = h('textarea', { name: 'input', rows: 5, required: true, 'aria-label': 'input', placeholder: 'What should the team work on?' });
     const as = h('input', { name: 'as', value: settings.get('user', '') || 'web', 'aria-label': 'as user', size: 12 });
     /** @type {[string, HTMLInputElement][]} */
-    const roles = p.roles.map((r) => [r.name, /** @type {HTMLInputElement} */ (h('input', { name: `role-${r.name}`, 'aria-label': `${r.name} played by`, placeholder: 'an LLM agent (or agent:ID, user:NAME)' }))]);
+    const roles = p.roles.map((r) => [r.name, /** @type {HTMLInputElement} */ (h('input', { name: `role-${r.name}`, 'aria-label': `${r.name} played by`, placeholder: 'an LLM agent (or agent:ID, user:NAME, skill:NAME)' }))]);
     const error = h('p', { class: 'error', role: 'alert', hidden: true });
     const dialog = /** @type {HTMLDialogElement} */ (
       h(
