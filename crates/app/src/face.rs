@@ -59,6 +59,21 @@ impl Face for Mcp {
     }
 }
 
+/// The A2A face (`/.well-known/agent-card.json`, `/a2a`): the hub as one A2A agent whose skills are
+/// its agents' capabilities; each A2A message a task the router gives to one of them.
+#[derive(Default)]
+pub struct A2a(pub clutch_a2a::Options);
+
+impl Face for A2a {
+    fn name(&self) -> &'static str {
+        "a2a"
+    }
+
+    fn routes(&self, core: &Running) -> Result<Router, String> {
+        Ok(clutch_a2a::router(core.log.clone(), core.engine.clone(), &self.0))
+    }
+}
+
 /// Push delivery over HTTP (`clutch_core::push` with the gateway's transport): the inboxes of agents
 /// with an `endpoints.clutch.url` POSTed there, each worker's position saved when it stops.
 pub struct Push(pub clutch_core::push::Options);

@@ -1,0 +1,542 @@
+//! The card's routes and the JSON-RPC binding: each request's version (its `A2A-Version`, none
+//! meaning 0.3), its method (1.0 PascalCase or 0.3 slash names, each only in its version), and the
+//! mapping onto Clutch: an A2A message is a `task.request` to the orchestrator (`requires` the skill
+//! its metadata names), its task is the Clutch task of the same id, its context the task's thread.
+//! JSON-RPC errors travel in HTTP 200, as the spec's clients expect.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use clutch_core::access::Caller;
+use clutch_core::tasks::ORCHESTRATOR;
+use clutch_core::view::TaskState;
+use clutch_core::{Engine, Handle, Subscription};
+use clutch_proto::id::{self, Kind};
+use clutch_proto::message::Recipient;
+use clutch_proto::{Message as Envelope, MessageType};
+use clutch_store::Filter;
+use serde_json::{Map, Value, json};
+
+use crate::Options;
+use crate::wire::{self, Artifact, Part, Role, RpcError, State as A2aState, Version};
+
+/// Where the A2A message a task came from is kept in its request's payload.
+const PAYLOAD_KEY: &str = "a2a";
+/// Who sends for A2A callers without an agent token.
+const CALLER: &str = "user:a2a";
+
+#[derive(Clone)]
+struct Face {
+    log: Handle,
+    engine: Engine,
+    options: Arc<Options>,
+}
+
+pub(crate) fn router(log: Handle, engine: Engine, options: Options) -> Router {
+    let face = Face { log, engine, options: Arc::new(options) };
+    Router::new()
+        .route("/.well-known/agent-card.json", get(agent_card))
+        .route("/.well-known/agent.json", get(agent_card))
+        .route("/a2a", post(rpc))
+        .route("/a2a/", post(rpc))
+        .with_state(face)
+}
+
+/// The card, with an `ETag` (a client revalidates it cheaply; it changes as agents come and go).
+async fn agent_card(State(face): State<Face>, headers: HeaderMap) -> Response {
+    let base = face.options.public_url.clone().unwrap_or_else(|| {
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+        format!("http://{host}")
+    });
+    let body = crate::card::card(&face.engine, base.trim_end_matches('/')).to_string();
+    let tag = {
+        use sha2::Digest;
+        format!("\"{}\"", &hex::encode(sha2::Sha256::digest(body.as_bytes()))[..16])
+    };
+    let cache = [(header::ETAG, tag.clone()), (header::CACHE_CONTROL, "no-cache".to_owned())];
+    if headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(tag.as_str()) {
+        return (StatusCode::NOT_MODIFIED, cache).into_response();
+    }
+    (cache, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// `POST /a2a`: one JSON-RPC request.
+async fn rpc(State(face): State<Face>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
+    let asked = parts.headers.get("a2a-version").and_then(|v| v.to_str().ok()).map(str::to_owned).or_else(|| {
+        let query = parts.uri.query()?;
+        query.split('&').find_map(|kv| kv.strip_prefix("A2A-Version=").map(str::to_owned))
+    });
+    let a2a_json = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/a2a+json"));
+    let bytes: Bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(b) => b,
+        Err(e) => return answer(Value::Null, Err(RpcError::parse(e.to_string())), Version::V03, a2a_json),
+    };
+    let version = Version::parse(asked.as_deref());
+    let request: Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            return answer(
+                Value::Null,
+                Err(RpcError::parse(format!("not JSON: {e}"))),
+                version.unwrap_or(Version::V03),
+                a2a_json,
+            );
+        }
+    };
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    let method = request.get("method").and_then(Value::as_str);
+    let (Some(method), true) = (method, request.get("jsonrpc") == Some(&json!("2.0"))) else {
+        let why = "a JSON-RPC 2.0 request: {jsonrpc: \"2.0\", method, params, id}";
+        return answer(id, Err(RpcError::invalid_request(why)), version.unwrap_or(Version::V03), a2a_json);
+    };
+    let Some(version) = version else {
+        let asked = asked.unwrap_or_default();
+        return answer(id, Err(RpcError::version_not_supported(&asked)), Version::V10, a2a_json);
+    };
+    let params = request.get("params").cloned().unwrap_or(json!({}));
+    match face.call(version, method, &params, &caller).await {
+        Ok(Reply::Json(result)) => answer(id, Ok(result), version, a2a_json),
+        Ok(Reply::Stream { task, after, first }) => stream(face, task, after, first, version, id).await,
+        Err(e) => answer(id, Err(e), version, a2a_json),
+    }
+}
+
+/// What a method answers: one JSON-RPC result, or a stream of them (SSE) about a task.
+enum Reply {
+    Json(Value),
+    /// The task's events after `after`, the task itself first when `first`.
+    Stream {
+        task: String,
+        after: u64,
+        first: bool,
+    },
+}
+
+/// The SSE answer of a streaming method: each event a JSON-RPC response carrying the task, a status
+/// update or an artifact update; closed once the task has ended.
+async fn stream(face: Face, task: String, after: u64, first: bool, version: Version, id: Value) -> Response {
+    let filter = Filter { task_id: Some(task.clone()), ..Filter::default() };
+    let sub = match face.log.subscribe(filter, Some(after)).await {
+        Ok(s) => s,
+        Err(e) => return answer(id, Err(RpcError::internal(e.to_string())), version, false),
+    };
+    let streamer = Streamer { face, task, version, id, sub, first, last: None, pending: VecDeque::new(), done: false };
+    let events = futures_util::stream::unfold(streamer, Streamer::next);
+    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response()
+}
+
+struct Streamer {
+    face: Face,
+    task: String,
+    version: Version,
+    id: Value,
+    sub: Subscription,
+    first: bool,
+    /// The state and the number of artifacts already told.
+    last: Option<(A2aState, usize)>,
+    pending: VecDeque<Value>,
+    done: bool,
+}
+
+impl Streamer {
+    async fn next(mut self) -> Option<(Result<SseEvent, Infallible>, Streamer)> {
+        loop {
+            if let Some(result) = self.pending.pop_front() {
+                let body = json!({"jsonrpc": "2.0", "id": self.id, "result": result});
+                return Some((Ok(SseEvent::default().data(body.to_string())), self));
+            }
+            if self.done {
+                return None;
+            }
+            let said = if self.first {
+                self.first = false;
+                None
+            } else {
+                match self.sub.next().await {
+                    Ok(event) => event.message().ok(),
+                    Err(_) => {
+                        self.done = true;
+                        continue;
+                    }
+                }
+            };
+            let mut task = match self.face.task(&self.task, None).await {
+                Ok(t) => t,
+                Err(e) => {
+                    let body = json!({"jsonrpc": "2.0", "id": self.id, "error": e.json(self.version)});
+                    self.done = true;
+                    return Some((Ok(SseEvent::default().data(body.to_string())), self));
+                }
+            };
+            let v = self.version;
+            match self.last {
+                None => {
+                    // A stream begins with the task.
+                    self.pending.push_back(wire::task_event_json(&task, v));
+                }
+                Some((state, told)) => {
+                    for artifact in task.artifacts.iter().skip(told) {
+                        self.pending.push_back(wire::artifact_update_json(&task, artifact, v));
+                    }
+                    // What the agent says of its progress, as the working status's message.
+                    let progress = said.as_ref().filter(|m| m.kind == MessageType::TaskProgress).and_then(|m| {
+                        m.payload.get("message").and_then(Value::as_str).map(|text| (m.id.clone(), text.to_owned()))
+                    });
+                    if let Some((message_id, text)) = &progress
+                        && !task.state.is_terminal()
+                    {
+                        task.status_message = Some(wire::Message {
+                            message_id: message_id.clone(),
+                            role: Role::Agent,
+                            parts: vec![Part::Text(text.clone())],
+                            context_id: Some(task.context_id.clone()),
+                            task_id: Some(task.id.clone()),
+                            metadata: None,
+                        });
+                    }
+                    if task.state != state || progress.is_some() {
+                        self.pending.push_back(wire::status_update_json(&task, v));
+                    }
+                }
+            }
+            self.last = Some((task.state, task.artifacts.len()));
+            self.done = task.state.is_terminal();
+        }
+    }
+}
+
+fn answer(id: Value, result: Result<Value, RpcError>, version: Version, a2a_json: bool) -> Response {
+    let body = match result {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(e) => {
+            if e.code == -32603 {
+                tracing::warn!(error = %e.message, "an A2A request failed");
+            }
+            json!({"jsonrpc": "2.0", "id": id, "error": e.json(version)})
+        }
+    };
+    let content_type = if a2a_json { "application/a2a+json" } else { "application/json" };
+    ([(header::CONTENT_TYPE, HeaderValue::from_static(content_type))], body.to_string()).into_response()
+}
+
+/// The operations, by version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Send,
+    Stream,
+    Get,
+    List,
+    Cancel,
+    Subscribe,
+    PushConfig,
+    ExtendedCard,
+}
+
+fn op(version: Version, method: &str) -> Result<Op, RpcError> {
+    let v10 = match method {
+        "SendMessage" => Some(Op::Send),
+        "SendStreamingMessage" => Some(Op::Stream),
+        "GetTask" => Some(Op::Get),
+        "ListTasks" => Some(Op::List),
+        "CancelTask" => Some(Op::Cancel),
+        "SubscribeToTask" => Some(Op::Subscribe),
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => Some(Op::PushConfig),
+        "GetExtendedAgentCard" => Some(Op::ExtendedCard),
+        _ => None,
+    };
+    let v03 = match method {
+        "message/send" => Some(Op::Send),
+        "message/stream" => Some(Op::Stream),
+        "tasks/get" => Some(Op::Get),
+        "tasks/cancel" => Some(Op::Cancel),
+        "tasks/resubscribe" => Some(Op::Subscribe),
+        "tasks/pushNotificationConfig/set"
+        | "tasks/pushNotificationConfig/get"
+        | "tasks/pushNotificationConfig/list"
+        | "tasks/pushNotificationConfig/delete" => Some(Op::PushConfig),
+        "agent/getAuthenticatedExtendedCard" => Some(Op::ExtendedCard),
+        _ => None,
+    };
+    match (version, v10, v03) {
+        (Version::V10, Some(op), _) | (Version::V03, _, Some(op)) => Ok(op),
+        // A method of the other version: the version the request says is the wrong one for it.
+        (Version::V10, None, Some(_)) => Err(RpcError::version_not_supported("1.0 (this is a 0.3 method)")),
+        (Version::V03, Some(_), None) => {
+            Err(RpcError::version_not_supported("0.3 (this is a 1.0 method; send A2A-Version: 1.0)"))
+        }
+        _ => Err(RpcError::method_not_found(method)),
+    }
+}
+
+impl Face {
+    async fn call(&self, version: Version, method: &str, params: &Value, caller: &Caller) -> Result<Reply, RpcError> {
+        let params = params.as_object().ok_or_else(|| RpcError::invalid_params("params: must be an object"))?;
+        match op(version, method)? {
+            Op::Send => self.send(version, params, caller).await.map(Reply::Json),
+            Op::Get => {
+                let id = task_id(params)?;
+                let history = history_length(params);
+                Ok(Reply::Json(wire::task_json(&self.task(&id, history).await?, version)))
+            }
+            Op::Cancel => self.cancel(version, params, caller).await.map(Reply::Json),
+            Op::Stream => {
+                let (task, after) = (id::generate(Kind::Task), self.engine.seq());
+                self.start(version, params, caller, &task).await?;
+                Ok(Reply::Stream { task, after, first: true })
+            }
+            Op::Subscribe => {
+                let id = task_id(params)?;
+                if self.task(&id, Some(0)).await?.state.is_terminal() {
+                    return Err(RpcError::unsupported(format!("task {id} has ended: read it with GetTask")));
+                }
+                Ok(Reply::Stream { task: id, after: self.engine.seq(), first: true })
+            }
+            Op::List => Err(RpcError::unsupported("listing tasks is not supported yet")),
+            Op::PushConfig => Err(RpcError::push_not_supported()),
+            Op::ExtendedCard => Err(RpcError::extended_card_not_configured()),
+        }
+    }
+
+    /// `SendMessage` / `message/send`: a new task for the message, routed by the skill it names;
+    /// answered at once or, when the client blocks, once the task has ended (or the wait is over).
+    async fn send(&self, version: Version, params: &Map<String, Value>, caller: &Caller) -> Result<Value, RpcError> {
+        let configuration = params.get("configuration").and_then(Value::as_object);
+        let setting = |camel: &str, snake: &str| {
+            configuration.and_then(|c| c.get(camel).or_else(|| c.get(snake))).and_then(Value::as_bool)
+        };
+        let blocking = match version {
+            // 1.0: returnImmediately (default false) means "do not wait".
+            Version::V10 => !setting("returnImmediately", "return_immediately").unwrap_or(false),
+            Version::V03 => setting("blocking", "blocking").unwrap_or(false),
+        };
+        // Listening before it is stored: the end cannot slip by unseen.
+        let task = id::generate(Kind::Task);
+        let mut events = if blocking {
+            let filter = Filter { task_id: Some(task.clone()), ..Filter::default() };
+            Some(self.log.subscribe(filter, None).await.map_err(|e| RpcError::internal(e.to_string()))?)
+        } else {
+            None
+        };
+        self.start(version, params, caller, &task).await?;
+        if let Some(events) = &mut events {
+            let deadline = Instant::now() + self.options.blocking_wait;
+            while !self.engine.task(&task).is_none_or(|t| t.state.is_final()) {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match tokio::time::timeout(left, events.next()).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(_)) | Err(_) => break,
+                }
+            }
+        }
+        let shown = wire::task_json(&self.task(&task, history_length(params)).await?, version);
+        Ok(match version {
+            Version::V10 => json!({"task": shown}),
+            Version::V03 => shown,
+        })
+    }
+
+    /// Stores the message's task, `task`: a `task.request` to the orchestrator.
+    async fn start(
+        &self,
+        version: Version,
+        params: &Map<String, Value>,
+        caller: &Caller,
+        task: &str,
+    ) -> Result<(), RpcError> {
+        let message = params.get("message").ok_or_else(|| RpcError::invalid_params("message: required"))?;
+        let mut message = wire::read_message(message).map_err(RpcError::invalid_params)?;
+        if message.role != Role::User {
+            return Err(RpcError::invalid_params("message.role: a client's message is ROLE_USER"));
+        }
+        if let Some(task) = &message.task_id {
+            return Err(RpcError::unsupported(format!(
+                "continuing task {task} is not supported yet: send the message without a taskId"
+            )));
+        }
+        let skill = [message.metadata.as_ref(), params.get("metadata").and_then(Value::as_object)]
+            .into_iter()
+            .flatten()
+            .find_map(|m| m.get("skill").and_then(Value::as_str).map(str::to_owned));
+        let from = caller
+            .acting_agent(None)
+            .map_err(|r| RpcError::new(-32600, "UNAUTHORIZED", r.message))?
+            .unwrap_or_else(|| CALLER.to_owned());
+
+        // Ids: the task's is Clutch's; a context that is a Clutch thread continues it, any other
+        // is kept beside a new thread.
+        let thread = match &message.context_id {
+            Some(c) if id::check(Kind::Thread, c).is_ok() => c.clone(),
+            _ => id::generate(Kind::Thread),
+        };
+        let context = message.context_id.clone().unwrap_or_else(|| thread.clone());
+        message.context_id = Some(context.clone());
+        message.task_id = Some(task.to_owned());
+        let mut payload = Map::new();
+        payload.insert("goal".into(), json!(wire::text_of(&message.parts)));
+        payload.insert(
+            PAYLOAD_KEY.into(),
+            json!({"message": wire::message_json(&message, Version::V10), "context_id": context, "version": version.as_str()}),
+        );
+        let run = id::generate(Kind::Run);
+        let mut request = Envelope::new(MessageType::TaskRequest, &from, (&run, &thread, task), payload);
+        request.to = vec![Recipient { agent_id: ORCHESTRATOR.into() }];
+        request.requires = skill.into_iter().collect();
+        let raw = serde_json::to_value(&request).map_err(|e| RpcError::internal(e.to_string()))?;
+        let request =
+            clutch_proto::validate::message(&raw, &clutch_proto::validate::Defaults { now: SystemTime::now() })
+                .map_err(|p| RpcError::invalid_params(p.to_string()))?;
+
+        match self.engine.submit(vec![request]).await.map_err(|e| RpcError::internal(e.to_string()))?.pop() {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(RpcError::invalid_params(e.to_string())),
+            None => Err(RpcError::internal("the message went unanswered")),
+        }
+    }
+
+    /// `CancelTask` / `tasks/cancel`: the caller's cancel of a task it asked for.
+    async fn cancel(&self, version: Version, params: &Map<String, Value>, caller: &Caller) -> Result<Value, RpcError> {
+        let id = task_id(params)?;
+        let shown = self.task(&id, None).await?;
+        if shown.state.is_terminal() {
+            return Err(RpcError::not_cancelable(format!("task {id} has ended")));
+        }
+        let from = caller.acting_agent(None).ok().flatten().unwrap_or_else(|| CALLER.to_owned());
+        self.engine.task_cancel(&from, &id, "cancelled by its A2A client").await.map_err(|e| {
+            if e.code() == clutch_proto::ErrorCode::InvalidTransition {
+                RpcError::not_cancelable(e.to_string())
+            } else {
+                RpcError::invalid_params(e.to_string())
+            }
+        })?;
+        Ok(wire::task_json(&self.task(&id, None).await?, version))
+    }
+
+    /// The A2A task of Clutch task `id`: only a task an A2A message started is one.
+    async fn task(&self, id: &str, history: Option<usize>) -> Result<wire::Task, RpcError> {
+        let view = self.engine.task(id).ok_or_else(|| RpcError::task_not_found(id))?;
+        let filter = Filter { task_id: Some(id.to_owned()), kind: Some(MessageType::TaskRequest), ..Filter::default() };
+        let first = self.log.read(&filter, 0, 1).await.map_err(|e| RpcError::internal(e.to_string()))?;
+        let request = first.first().and_then(|e| e.message().ok()).ok_or_else(|| RpcError::task_not_found(id))?;
+        let origin =
+            request.payload.get(PAYLOAD_KEY).and_then(Value::as_object).ok_or_else(|| RpcError::task_not_found(id))?;
+        let context = origin.get("context_id").and_then(Value::as_str).unwrap_or(&view.thread_id).to_owned();
+        let state = match view.state {
+            TaskState::Requested | TaskState::Queued | TaskState::Routed | TaskState::Planning | TaskState::Pending => {
+                A2aState::Submitted
+            }
+            TaskState::Accepted
+            | TaskState::Running
+            | TaskState::Retrying
+            | TaskState::Claimed
+            | TaskState::InProgress
+            | TaskState::Blocked => A2aState::Working,
+            TaskState::Completed => A2aState::Completed,
+            TaskState::Failed | TaskState::TimedOut => A2aState::Failed,
+            TaskState::Cancelled => A2aState::Canceled,
+        };
+        let timestamp = view
+            .history
+            .as_ref()
+            .and_then(|h| h.last())
+            .map(|s| s.ts.clone())
+            .unwrap_or_else(|| clutch_proto::validate::format_ts(SystemTime::now()));
+        let end = if state.is_terminal() {
+            self.engine.task_end(id).await.map_err(|e| RpcError::internal(e.to_string()))?
+        } else {
+            None
+        };
+        let agent_says = |text: String| wire::Message {
+            message_id: format!("{id}-status"),
+            role: Role::Agent,
+            parts: vec![Part::Text(text)],
+            context_id: Some(context.clone()),
+            task_id: Some(id.to_owned()),
+            metadata: None,
+        };
+        let (mut artifacts, mut status_message) = (Vec::new(), None);
+        if let Some(end) = &end {
+            match end.kind {
+                MessageType::TaskResult => {
+                    let part = match end.payload.get("text").and_then(Value::as_str) {
+                        Some(text) => Part::Text(text.to_owned()),
+                        None => Part::Data(end.payload.clone()),
+                    };
+                    artifacts.push(Artifact {
+                        artifact_id: format!("{id}-result"),
+                        name: Some("result".into()),
+                        parts: vec![part],
+                    });
+                }
+                _ => {
+                    let p = &end.payload;
+                    let why =
+                        p.get("message").or_else(|| p.get("reason")).and_then(Value::as_str).unwrap_or("it ended");
+                    let code = p.get("code").and_then(Value::as_str);
+                    status_message = Some(agent_says(match code {
+                        Some(code) => format!("{code}: {why}"),
+                        None => why.to_owned(),
+                    }));
+                }
+            }
+        }
+        let mut shown_history = Vec::new();
+        if history != Some(0)
+            && let Some(m) = origin.get("message").and_then(|m| wire::read_message(m).ok())
+        {
+            shown_history.push(m);
+        }
+        let mut metadata = Map::new();
+        metadata.insert(
+            "clutch".into(),
+            json!({"state": view.state.as_str(), "agent": view.agent, "run_id": view.run_id, "thread_id": view.thread_id}),
+        );
+        Ok(wire::Task {
+            id: id.to_owned(),
+            context_id: context,
+            state,
+            timestamp,
+            status_message,
+            artifacts,
+            history: shown_history,
+            metadata,
+        })
+    }
+}
+
+fn task_id(params: &Map<String, Value>) -> Result<String, RpcError> {
+    params
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| RpcError::invalid_params("id: required, the task's id"))
+}
+
+fn history_length(params: &Map<String, Value>) -> Option<usize> {
+    params
+        .get("historyLength")
+        .or_else(|| params.get("history_length"))
+        .or_else(|| {
+            params.get("configuration").and_then(|c| c.get("historyLength").or_else(|| c.get("history_length")))
+        })
+        .and_then(Value::as_u64)
+        .map(|n| n as usize)
+}

@@ -1,0 +1,49 @@
+//! The A2A face's integration tests: the face served on 127.0.0.1:0 over a real SQLite store and the
+//! real engine (`clutch-app` with the A2A face), driven by plain JSON-RPC over HTTP in both versions,
+//! with an agent of the test working the tasks the router gives it through the engine's inbox. The
+//! official SDKs drive the real binary in scripts/test-a2a.
+
+mod server;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clutch_app::{App, face};
+use serde_json::{Value, json};
+
+pub struct Daemon {
+    pub url: String,
+    pub engine: clutch_core::Engine,
+    app: App,
+    _dir: tempfile::TempDir,
+}
+
+pub async fn start() -> Daemon {
+    let dir = tempfile::tempdir().unwrap();
+    let store = clutch_store_sqlite::Store::open(dir.path()).unwrap();
+    let options = clutch_a2a::Options { blocking_wait: Duration::from_secs(20), ..Default::default() };
+    let mut app = App::builder(Arc::new(store)).face(face::A2a(options)).build().await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    app.listen(listener);
+    Daemon { url: format!("http://{addr}"), engine: app.engine.clone(), app, _dir: dir }
+}
+
+impl Daemon {
+    pub async fn stop(self) {
+        self.app.stop().await.unwrap();
+    }
+
+    /// One JSON-RPC call at `/a2a` with `A2A-Version: version` (none when `None`): the response body.
+    pub async fn rpc(&self, version: Option<&str>, method: &str, params: Value) -> Value {
+        let mut request = reqwest::Client::new()
+            .post(format!("{}/a2a", self.url))
+            .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}));
+        if let Some(v) = version {
+            request = request.header("A2A-Version", v);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200, "JSON-RPC answers travel in HTTP 200");
+        response.json().await.unwrap()
+    }
+}

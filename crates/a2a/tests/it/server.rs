@@ -1,0 +1,345 @@
+//! The hub as an A2A agent: its card (skills from the agents registered, both versions' fields, an
+//! ETag), messages sent in 1.0 and 0.3 becoming tasks the router gives to the agent with the skill
+//! named, blocking and not, read back and cancelled; and the errors the spec names.
+
+use std::time::Duration;
+
+use clutch_core::Engine;
+use clutch_core::inbox::{Reply, Status};
+use serde_json::{Value, json};
+
+use crate::start;
+
+async fn register(engine: &Engine, name: &str, skill: &str) {
+    let card = json!({
+        "v": "clutch/0.1", "agent_id": format!("agent:{name}"),
+        "capabilities": [{"id": skill, "version": "1.0.0", "tags": ["answers"]}],
+    });
+    engine.register(&clutch_proto::validate::agent_card(&card).unwrap()).await.unwrap();
+}
+
+/// `agent:kim` answers every task given to it: accepts, then completes with "42: GOAL".
+fn kim_works(engine: Engine) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let Ok(inbox) = engine.inbox("agent:kim", Duration::from_secs(5)).await else { return };
+            for item in inbox.tasks {
+                let goal = item.request["goal"].as_str().unwrap_or_default().to_owned();
+                let reply = Reply {
+                    status: Status::Completed,
+                    text: Some(format!("42: {goal}")),
+                    result: None,
+                    error: None,
+                    retryable: false,
+                };
+                let _ = engine.task_reply("agent:kim", &item.task.task_id, reply).await;
+            }
+        }
+    })
+}
+
+fn message(text: &str, skill: Option<&str>) -> Value {
+    let mut m = json!({"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]});
+    if let Some(s) = skill {
+        m["metadata"] = json!({"skill": s});
+    }
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_card_lists_the_agents_skills_for_both_versions() {
+    let d = start().await;
+    register(&d.engine, "kim", "skill:answer").await;
+    let http = reqwest::Client::new();
+    let mut tags = Vec::new();
+    for path in ["/.well-known/agent-card.json", "/.well-known/agent.json"] {
+        let response = http.get(format!("{}{path}", d.url)).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        let tag = response.headers()["etag"].to_str().unwrap().to_owned();
+        assert_eq!(response.headers()["cache-control"], "no-cache");
+        let card: Value = response.json().await.unwrap();
+        let url = format!("{}/a2a", d.url);
+        assert_eq!(
+            card["supportedInterfaces"],
+            json!([
+                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            ])
+        );
+        assert_eq!((card["url"].as_str(), card["preferredTransport"].as_str()), (Some(url.as_str()), Some("JSONRPC")));
+        assert_eq!(card["protocolVersion"], "0.3");
+        assert_eq!(card["capabilities"]["streaming"], true);
+        let skills: Vec<&str> = card["skills"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+        assert_eq!(skills, ["skill:answer"]);
+        assert_eq!(card["skills"][0]["tags"], json!(["answers"]));
+        tags.push(tag);
+    }
+    assert_eq!(tags[0], tags[1], "one card at both paths");
+    // Revalidation: unchanged is 304; an agent more changes it.
+    let r = http
+        .get(format!("{}/.well-known/agent-card.json", d.url))
+        .header("if-none-match", &tags[0])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 304);
+    register(&d.engine, "lee", "skill:review").await;
+    let r = http
+        .get(format!("{}/.well-known/agent-card.json", d.url))
+        .header("if-none-match", &tags[0])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let card: Value = r.json().await.unwrap();
+    assert_eq!(card["skills"].as_array().unwrap().len(), 2);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_is_a_routed_task_in_1_0_and_in_0_3() {
+    let d = start().await;
+    register(&d.engine, "kim", "skill:answer").await;
+    let worker = kim_works(d.engine.clone());
+
+    // 1.0, blocking by default: the answer holds the ended task with its artifact.
+    let sent = d.rpc(Some("1.0"), "SendMessage", json!({"message": message("6 × 7?", Some("skill:answer"))})).await;
+    let task = &sent["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
+    assert_eq!(task["artifacts"][0]["parts"], json!([{"text": "42: 6 × 7?"}]));
+    assert_eq!(task["history"][0]["role"], "ROLE_USER");
+    assert_eq!(task["history"][0]["parts"], json!([{"text": "6 × 7?"}]));
+    assert!(task.get("kind").is_none(), "1.0 objects carry no kind");
+    let id = task["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("task_"), "the A2A task is the Clutch task: {id}");
+    // In the log: a task.request the router gave to kim for the skill.
+    let view = d.engine.task(&id).unwrap();
+    assert_eq!((view.agent.as_deref(), view.requires.clone()), (Some("agent:kim"), vec!["skill:answer".to_owned()]));
+    assert_eq!(task["contextId"], view.thread_id.as_str(), "a new context is the task's thread");
+    let got = d.rpc(Some("1.0"), "GetTask", json!({"id": id})).await;
+    assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let got = d.rpc(Some("1.0"), "GetTask", json!({"id": id, "historyLength": 0})).await;
+    assert!(got["result"].get("history").is_none(), "{got}");
+
+    // 0.3 (no header), not blocking: a bare task with kinds, then read when done.
+    let m03 = json!({"kind": "message", "messageId": "m-2", "role": "user", "contextId": "ctx-from-client",
+                     "parts": [{"kind": "text", "text": "and 6 × 8?"}], "metadata": {"skill": "skill:answer"}});
+    let sent = d.rpc(None, "message/send", json!({"message": m03})).await;
+    let task = &sent["result"];
+    assert_eq!(task["kind"], "task", "{sent}");
+    assert_eq!(task["contextId"], "ctx-from-client", "the client's context is kept");
+    assert!(["submitted", "working", "completed"].contains(&task["status"]["state"].as_str().unwrap()), "{task}");
+    let id = task["id"].as_str().unwrap().to_owned();
+    let done = loop {
+        let got = d.rpc(None, "tasks/get", json!({"id": id})).await;
+        if got["result"]["status"]["state"] == "completed" {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(done["result"]["artifacts"][0]["parts"], json!([{"kind": "text", "text": "42: and 6 × 8?"}]));
+    assert_eq!(done["result"]["history"][0]["role"], "user");
+    worker.abort();
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_working_task_is_cancelled_and_errors_are_the_specs() {
+    let d = start().await;
+    register(&d.engine, "slow", "skill:slow").await;
+    let sent = d
+        .rpc(
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": message("take your time", Some("skill:slow")), "configuration": {"returnImmediately": true}}),
+        )
+        .await;
+    let id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(sent["result"]["task"]["status"]["state"], "TASK_STATE_SUBMITTED", "{sent}");
+    let cancelled = d.rpc(Some("1.0"), "CancelTask", json!({"id": id})).await;
+    assert_eq!(cancelled["result"]["status"]["state"], "TASK_STATE_CANCELED", "{cancelled}");
+    let again = d.rpc(Some("1.0"), "CancelTask", json!({"id": id})).await;
+    assert_eq!(again["error"]["code"], -32002, "{again}");
+
+    let code = |v: &Value| (v["error"]["code"].as_i64(), v["error"]["data"][0]["reason"].as_str().map(str::to_owned));
+    let missing = d.rpc(Some("1.0"), "GetTask", json!({"id": "task_nope"})).await;
+    assert_eq!(code(&missing), (Some(-32001), Some("TASK_NOT_FOUND".into())));
+    assert_eq!(missing["error"]["data"][0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo");
+    let missing = d.rpc(None, "tasks/get", json!({"id": "task_nope"})).await;
+    assert_eq!(
+        (missing["error"]["code"].as_i64(), missing["error"].get("data")),
+        (Some(-32001), None),
+        "0.3: no ErrorInfo"
+    );
+    // Versions: unknown, and a method of the other version.
+    assert_eq!(d.rpc(Some("2.0"), "SendMessage", json!({})).await["error"]["code"], -32009);
+    assert_eq!(d.rpc(None, "SendMessage", json!({})).await["error"]["code"], -32009);
+    assert_eq!(d.rpc(Some("1.0"), "message/send", json!({})).await["error"]["code"], -32009);
+    let unknown = d.rpc(Some("1.0"), "Juggle", json!({})).await;
+    assert_eq!((unknown["error"]["code"].as_i64(), unknown["error"].get("data")), (Some(-32601), None));
+    let bad =
+        d.rpc(Some("1.0"), "SendMessage", json!({"message": {"role": "ROLE_USER", "parts": [{"text": "x"}]}})).await;
+    assert_eq!(bad["error"]["code"], -32602);
+    assert!(bad["error"]["message"].as_str().unwrap().contains("messageId"), "{bad}");
+    assert_eq!(d.rpc(Some("1.0"), "GetExtendedAgentCard", json!({})).await["error"]["code"], -32007);
+    assert_eq!(d.rpc(Some("1.0"), "CreateTaskPushNotificationConfig", json!({})).await["error"]["code"], -32003);
+    // A Clutch task no A2A message started is no A2A task.
+    let inbox_task = {
+        let t = clutch_proto::validate::message(
+            &json!({"thread_id": clutch_proto::id::generate(clutch_proto::id::Kind::Thread), "run_id": clutch_proto::id::generate(clutch_proto::id::Kind::Run),
+                    "task_id": clutch_proto::id::generate(clutch_proto::id::Kind::Task), "from": {"agent_id": "user:ada"},
+                    "to": [{"agent_id": "agent:slow"}], "type": "task.request", "payload": {"goal": "x"}}),
+            &clutch_proto::validate::Defaults { now: std::time::SystemTime::now() },
+        )
+        .unwrap();
+        let id = t.task_id.clone();
+        d.engine.submit(vec![t]).await.unwrap().pop().unwrap().unwrap();
+        id
+    };
+    assert_eq!(d.rpc(Some("1.0"), "GetTask", json!({"id": inbox_task})).await["error"]["code"], -32001);
+
+    // Not JSON, and not JSON-RPC; and the a2a media type answered in kind.
+    let http = reqwest::Client::new();
+    let r: Value = http
+        .post(format!("{}/a2a", d.url))
+        .body("{")
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["error"]["code"], -32700);
+    let r: Value = http
+        .post(format!("{}/a2a", d.url))
+        .json(&json!({"method": "GetTask"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["error"]["code"], -32600);
+    let r = http
+        .post(format!("{}/a2a/", d.url))
+        .header("content-type", "application/a2a+json")
+        .header("A2A-Version", "1.0")
+        .body(json!({"jsonrpc": "2.0", "id": "x", "method": "GetTask", "params": {"id": id}}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-type"], "application/a2a+json");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!((body["id"].clone(), body["result"]["id"].clone()), (json!("x"), json!(id)));
+    d.stop().await;
+}
+
+/// The `result`s of an SSE answer, in order (the stream ends when the task has).
+async fn sse(url: &str, version: Option<&str>, method: &str, params: Value) -> Vec<Value> {
+    let mut request = reqwest::Client::new()
+        .post(format!("{url}/a2a"))
+        .header("accept", "text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params}));
+    if let Some(v) = version {
+        request = request.header("A2A-Version", v);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let text = tokio::time::timeout(Duration::from_secs(20), response.text()).await.expect("the stream ends").unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| {
+            let v: Value = serde_json::from_str(d).unwrap();
+            assert_eq!(v["id"], 9, "{v}");
+            v["result"].clone()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_message_and_a_subscription_tell_the_task_as_it_goes() {
+    let d = start().await;
+    register(&d.engine, "kim", "skill:answer").await;
+    register(&d.engine, "slow", "skill:slow").await;
+    let worker = kim_works(d.engine.clone());
+
+    // 1.0: the task first, then updates, the artifact before the final status; no kind, no final.
+    let events =
+        sse(&d.url, Some("1.0"), "SendStreamingMessage", json!({"message": message("6 × 7?", Some("skill:answer"))}))
+            .await;
+    assert!(events[0]["task"]["id"].as_str().unwrap().starts_with("task_"), "{events:?}");
+    let last = events.last().unwrap();
+    assert_eq!(last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED", "{events:?}");
+    let artifact = events.iter().find(|e| e.get("artifactUpdate").is_some()).expect("an artifact update");
+    assert_eq!(artifact["artifactUpdate"]["artifact"]["parts"], json!([{"text": "42: 6 × 7?"}]));
+    assert!(events.iter().all(|e| e.get("kind").is_none() && e.pointer("/statusUpdate/final").is_none()), "{events:?}");
+
+    // 0.3: kinds, and `final` on the last status update.
+    let m03 = json!({"kind": "message", "messageId": "m-3", "role": "user", "parts": [{"kind": "text", "text": "hi"}], "metadata": {"skill": "skill:answer"}});
+    let events = sse(&d.url, None, "message/stream", json!({"message": m03})).await;
+    assert_eq!(events[0]["kind"], "task");
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last["kind"].as_str(), last["final"].as_bool(), last["status"]["state"].as_str()),
+        (Some("status-update"), Some(true), Some("completed"))
+    );
+    assert!(events.iter().any(|e| e["kind"] == "artifact-update"), "{events:?}");
+
+    // A subscription to a task under way: its progress, then its end.
+    let sent = d
+        .rpc(
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": message("slowly", Some("skill:slow")), "configuration": {"returnImmediately": true}}),
+        )
+        .await;
+    let id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    // Its first event (the task) says the subscription is in place.
+    let mut watching = reqwest::Client::new()
+        .post(format!("{}/a2a", d.url))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 9, "method": "SubscribeToTask", "params": {"id": id}}))
+        .send()
+        .await
+        .unwrap();
+    let mut text = String::new();
+    while !text.contains("\n\n") {
+        let chunk = tokio::time::timeout(Duration::from_secs(20), watching.chunk()).await.unwrap().unwrap().unwrap();
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    let reply = |status, text: Option<&str>| Reply {
+        status,
+        text: text.map(str::to_owned),
+        result: None,
+        error: None,
+        retryable: false,
+    };
+    d.engine.task_reply("agent:slow", &id, reply(Status::Accepted, None)).await.unwrap();
+    let view = d.engine.task(&id).unwrap();
+    let progress = clutch_proto::validate::message(
+        &json!({"thread_id": view.thread_id, "run_id": view.run_id, "task_id": id, "from": {"agent_id": "agent:slow"},
+                "to": [{"agent_id": "user:a2a"}], "type": "task.progress", "payload": {"percent": 50, "message": "half way"}}),
+        &clutch_proto::validate::Defaults { now: std::time::SystemTime::now() },
+    )
+    .unwrap();
+    d.engine.submit(vec![progress]).await.unwrap().pop().unwrap().unwrap();
+    d.engine.task_reply("agent:slow", &id, reply(Status::Completed, Some("done slowly"))).await.unwrap();
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(20), watching.chunk()).await.unwrap().unwrap() {
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["result"].clone())
+        .collect();
+    assert_eq!(events[0]["task"]["id"], id.as_str(), "{events:?}");
+    let said: Vec<&str> =
+        events.iter().filter_map(|e| e.pointer("/statusUpdate/status/message/parts/0/text")?.as_str()).collect();
+    assert_eq!(said, ["half way"], "{events:?}");
+    assert_eq!(events.last().unwrap()["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
+    // An ended task takes no subscription.
+    assert_eq!(d.rpc(Some("1.0"), "SubscribeToTask", json!({"id": id})).await["error"]["code"], -32004);
+    worker.abort();
+    d.stop().await;
+}
