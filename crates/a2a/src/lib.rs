@@ -5,10 +5,18 @@
 //! message becomes a `task.request` the router gives to an agent with the skill it names, so each
 //! exchange is Clutch events in the log; A2A tasks are read back from the engine and the log.
 
+//!
+//! The hub is an A2A client too (`remote`): an agent whose card names `endpoints.a2a.url` is a
+//! remote A2A agent (another Clutch hub, say); the tasks the router gives it are sent there and
+//! followed, their news written back as the agent's own events.
+
 mod card;
+pub mod remote;
 mod server;
 pub mod wire;
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -22,15 +30,37 @@ pub struct Options {
     pub public_url: Option<String>,
     /// How long a blocking `SendMessage` waits for its task to end before answering it as it is.
     pub blocking_wait: Duration,
+    /// How often a task given to a remote A2A agent is read while it works there.
+    pub remote_poll: Duration,
+    /// Delivery to remote A2A agents: retries and backoff (core's push delivery).
+    pub push: clutch_core::push::Options,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { public_url: None, blocking_wait: Duration::from_secs(120) }
+        Options {
+            public_url: None,
+            blocking_wait: Duration::from_secs(120),
+            remote_poll: Duration::from_millis(500),
+            push: clutch_core::push::Options::default(),
+        }
     }
 }
 
 /// The face's routes: the card at both well-known paths, and the JSON-RPC endpoint.
 pub fn router(log: Handle, engine: Engine, options: &Options) -> Router {
     server::router(log, engine, options.clone())
+}
+
+/// Delivers the inboxes of remote A2A agents (cards naming `endpoints.a2a.url`) until `stop`
+/// resolves, first following again the tasks they were working when the daemon stopped.
+pub async fn run_remotes(log: Handle, engine: Engine, options: Options, stop: impl Future<Output = ()>) {
+    let remote = match remote::Remote::new(log.clone(), engine.clone(), options.remote_poll) {
+        Ok(r) => r,
+        Err(e) => return tracing::error!(error = %e, "delivery to remote A2A agents cannot start its HTTP client"),
+    };
+    remote.resume().await;
+    let transport = Arc::new(remote::Transported(remote.clone()));
+    clutch_core::push::run(log, engine, transport, options.push, stop).await;
+    remote.stop();
 }

@@ -72,6 +72,11 @@ impl Face for A2a {
     fn routes(&self, core: &Running) -> Result<Router, String> {
         Ok(clutch_a2a::router(core.log.clone(), core.engine.clone(), &self.0))
     }
+
+    /// Remote A2A agents: the tasks given to them sent there and followed.
+    fn background(&self, core: &Running, stop: Stop) -> Option<BoxFuture<'static, ()>> {
+        Some(Box::pin(clutch_a2a::run_remotes(core.log.clone(), core.engine.clone(), self.0.clone(), stop)))
+    }
 }
 
 /// Push delivery over HTTP (`clutch_core::push` with the gateway's transport): the inboxes of agents

@@ -3,6 +3,7 @@
 //! with an agent of the test working the tasks the router gives it through the engine's inbox. The
 //! official SDKs drive the real binary in scripts/test-a2a.
 
+mod federation;
 mod server;
 
 use std::sync::Arc;
@@ -15,23 +16,43 @@ pub struct Daemon {
     pub url: String,
     pub engine: clutch_core::Engine,
     app: App,
-    _dir: tempfile::TempDir,
+    options: clutch_core::engine::Options,
+    dir: tempfile::TempDir,
 }
 
 pub async fn start() -> Daemon {
-    let dir = tempfile::tempdir().unwrap();
+    start_with(clutch_core::engine::Options::default()).await
+}
+
+/// A daemon whose engine has `engine`'s options (a guard that allows loopback, to reach another).
+pub async fn start_with(engine: clutch_core::engine::Options) -> Daemon {
+    open(tempfile::tempdir().unwrap(), engine).await
+}
+
+async fn open(dir: tempfile::TempDir, engine: clutch_core::engine::Options) -> Daemon {
     let store = clutch_store_sqlite::Store::open(dir.path()).unwrap();
-    let options = clutch_a2a::Options { blocking_wait: Duration::from_secs(20), ..Default::default() };
-    let mut app = App::builder(Arc::new(store)).face(face::A2a(options)).build().await.unwrap();
+    let options = clutch_a2a::Options {
+        blocking_wait: Duration::from_secs(20),
+        remote_poll: Duration::from_millis(50),
+        push: clutch_core::push::Options { rescan: Duration::from_millis(50), ..Default::default() },
+        ..Default::default()
+    };
+    let mut app = App::builder(Arc::new(store)).engine(engine.clone()).face(face::A2a(options)).build().await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     app.listen(listener);
-    Daemon { url: format!("http://{addr}"), engine: app.engine.clone(), app, _dir: dir }
+    Daemon { url: format!("http://{addr}"), engine: app.engine.clone(), app, options: engine, dir }
 }
 
 impl Daemon {
     pub async fn stop(self) {
         self.app.stop().await.unwrap();
+    }
+
+    /// Stopped and started again on the same data (at another address).
+    pub async fn restart(self) -> Daemon {
+        self.app.stop().await.unwrap();
+        open(self.dir, self.options).await
     }
 
     /// One JSON-RPC call at `/a2a` with `A2A-Version: version` (none when `None`): the response body.

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::start;
 
-async fn register(engine: &Engine, name: &str, skill: &str) {
+pub(crate) async fn register(engine: &Engine, name: &str, skill: &str) {
     let card = json!({
         "v": "clutch/0.1", "agent_id": format!("agent:{name}"),
         "capabilities": [{"id": skill, "version": "1.0.0", "tags": ["answers"]}],
@@ -19,7 +19,7 @@ async fn register(engine: &Engine, name: &str, skill: &str) {
 }
 
 /// `agent:kim` answers every task given to it: accepts, then completes with "42: GOAL".
-fn kim_works(engine: Engine) -> tokio::task::JoinHandle<()> {
+pub(crate) fn kim_works(engine: Engine) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
             let Ok(inbox) = engine.inbox("agent:kim", Duration::from_secs(5)).await else { return };

@@ -1,0 +1,313 @@
+//! Remote A2A agents as Clutch agents: an agent whose card names `endpoints.a2a.url` gets its inbox
+//! through core's push delivery with this transport. A task given to it is sent there as an A2A
+//! message (`SendMessage`, returning at once), its remote task id kept in the agent's `task.accept`;
+//! a follower then reads the remote task until it ends and writes what it says back as the agent's
+//! own `task.progress`, `task.result` or `task.error`; a cancel crosses as `CancelTask`. Another
+//! Clutch hub is such an agent, so two hubs federate. Every request goes through the outbound guard.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clutch_core::push::{Delivery, Target, Transport};
+use clutch_core::{Engine, Handle};
+use clutch_proto::message::Recipient;
+use clutch_proto::{Message, MessageType};
+use clutch_store::{Event, Filter};
+use serde_json::{Map, Value, json};
+
+/// The card's endpoint this transport serves.
+pub const PROTOCOL: &str = "a2a";
+/// Where the remote task's id is kept in the agent's `task.accept`.
+const REMOTE: &str = "a2a";
+
+/// Delivers to remote A2A agents and follows the tasks it gives them.
+pub struct Remote {
+    client: clutch_outbound::Client,
+    log: Handle,
+    engine: Engine,
+    /// How often a remote task is read while it works.
+    poll: Duration,
+    /// The followers running, by Clutch task id.
+    following: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+}
+
+impl Remote {
+    pub fn new(log: Handle, engine: Engine, poll: Duration) -> Result<Arc<Remote>, String> {
+        let guard = engine.options().outbound.clone();
+        let options = clutch_outbound::Options { timeout: Duration::from_secs(30), ..Default::default() };
+        let client = clutch_outbound::Client::new(guard, &options).map_err(|e| e.to_string())?;
+        Ok(Arc::new(Remote { client, log, engine, poll, following: Mutex::new(HashMap::new()) }))
+    }
+
+    /// Follows again the tasks remote agents were working when the daemon stopped.
+    pub async fn resume(self: &Arc<Self>) {
+        for (agent, url, _) in self.engine.push_targets(PROTOCOL) {
+            for task in self.engine.open_tasks_of(&agent) {
+                if let Some(remote) = self.remote_id(&task, &agent).await {
+                    self.follow(task, agent.clone(), url.clone(), remote);
+                }
+            }
+        }
+    }
+
+    /// Stops the followers (they resume from the log after a restart).
+    pub fn stop(&self) {
+        for (_, follower) in self.following.lock().unwrap_or_else(|e| e.into_inner()).drain() {
+            follower.abort();
+        }
+    }
+
+    /// The remote task id `agent`'s accept of `task` recorded, if any.
+    async fn remote_id(&self, task: &str, agent: &str) -> Option<String> {
+        let filter = Filter {
+            task_id: Some(task.to_owned()),
+            agent_id: Some(agent.to_owned()),
+            kind: Some(MessageType::TaskAccept),
+            ..Filter::default()
+        };
+        let events = self.log.read(&filter, 0, 100).await.ok()?;
+        events.iter().rev().filter_map(|e| e.message().ok()).find_map(|m| {
+            m.payload.get(REMOTE).and_then(|a| a.get("task_id")).and_then(Value::as_str).map(str::to_owned)
+        })
+    }
+
+    fn follow(self: &Arc<Self>, task: String, agent: String, url: String, remote: String) {
+        let mut following = self.following.lock().unwrap_or_else(|e| e.into_inner());
+        following.retain(|_, f| !f.is_finished());
+        if following.contains_key(&task) {
+            return;
+        }
+        let me = self.clone();
+        let key = task.clone();
+        following.insert(key, tokio::spawn(async move { me.follower(task, agent, url, remote).await }));
+    }
+
+    /// One JSON-RPC call (A2A 1.0) to `url`: its result, or why not (`Err(true)` when worth retrying).
+    async fn call(&self, url: &str, method: &str, params: Value) -> Result<Value, (bool, String)> {
+        let request = self.client.post(url).map_err(|e| (true, e.to_string()))?;
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let response = request
+            .header("A2A-Version", "1.0")
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| (true, e.without_url().to_string()))?;
+        let status = response.status();
+        if !status.is_success() {
+            let retry = status.is_server_error() || matches!(status.as_u16(), 408 | 429);
+            return Err((retry, format!("HTTP {}", status.as_u16())));
+        }
+        let answer: Value = response.json().await.map_err(|e| (true, format!("not JSON-RPC: {e}")))?;
+        match (answer.get("result"), answer.get("error")) {
+            (Some(result), None) => Ok(result.clone()),
+            (_, Some(e)) => Err((false, format!("A2A error {}: {}", e["code"], e["message"].as_str().unwrap_or("")))),
+            _ => Err((false, "neither a result nor an error".into())),
+        }
+    }
+
+    /// Writes `kind` about `task` as `agent`, to the task's requester.
+    async fn write(&self, agent: &str, task: &str, kind: MessageType, payload: Map<String, Value>) -> bool {
+        let Some(view) = self.engine.task(task) else { return false };
+        let mut m = Message::new(kind, agent, (&view.run_id, &view.thread_id, task), payload);
+        m.parent_task_id = view.parent_task_id.clone();
+        m.to = view.requester.iter().map(|r| Recipient { agent_id: r.clone() }).collect();
+        match self.log.append_one(m).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::debug!(task_id = %task, agent_id = %agent, error = %e, "a remote agent's news was not taken");
+                false
+            }
+        }
+    }
+
+    async fn deliver_request(self: Arc<Self>, target: &Target, request: &Message) -> Delivery {
+        let agent = &target.name;
+        if self.engine.task(&request.task_id).is_none_or(|t| t.state.is_final() || t.agent.as_deref() != Some(agent)) {
+            return Delivery::Taken;
+        }
+        // Sent before (a redelivery after a restart): follow it rather than send it twice.
+        if let Some(remote) = self.remote_id(&request.task_id, agent).await {
+            self.follow(request.task_id.clone(), agent.clone(), target.url.clone(), remote);
+            return Delivery::Taken;
+        }
+        let goal = request.payload.get("goal").and_then(Value::as_str).map(str::to_owned);
+        let mut parts =
+            vec![json!({"text": goal.unwrap_or_else(|| Value::Object(request.payload.clone()).to_string())})];
+        if request.payload.len() > 1 {
+            parts.push(json!({"data": Value::Object(request.payload.clone())}));
+        }
+        let mut metadata =
+            json!({"clutch": {"task_id": request.task_id, "run_id": request.run_id, "from": request.from.agent_id}});
+        if let Some(skill) = request.requires.first() {
+            metadata["skill"] = json!(skill);
+        }
+        let message = json!({
+            "messageId": request.id, "role": "ROLE_USER", "parts": parts,
+            "contextId": request.thread_id, "metadata": metadata,
+        });
+        let params = json!({"message": message, "configuration": {"returnImmediately": true}});
+        match self.call(&target.url, "SendMessage", params).await {
+            Ok(result) => {
+                let remote = result.pointer("/task/id").and_then(Value::as_str).map(str::to_owned);
+                let Some(remote) = remote else {
+                    let text = result.pointer("/message/parts/0/text").and_then(Value::as_str).unwrap_or_default();
+                    // A message, not a task: the answer itself.
+                    let accepted = self.write(agent, &request.task_id, MessageType::TaskAccept, Map::new()).await;
+                    if accepted {
+                        let payload = json!({"text": text}).as_object().cloned().unwrap_or_default();
+                        self.write(agent, &request.task_id, MessageType::TaskResult, payload).await;
+                    }
+                    return Delivery::Taken;
+                };
+                let payload = json!({REMOTE: {"task_id": remote, "url": target.url}});
+                self.write(
+                    agent,
+                    &request.task_id,
+                    MessageType::TaskAccept,
+                    payload.as_object().cloned().unwrap_or_default(),
+                )
+                .await;
+                self.follow(request.task_id.clone(), agent.clone(), target.url.clone(), remote);
+                Delivery::Taken
+            }
+            Err((true, why)) => match self.client.post(&target.url) {
+                Err(clutch_outbound::Error::Refused(r)) => Delivery::Blocked(r.to_string()),
+                _ => Delivery::Failed(why),
+            },
+            Err((false, why)) => {
+                // The remote agent refused it: the task fails, saying so.
+                let payload = json!({"code": "A2A_REFUSED", "message": why, "retryable": false});
+                self.write(
+                    agent,
+                    &request.task_id,
+                    MessageType::TaskError,
+                    payload.as_object().cloned().unwrap_or_default(),
+                )
+                .await;
+                Delivery::Taken
+            }
+        }
+    }
+
+    /// Reads remote task `remote` until it ends, writing what it says as `agent`'s news of `task`.
+    async fn follower(self: Arc<Self>, task: String, agent: String, url: String, remote: String) {
+        let mut said: Option<String> = None;
+        let mut failures = 0u32;
+        loop {
+            if self.engine.task(&task).is_none_or(|t| t.state.is_final()) {
+                // Ended here (a cancel, a timeout): the remote task is cancelled too.
+                let _ = self.call(&url, "CancelTask", json!({"id": remote})).await;
+                return;
+            }
+            let got = match self.call(&url, "GetTask", json!({"id": remote, "historyLength": 0})).await {
+                Ok(task) => task,
+                Err((retry, why)) => {
+                    failures += 1;
+                    if !retry || failures > 20 {
+                        let payload = json!({"code": "A2A_UNREACHABLE", "message": why, "retryable": true});
+                        self.write(
+                            &agent,
+                            &task,
+                            MessageType::TaskError,
+                            payload.as_object().cloned().unwrap_or_default(),
+                        )
+                        .await;
+                        return;
+                    }
+                    tokio::time::sleep(clutch_core::backoff(self.poll, Duration::from_secs(10), failures, 7)).await;
+                    continue;
+                }
+            };
+            failures = 0;
+            let state = got.pointer("/status/state").and_then(Value::as_str).unwrap_or_default();
+            let message: Option<String> = got
+                .pointer("/status/message/parts")
+                .and_then(Value::as_array)
+                .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"))
+                .filter(|t| !t.is_empty());
+            match state {
+                "TASK_STATE_COMPLETED" => {
+                    let texts: Vec<&str> = got["artifacts"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .flat_map(|a| a["parts"].as_array().into_iter().flatten())
+                        .filter_map(|p| p["text"].as_str())
+                        .collect();
+                    let text = if texts.is_empty() { message.unwrap_or_default() } else { texts.join("\n") };
+                    let payload = json!({"text": text, REMOTE: {"task_id": remote, "artifacts": got["artifacts"]}});
+                    self.write(
+                        &agent,
+                        &task,
+                        MessageType::TaskResult,
+                        payload.as_object().cloned().unwrap_or_default(),
+                    )
+                    .await;
+                    return;
+                }
+                "TASK_STATE_FAILED" | "TASK_STATE_REJECTED" | "TASK_STATE_CANCELED" => {
+                    let code = match state {
+                        "TASK_STATE_REJECTED" => "A2A_REJECTED",
+                        "TASK_STATE_CANCELED" => "A2A_CANCELED",
+                        _ => "A2A_FAILED",
+                    };
+                    let why = message.unwrap_or_else(|| format!("the remote task ended {state}"));
+                    let payload = json!({"code": code, "message": why, "retryable": false});
+                    self.write(&agent, &task, MessageType::TaskError, payload.as_object().cloned().unwrap_or_default())
+                        .await;
+                    return;
+                }
+                _ => {
+                    // Working (or waiting for input, which does not cross yet): its news as progress.
+                    if message.is_some() && message != said {
+                        let payload = json!({"message": message, REMOTE: {"state": state}});
+                        self.write(
+                            &agent,
+                            &task,
+                            MessageType::TaskProgress,
+                            payload.as_object().cloned().unwrap_or_default(),
+                        )
+                        .await;
+                        said = message;
+                    }
+                }
+            }
+            tokio::time::sleep(self.poll).await;
+        }
+    }
+
+    async fn deliver_cancel(&self, target: &Target, cancel: &Message) -> Delivery {
+        if let Some(remote) = self.remote_id(&cancel.task_id, &target.name).await {
+            // Best effort: the follower also cancels once it sees the task has ended here.
+            let _ = self.call(&target.url, "CancelTask", json!({"id": remote})).await;
+        }
+        Delivery::Taken
+    }
+}
+
+/// The transport of one `Arc<Remote>` (core's push delivery takes an `Arc<dyn Transport>`).
+pub struct Transported(pub Arc<Remote>);
+
+impl Transport for Transported {
+    fn protocol(&self) -> &'static str {
+        PROTOCOL
+    }
+
+    fn deliver<'a>(
+        &'a self,
+        target: &'a Target,
+        event: &'a Event,
+    ) -> Pin<Box<dyn Future<Output = Delivery> + Send + 'a>> {
+        Box::pin(async move {
+            let Ok(message) = event.message() else { return Delivery::Taken };
+            match message.kind {
+                MessageType::TaskRequest => self.0.clone().deliver_request(target, &message).await,
+                MessageType::TaskCancel => self.0.deliver_cancel(target, &message).await,
+                _ => Delivery::Taken,
+            }
+        })
+    }
+}

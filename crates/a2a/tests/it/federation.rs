@@ -1,0 +1,137 @@
+//! Two hubs: hub A knows an agent that lives on hub B (a card naming B's A2A endpoint); a task A's
+//! router gives it crosses to B, where B's router gives it to one of B's agents, and the outcome
+//! comes back as that agent's own events in A's log. A cancel on A crosses too.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clutch_core::inbox::{Reply, Status};
+use clutch_core::view::TaskState;
+use serde_json::json;
+
+use crate::server::{kim_works, register};
+use crate::{Daemon, start, start_with};
+
+/// Hub A, whose guard lets it reach hub B on loopback, with `agent:hub-b` standing for B.
+async fn hub_a(b: &Daemon) -> Daemon {
+    let engine = clutch_core::engine::Options {
+        outbound: Arc::new(clutch_core::guard::Policy::loopback()),
+        ..Default::default()
+    };
+    let a = start_with(engine).await;
+    let card = json!({
+        "v": "clutch/0.1", "agent_id": "agent:hub-b",
+        "capabilities": [{"id": "skill:answer", "version": "1.0.0"}, {"id": "skill:slow", "version": "1.0.0"}],
+        "endpoints": {"a2a": {"url": format!("{}/a2a", b.url)}},
+    });
+    a.engine.register(&clutch_proto::validate::agent_card(&card).unwrap()).await.unwrap();
+    a
+}
+
+/// Asks A for work requiring `skill`, as `user:ada`: the task's id.
+async fn ask(a: &Daemon, goal: &str, skill: &str) -> String {
+    let m = clutch_proto::validate::message(
+        &json!({
+            "thread_id": clutch_proto::id::generate(clutch_proto::id::Kind::Thread),
+            "run_id": clutch_proto::id::generate(clutch_proto::id::Kind::Run),
+            "task_id": clutch_proto::id::generate(clutch_proto::id::Kind::Task),
+            "from": {"agent_id": "user:ada"}, "to": [{"agent_id": "agent:orchestrator"}],
+            "type": "task.request", "requires": [skill], "payload": {"goal": goal},
+        }),
+        &clutch_proto::validate::Defaults { now: std::time::SystemTime::now() },
+    )
+    .unwrap();
+    let id = m.task_id.clone();
+    a.engine.submit(vec![m]).await.unwrap().pop().unwrap().unwrap();
+    id
+}
+
+async fn until(d: &Daemon, task: &str, done: impl Fn(TaskState) -> bool) -> clutch_core::view::Task {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let t = d.engine.task(task).unwrap();
+        if done(t.state) {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "task {task} is still {:?}", t.state);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_crosses_to_another_hub_and_its_outcome_comes_back() {
+    let b = start().await;
+    register(&b.engine, "kim", "skill:answer").await;
+    register(&b.engine, "slow", "skill:slow").await;
+    let kim = kim_works(b.engine.clone());
+    let a = hub_a(&b).await;
+
+    // A routes it to hub-b; B routes it to kim; kim's answer is hub-b's result on A.
+    let task = ask(&a, "6 × 7?", "skill:answer").await;
+    let done = until(&a, &task, |s| s.is_final()).await;
+    assert_eq!((done.state, done.agent.as_deref()), (TaskState::Completed, Some("agent:hub-b")));
+    let end = a.engine.task_end(&task).await.unwrap().unwrap();
+    assert_eq!(end.payload["text"], "42: 6 × 7?");
+    let remote = end.payload["a2a"]["task_id"].as_str().unwrap().to_owned();
+    // On B: a task of its own, from A's message, worked by kim.
+    let there = b.engine.task(&remote).unwrap();
+    assert_eq!((there.state, there.agent.as_deref()), (TaskState::Completed, Some("agent:kim")));
+    assert_eq!(there.requires, ["skill:answer"]);
+
+    // A cancel on A crosses: B's task is cancelled too.
+    let task = ask(&a, "take your time", "skill:slow").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let remote = loop {
+        let inbox = b.engine.inbox("agent:slow", Duration::from_secs(1)).await.unwrap();
+        if let Some(item) = inbox.tasks.first() {
+            break item.task.task_id.clone();
+        }
+        assert!(Instant::now() < deadline, "the task did not reach B");
+    };
+    let here = until(&a, &task, |s| s == TaskState::Accepted).await;
+    assert_eq!(here.agent.as_deref(), Some("agent:hub-b"), "hub-b accepted it once B had it");
+    a.engine.task_cancel("user:ada", &task, "enough").await.unwrap();
+    until(&b, &remote, |s| s == TaskState::Cancelled).await;
+    // A hub with the default guard does not reach loopback or private addresses: refused, named.
+    let card = json!({"v": "clutch/0.1", "agent_id": "agent:hub-a", "capabilities": [{"id": "skill:x", "version": "1.0.0"}],
+                      "endpoints": {"a2a": {"url": format!("{}/a2a", a.url)}}});
+    let refused = b.engine.register(&clutch_proto::validate::agent_card(&card).unwrap()).await.unwrap_err();
+    assert_eq!(refused.code().as_str(), "TARGET_NOT_ALLOWED", "{refused}");
+    kim.abort();
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_that_restarts_mid_task_follows_it_again() {
+    let b = start().await;
+    register(&b.engine, "slow", "skill:slow").await;
+    let a = hub_a(&b).await;
+    let task = ask(&a, "over a restart", "skill:slow").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let remote = loop {
+        let inbox = b.engine.inbox("agent:slow", Duration::from_secs(1)).await.unwrap();
+        if let Some(item) = inbox.tasks.first() {
+            break item.task.task_id.clone();
+        }
+        assert!(Instant::now() < deadline, "the task did not reach B");
+    };
+    until(&a, &task, |s| s == TaskState::Accepted).await;
+    let a = a.restart().await;
+    // B finishes while A is back: A's follower, resumed from its log, brings the outcome home once.
+    let done = Reply {
+        status: Status::Completed,
+        text: Some("done at last".into()),
+        result: None,
+        error: None,
+        retryable: false,
+    };
+    b.engine.task_reply("agent:slow", &remote, done).await.unwrap();
+    let here = until(&a, &task, |s| s.is_final()).await;
+    assert_eq!(here.state, TaskState::Completed);
+    assert_eq!(a.engine.task_end(&task).await.unwrap().unwrap().payload["text"], "done at last");
+    // Sent once: B holds no second task from a resend.
+    assert!(b.engine.inbox("agent:slow", Duration::ZERO).await.unwrap().tasks.is_empty(), "sent once");
+    a.stop().await;
+    b.stop().await;
+}
