@@ -309,7 +309,7 @@ impl Face {
                 }
                 Ok(Reply::Stream { task: id, after: self.engine.seq(), first: true })
             }
-            Op::List => Err(RpcError::unsupported("listing tasks is not supported yet")),
+            Op::List => self.list(version, params).await.map(Reply::Json),
             Op::PushConfig => Err(RpcError::push_not_supported()),
             Op::ExtendedCard => Err(RpcError::extended_card_not_configured()),
         }
@@ -409,6 +409,74 @@ impl Face {
             Some(Err(e)) => Err(RpcError::invalid_params(e.to_string())),
             None => Err(RpcError::internal("the message went unanswered")),
         }
+    }
+
+    /// `ListTasks`: the tasks A2A messages started, most recently changed first, by context and
+    /// state, a page at a time (`pageToken` is where the last page ended, stable as tasks come).
+    async fn list(&self, version: Version, params: &Map<String, Value>) -> Result<Value, RpcError> {
+        let text = |camel: &str, snake: &str| params.get(camel).or_else(|| params.get(snake)).and_then(Value::as_str);
+        let number = |camel: &str, snake: &str| params.get(camel).or_else(|| params.get(snake)).and_then(Value::as_u64);
+        let context = text("contextId", "context_id").filter(|c| !c.is_empty()).map(str::to_owned);
+        let state = match params.get("status") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s == "TASK_STATE_UNSPECIFIED" || s.is_empty() => None,
+            Some(Value::Number(n)) if n.as_u64() == Some(0) => None,
+            Some(v) => Some(
+                wire::read_state(v)
+                    .ok_or_else(|| RpcError::invalid_params(format!("status: `{v}` is not a task state")))?,
+            ),
+        };
+        let size = number("pageSize", "page_size").unwrap_or(50);
+        if !(1..=100).contains(&size) {
+            return Err(RpcError::invalid_params("pageSize: from 1 to 100"));
+        }
+        let after: Option<(i64, String)> = match text("pageToken", "page_token").filter(|t| !t.is_empty()) {
+            Some(token) => Some(
+                token
+                    .split_once('.')
+                    .and_then(|(ms, id)| Some((ms.parse().ok()?, id.to_owned())))
+                    .ok_or_else(|| RpcError::invalid_params("pageToken: not one this hub gave"))?,
+            ),
+            None => None,
+        };
+        let history = history_length(params);
+        let artifacts = params
+            .get("includeArtifacts")
+            .or_else(|| params.get("include_artifacts"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let started = self.engine.tasks_requested(|request| {
+            let Some(origin) = request.payload.get(PAYLOAD_KEY) else { return false };
+            context.as_deref().is_none_or(|c| origin.get("context_id").and_then(Value::as_str) == Some(c))
+        });
+        let mut shown = Vec::new();
+        let mut total = 0;
+        let mut next = String::new();
+        for (ms, view) in started {
+            let task = self.task(&view.task_id, history).await?;
+            if state.is_some_and(|s| s != task.state) {
+                continue;
+            }
+            total += 1;
+            let past = after.as_ref().is_none_or(|(t, id)| (ms, &view.task_id) < (*t, id));
+            if !past {
+                continue;
+            }
+            if shown.len() == size as usize {
+                if next.is_empty() {
+                    let (last_ms, last_id): &(i64, String) = shown.last().map(|(k, _)| k).expect("a full page");
+                    next = format!("{last_ms}.{last_id}");
+                }
+                continue;
+            }
+            let mut task = task;
+            if !artifacts {
+                task.artifacts.clear();
+            }
+            shown.push(((ms, view.task_id.clone()), wire::task_json(&task, version)));
+        }
+        let tasks: Vec<Value> = shown.into_iter().map(|(_, t)| t).collect();
+        Ok(json!({"tasks": tasks, "nextPageToken": next, "pageSize": size, "totalSize": total}))
     }
 
     /// `CancelTask` / `tasks/cancel`: the caller's cancel of a task it asked for.

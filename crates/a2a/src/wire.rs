@@ -77,6 +77,26 @@ impl State {
     }
 }
 
+/// A state as a request names it: the 1.0 name or number, or the 0.3 name.
+pub fn read_state(value: &Value) -> Option<State> {
+    let all = [
+        State::Submitted,
+        State::Working,
+        State::Completed,
+        State::Failed,
+        State::Canceled,
+        State::InputRequired,
+        State::Rejected,
+        State::AuthRequired,
+    ];
+    match value {
+        Value::String(s) => all.into_iter().find(|st| st.name(Version::V10) == s || st.name(Version::V03) == s),
+        // The proto's numbers: SUBMITTED = 1 ... AUTH_REQUIRED = 8, in the order above.
+        Value::Number(n) => n.as_u64().and_then(|n| n.checked_sub(1)).and_then(|i| all.get(i as usize).copied()),
+        _ => None,
+    }
+}
+
 /// Who says a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {

@@ -139,6 +139,30 @@ async fn a_message_is_a_routed_task_in_1_0_and_in_0_3() {
     };
     assert_eq!(done["result"]["artifacts"][0]["parts"], json!([{"kind": "text", "text": "42: and 6 × 8?"}]));
     assert_eq!(done["result"]["history"][0]["role"], "user");
+
+    // ListTasks (1.0): newest first, by context and state, a page at a time.
+    let list = |params: Value| d.rpc(Some("1.0"), "ListTasks", params);
+    let all = list(json!({})).await["result"].clone();
+    assert_eq!(all["totalSize"], 2, "{all}");
+    assert_eq!(all["tasks"][0]["id"], id.as_str(), "the newest first");
+    assert!(all["tasks"][0].get("artifacts").is_none(), "artifacts only when asked for");
+    let one = list(json!({"contextId": "ctx-from-client", "includeArtifacts": true})).await["result"].clone();
+    assert_eq!(
+        (one["totalSize"].as_u64(), one["tasks"][0]["artifacts"][0]["parts"][0]["text"].as_str()),
+        (Some(1), Some("42: and 6 × 8?"))
+    );
+    let first = list(json!({"pageSize": 1})).await["result"].clone();
+    let token = first["nextPageToken"].as_str().unwrap().to_owned();
+    assert!(!token.is_empty());
+    let second = list(json!({"pageSize": 1, "pageToken": token})).await["result"].clone();
+    assert_eq!(second["tasks"].as_array().unwrap().len(), 1);
+    assert_ne!(second["tasks"][0]["id"], first["tasks"][0]["id"]);
+    assert_eq!(second["nextPageToken"], "");
+    assert_eq!(list(json!({"status": "TASK_STATE_WORKING"})).await["result"]["totalSize"], 0);
+    assert_eq!(list(json!({"status": 3})).await["result"]["totalSize"], 2, "COMPLETED by number");
+    assert_eq!(list(json!({"pageSize": 0})).await["error"]["code"], -32602);
+    assert_eq!(list(json!({"pageToken": "nonsense"})).await["error"]["code"], -32602);
+    assert_eq!(d.rpc(None, "tasks/list", json!({})).await["error"]["code"], -32601, "0.3 has no ListTasks");
     worker.abort();
     d.stop().await;
 }

@@ -41,6 +41,16 @@ impl Engine {
         Some(view)
     }
 
+    /// The routed tasks whose first request `select` takes, each with when it last changed
+    /// (milliseconds since the epoch), most recently changed first. Scans every task in memory.
+    pub fn tasks_requested(&self, select: impl Fn(&Message) -> bool) -> Vec<(i64, view::Task)> {
+        let state = self.state();
+        let mut found: Vec<(i64, view::Task)> =
+            state.tasks.values().filter(|t| select(&t.request)).map(|t| (t.since_ms, task_view(t))).collect();
+        found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.task_id.cmp(&a.1.task_id)));
+        found
+    }
+
     /// The message that ended task `task_id` (read from the log), or `None` while it has not ended
     /// (or is unknown): what a face shows as the task's outcome.
     pub async fn task_end(&self, task_id: &str) -> Result<Option<view::Ended>> {
