@@ -260,8 +260,26 @@ impl Remote {
                         .await;
                     return;
                 }
+                "TASK_STATE_INPUT_REQUIRED" | "TASK_STATE_AUTH_REQUIRED" => {
+                    // The remote agent asks: the question, for whoever asked here to answer (a chat
+                    // message to this agent in the task, which crosses back as the task's message).
+                    let key = if state == "TASK_STATE_INPUT_REQUIRED" { "input_required" } else { "auth_required" };
+                    let asked = format!("{key}:{}", message.clone().unwrap_or_default());
+                    if said.as_deref() != Some(asked.as_str()) {
+                        let prompt = message.clone().unwrap_or_else(|| "the remote agent needs more".into());
+                        let payload = json!({"message": prompt, key: {"prompt": prompt}, REMOTE: {"state": state}});
+                        self.write(
+                            &agent,
+                            &task,
+                            MessageType::TaskProgress,
+                            payload.as_object().cloned().unwrap_or_default(),
+                        )
+                        .await;
+                        said = Some(asked);
+                    }
+                }
                 _ => {
-                    // Working (or waiting for input, which does not cross yet): its news as progress.
+                    // Working: its news as progress.
                     if message.is_some() && message != said {
                         let payload = json!({"message": message, REMOTE: {"state": state}});
                         self.write(
@@ -276,6 +294,30 @@ impl Remote {
                 }
             }
             tokio::time::sleep(self.poll).await;
+        }
+    }
+
+    /// A message to the agent in a task it works remotely (an answer to its question): sent to the
+    /// remote task.
+    async fn deliver_chat(&self, target: &Target, chat: &Message) -> Delivery {
+        if chat.from.agent_id == target.name {
+            return Delivery::Taken;
+        }
+        let Some(remote) = self.remote_id(&chat.task_id, &target.name).await else { return Delivery::Taken };
+        let text = chat
+            .payload
+            .get("text")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(|| Value::Object(chat.payload.clone()).to_string());
+        let message = json!({
+            "messageId": chat.id, "role": "ROLE_USER", "taskId": remote, "parts": [{"text": text}],
+            "metadata": {"clutch": {"from": chat.from.agent_id}},
+        });
+        let params = json!({"message": message, "configuration": {"returnImmediately": true}});
+        match self.call(&target.url, "SendMessage", params).await {
+            Ok(_) | Err((false, _)) => Delivery::Taken,
+            Err((true, why)) => Delivery::Failed(why),
         }
     }
 
@@ -306,6 +348,7 @@ impl Transport for Transported {
             match message.kind {
                 MessageType::TaskRequest => self.0.clone().deliver_request(target, &message).await,
                 MessageType::TaskCancel => self.0.deliver_cancel(target, &message).await,
+                MessageType::ChatMessage => self.0.deliver_chat(target, &message).await,
                 _ => Delivery::Taken,
             }
         })

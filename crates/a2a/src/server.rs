@@ -215,7 +215,7 @@ impl Streamer {
                 }
             }
             self.last = Some((task.state, task.artifacts.len()));
-            self.done = task.state.is_terminal();
+            self.done = task.state.ends_stream();
         }
     }
 }
@@ -298,8 +298,10 @@ impl Face {
             }
             Op::Cancel => self.cancel(version, params, caller).await.map(Reply::Json),
             Op::Stream => {
-                let (task, after) = (id::generate(Kind::Task), self.engine.seq());
-                self.start(version, params, caller, &task).await?;
+                let message = message_of(params)?;
+                let task = message.task_id.clone().unwrap_or_else(|| id::generate(Kind::Task));
+                let after = self.engine.seq();
+                self.store(version, params, message, caller, &task).await?;
                 Ok(Reply::Stream { task, after, first: true })
             }
             Op::Subscribe => {
@@ -328,17 +330,23 @@ impl Face {
             Version::V03 => setting("blocking", "blocking").unwrap_or(false),
         };
         // Listening before it is stored: the end cannot slip by unseen.
-        let task = id::generate(Kind::Task);
+        let message = message_of(params)?;
+        let task = message.task_id.clone().unwrap_or_else(|| id::generate(Kind::Task));
         let mut events = if blocking {
             let filter = Filter { task_id: Some(task.clone()), ..Filter::default() };
             Some(self.log.subscribe(filter, None).await.map_err(|e| RpcError::internal(e.to_string()))?)
         } else {
             None
         };
-        self.start(version, params, caller, &task).await?;
+        self.store(version, params, message, caller, &task).await?;
         if let Some(events) = &mut events {
+            // Until it ends, or stops for the client (input or authentication needed).
             let deadline = Instant::now() + self.options.blocking_wait;
-            while !self.engine.task(&task).is_none_or(|t| t.state.is_final()) {
+            loop {
+                let state = self.task(&task, Some(0)).await?.state;
+                if state.ends_stream() {
+                    break;
+                }
                 let left = deadline.saturating_duration_since(Instant::now());
                 match tokio::time::timeout(left, events.next()).await {
                     Ok(Ok(_)) => {}
@@ -353,23 +361,18 @@ impl Face {
         })
     }
 
-    /// Stores the message's task, `task`: a `task.request` to the orchestrator.
-    async fn start(
+    /// Stores the message: a new task `task` (a `task.request` to the orchestrator), or, when it
+    /// names its task, a `chat.message` to the agent working it (an answer to its question).
+    async fn store(
         &self,
         version: Version,
         params: &Map<String, Value>,
+        mut message: wire::Message,
         caller: &Caller,
         task: &str,
     ) -> Result<(), RpcError> {
-        let message = params.get("message").ok_or_else(|| RpcError::invalid_params("message: required"))?;
-        let mut message = wire::read_message(message).map_err(RpcError::invalid_params)?;
-        if message.role != Role::User {
-            return Err(RpcError::invalid_params("message.role: a client's message is ROLE_USER"));
-        }
-        if let Some(task) = &message.task_id {
-            return Err(RpcError::unsupported(format!(
-                "continuing task {task} is not supported yet: send the message without a taskId"
-            )));
+        if message.task_id.is_some() {
+            return self.answer(message, caller, task).await;
         }
         let skill = [message.metadata.as_ref(), params.get("metadata").and_then(Value::as_object)]
             .into_iter()
@@ -405,6 +408,34 @@ impl Face {
                 .map_err(|p| RpcError::invalid_params(p.to_string()))?;
 
         match self.engine.submit(vec![request]).await.map_err(|e| RpcError::internal(e.to_string()))?.pop() {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(RpcError::invalid_params(e.to_string())),
+            None => Err(RpcError::internal("the message went unanswered")),
+        }
+    }
+
+    /// The client's message to the agent working `task`: what it asked for, or more to go on.
+    async fn answer(&self, mut message: wire::Message, caller: &Caller, task: &str) -> Result<(), RpcError> {
+        let shown = self.task(task, Some(0)).await?;
+        if shown.state.is_terminal() {
+            return Err(RpcError::unsupported(format!("task {task} has ended: send a new message without its taskId")));
+        }
+        let view = self.engine.task(task).ok_or_else(|| RpcError::task_not_found(task))?;
+        let from = caller
+            .acting_agent(None)
+            .map_err(|r| RpcError::new(-32600, "UNAUTHORIZED", r.message))?
+            .unwrap_or_else(|| CALLER.to_owned());
+        message.context_id = Some(shown.context_id.clone());
+        let mut payload = Map::new();
+        payload.insert("text".into(), json!(wire::text_of(&message.parts)));
+        payload.insert(PAYLOAD_KEY.into(), json!({"message": wire::message_json(&message, Version::V10)}));
+        let mut m = Envelope::new(MessageType::ChatMessage, &from, (&view.run_id, &view.thread_id, task), payload);
+        m.parent_task_id = view.parent_task_id.clone();
+        m.to = view.agent.iter().map(|a| Recipient { agent_id: a.clone() }).collect();
+        let raw = serde_json::to_value(&m).map_err(|e| RpcError::internal(e.to_string()))?;
+        let m = clutch_proto::validate::message(&raw, &clutch_proto::validate::Defaults { now: SystemTime::now() })
+            .map_err(|p| RpcError::invalid_params(p.to_string()))?;
+        match self.engine.submit(vec![m]).await.map_err(|e| RpcError::internal(e.to_string()))?.pop() {
             Some(Ok(_)) => Ok(()),
             Some(Err(e)) => Err(RpcError::invalid_params(e.to_string())),
             None => Err(RpcError::internal("the message went unanswered")),
@@ -497,16 +528,78 @@ impl Face {
         Ok(wire::task_json(&self.task(&id, None).await?, version))
     }
 
-    /// The A2A task of Clutch task `id`: only a task an A2A message started is one.
+    /// The A2A task of Clutch task `id`: only a task an A2A message started is one. Read from its
+    /// events: its state (waiting for input while the agent's last progress asks for it and no reply
+    /// came since), the A2A messages exchanged (its history), and the message that ended it.
     async fn task(&self, id: &str, history: Option<usize>) -> Result<wire::Task, RpcError> {
         let view = self.engine.task(id).ok_or_else(|| RpcError::task_not_found(id))?;
-        let filter = Filter { task_id: Some(id.to_owned()), kind: Some(MessageType::TaskRequest), ..Filter::default() };
-        let first = self.log.read(&filter, 0, 1).await.map_err(|e| RpcError::internal(e.to_string()))?;
-        let request = first.first().and_then(|e| e.message().ok()).ok_or_else(|| RpcError::task_not_found(id))?;
+        let filter = Filter { task_id: Some(id.to_owned()), ..Filter::default() };
+        let mut events = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = self.log.read(&filter, after, 1000).await.map_err(|e| RpcError::internal(e.to_string()))?;
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            events.extend(page.iter().filter_map(|e| e.message().ok()));
+        }
+        let request = events
+            .iter()
+            .find(|m| m.kind == MessageType::TaskRequest && m.from.agent_id != ORCHESTRATOR)
+            .ok_or_else(|| RpcError::task_not_found(id))?;
         let origin =
             request.payload.get(PAYLOAD_KEY).and_then(Value::as_object).ok_or_else(|| RpcError::task_not_found(id))?;
         let context = origin.get("context_id").and_then(Value::as_str).unwrap_or(&view.thread_id).to_owned();
-        let state = match view.state {
+        let agent_says = |message_id: &str, text: String| wire::Message {
+            message_id: message_id.to_owned(),
+            role: Role::Agent,
+            parts: vec![Part::Text(text)],
+            context_id: Some(context.clone()),
+            task_id: Some(id.to_owned()),
+            metadata: None,
+        };
+        let mut exchanged: Vec<wire::Message> =
+            origin.get("message").and_then(|m| wire::read_message(m).ok()).into_iter().collect();
+        let mut waiting: Option<(A2aState, wire::Message)> = None;
+        let mut end: Option<&Envelope> = None;
+        for m in &events {
+            match m.kind {
+                MessageType::ChatMessage => {
+                    if let Some(reply) = m
+                        .payload
+                        .get(PAYLOAD_KEY)
+                        .and_then(|a| a.get("message"))
+                        .and_then(|m| wire::read_message(m).ok())
+                    {
+                        exchanged.push(reply);
+                        waiting = None;
+                    }
+                }
+                MessageType::TaskProgress if Some(&m.from.agent_id) == view.agent.as_ref() => {
+                    let asks = [("input_required", A2aState::InputRequired), ("auth_required", A2aState::AuthRequired)]
+                        .into_iter()
+                        .find_map(|(key, state)| m.payload.get(key).map(|ask| (state, ask)));
+                    waiting = asks.map(|(state, ask)| {
+                        let text = ask
+                            .get("prompt")
+                            .or_else(|| m.payload.get("message"))
+                            .and_then(Value::as_str)
+                            .unwrap_or("the agent needs more from you")
+                            .to_owned();
+                        let said = agent_says(&m.id, text);
+                        exchanged.push(said.clone());
+                        (state, said)
+                    });
+                }
+                MessageType::TaskResult
+                | MessageType::TaskError
+                | MessageType::TaskTimeout
+                | MessageType::TaskCancel => {
+                    end = Some(m);
+                }
+                _ => {}
+            }
+        }
+        let mut state = match view.state {
             TaskState::Requested | TaskState::Queued | TaskState::Routed | TaskState::Planning | TaskState::Pending => {
                 A2aState::Submitted
             }
@@ -520,32 +613,20 @@ impl Face {
             TaskState::Failed | TaskState::TimedOut => A2aState::Failed,
             TaskState::Cancelled => A2aState::Canceled,
         };
-        let timestamp = view
-            .history
-            .as_ref()
-            .and_then(|h| h.last())
-            .map(|s| s.ts.clone())
-            .unwrap_or_else(|| clutch_proto::validate::format_ts(SystemTime::now()));
-        let end = if state.is_terminal() {
-            self.engine.task_end(id).await.map_err(|e| RpcError::internal(e.to_string()))?
-        } else {
-            None
-        };
-        let agent_says = |text: String| wire::Message {
-            message_id: format!("{id}-status"),
-            role: Role::Agent,
-            parts: vec![Part::Text(text)],
-            context_id: Some(context.clone()),
-            task_id: Some(id.to_owned()),
-            metadata: None,
-        };
+        let timestamp =
+            events.last().map(|m| m.ts.clone()).unwrap_or_else(|| clutch_proto::validate::format_ts(SystemTime::now()));
         let (mut artifacts, mut status_message) = (Vec::new(), None);
-        if let Some(end) = &end {
+        if !state.is_terminal() {
+            if let Some((asked, said)) = waiting {
+                state = asked;
+                status_message = Some(said);
+            }
+        } else if let Some(end) = end.filter(|_| state.is_terminal()) {
             match end.kind {
                 MessageType::TaskResult => {
                     let part = match end.payload.get("text").and_then(Value::as_str) {
                         Some(text) => Part::Text(text.to_owned()),
-                        None => Part::Data(end.payload.clone()),
+                        None => Part::Data(Value::Object(end.payload.clone())),
                     };
                     artifacts.push(Artifact {
                         artifact_id: format!("{id}-result"),
@@ -557,20 +638,16 @@ impl Face {
                     let p = &end.payload;
                     let why =
                         p.get("message").or_else(|| p.get("reason")).and_then(Value::as_str).unwrap_or("it ended");
-                    let code = p.get("code").and_then(Value::as_str);
-                    status_message = Some(agent_says(match code {
+                    let text = match p.get("code").and_then(Value::as_str) {
                         Some(code) => format!("{code}: {why}"),
                         None => why.to_owned(),
-                    }));
+                    };
+                    status_message = Some(agent_says(&format!("{id}-status"), text));
                 }
             }
         }
-        let mut shown_history = Vec::new();
-        if history != Some(0)
-            && let Some(m) = origin.get("message").and_then(|m| wire::read_message(m).ok())
-        {
-            shown_history.push(m);
-        }
+        let keep = history.unwrap_or(usize::MAX).min(exchanged.len());
+        let shown_history = exchanged.split_off(exchanged.len() - keep);
         let mut metadata = Map::new();
         metadata.insert(
             "clutch".into(),
@@ -587,6 +664,16 @@ impl Face {
             metadata,
         })
     }
+}
+
+/// The request's message, a client's.
+fn message_of(params: &Map<String, Value>) -> Result<wire::Message, RpcError> {
+    let message = params.get("message").ok_or_else(|| RpcError::invalid_params("message: required"))?;
+    let message = wire::read_message(message).map_err(RpcError::invalid_params)?;
+    if message.role != Role::User {
+        return Err(RpcError::invalid_params("message.role: a client's message is ROLE_USER"));
+    }
+    Ok(message)
 }
 
 fn task_id(params: &Map<String, Value>) -> Result<String, RpcError> {

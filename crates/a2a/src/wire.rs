@@ -55,6 +55,11 @@ impl State {
         matches!(self, State::Completed | State::Failed | State::Canceled | State::Rejected)
     }
 
+    /// Ended, or stopped until the client answers: where a stream of the task closes.
+    pub fn ends_stream(self) -> bool {
+        self.is_terminal() || matches!(self, State::InputRequired | State::AuthRequired)
+    }
+
     fn name(self, v: Version) -> &'static str {
         match (v, self) {
             (Version::V10, State::Submitted) => "TASK_STATE_SUBMITTED",
@@ -353,7 +358,7 @@ pub fn status_update_json(t: &Task, v: Version) -> Value {
         Version::V03 => {
             let mut u = update;
             u["kind"] = json!("status-update");
-            u["final"] = json!(t.state.is_terminal());
+            u["final"] = json!(t.state.ends_stream());
             u
         }
     }

@@ -9,7 +9,7 @@ use clutch_core::inbox::{Reply, Status};
 use clutch_core::view::TaskState;
 use serde_json::json;
 
-use crate::server::{kim_works, register};
+use crate::server::{asker_works, kim_works, register};
 use crate::{Daemon, start, start_with};
 
 /// Hub A, whose guard lets it reach hub B on loopback, with `agent:hub-b` standing for B.
@@ -21,7 +21,7 @@ async fn hub_a(b: &Daemon) -> Daemon {
     let a = start_with(engine).await;
     let card = json!({
         "v": "clutch/0.1", "agent_id": "agent:hub-b",
-        "capabilities": [{"id": "skill:answer", "version": "1.0.0"}, {"id": "skill:slow", "version": "1.0.0"}],
+        "capabilities": [{"id": "skill:answer", "version": "1.0.0"}, {"id": "skill:slow", "version": "1.0.0"}, {"id": "skill:ask", "version": "1.0.0"}],
         "endpoints": {"a2a": {"url": format!("{}/a2a", b.url)}},
     });
     a.engine.register(&clutch_proto::validate::agent_card(&card).unwrap()).await.unwrap();
@@ -132,6 +132,43 @@ async fn a_hub_that_restarts_mid_task_follows_it_again() {
     assert_eq!(a.engine.task_end(&task).await.unwrap().unwrap().payload["text"], "done at last");
     // Sent once: B holds no second task from a resend.
     assert!(b.engine.inbox("agent:slow", Duration::ZERO).await.unwrap().tasks.is_empty(), "sent once");
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_from_an_agent_on_another_hub_is_answered_from_here() {
+    let b = start().await;
+    register(&b.engine, "asker", "skill:ask").await;
+    let asker = asker_works(b.engine.clone(), b.log.clone());
+    let a = hub_a(&b).await;
+    let task = ask(&a, "pick for me", "skill:ask").await;
+    // B's agent asks; on A, hub-b's progress carries the question.
+    let filter = clutch_store::Filter { task_id: Some(task.clone()), ..Default::default() };
+    let mut events = a.log.subscribe(filter, Some(0)).await.unwrap();
+    let question = loop {
+        let m = tokio::time::timeout(Duration::from_secs(20), events.next()).await.unwrap().unwrap().message().unwrap();
+        if m.kind == clutch_proto::MessageType::TaskProgress && m.payload.contains_key("input_required") {
+            break m;
+        }
+    };
+    assert_eq!(
+        (question.from.agent_id.as_str(), question.payload["input_required"]["prompt"].as_str()),
+        ("agent:hub-b", Some("Which number?"))
+    );
+    // ada answers hub-b in the task; the answer crosses, and B's agent finishes.
+    let view = a.engine.task(&task).unwrap();
+    let answer = clutch_proto::validate::message(
+        &json!({"thread_id": view.thread_id, "run_id": view.run_id, "task_id": task, "from": {"agent_id": "user:ada"},
+                "to": [{"agent_id": "agent:hub-b"}], "type": "chat.message", "payload": {"text": "7"}}),
+        &clutch_proto::validate::Defaults { now: std::time::SystemTime::now() },
+    )
+    .unwrap();
+    a.engine.submit(vec![answer]).await.unwrap().pop().unwrap().unwrap();
+    let done = until(&a, &task, |s| s.is_final()).await;
+    assert_eq!(done.state, TaskState::Completed);
+    assert_eq!(a.engine.task_end(&task).await.unwrap().unwrap().payload["text"], "you said 7");
+    asker.abort();
     a.stop().await;
     b.stop().await;
 }

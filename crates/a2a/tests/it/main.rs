@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 pub struct Daemon {
     pub url: String,
     pub engine: clutch_core::Engine,
+    pub log: clutch_core::Handle,
     app: App,
     options: clutch_core::engine::Options,
     dir: tempfile::TempDir,
@@ -41,7 +42,14 @@ async fn open(dir: tempfile::TempDir, engine: clutch_core::engine::Options) -> D
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     app.listen(listener);
-    Daemon { url: format!("http://{addr}"), engine: app.engine.clone(), app, options: engine, dir }
+    Daemon {
+        url: format!("http://{addr}"),
+        engine: app.engine.clone(),
+        log: app.log.clone(),
+        app,
+        options: engine,
+        dir,
+    }
 }
 
 impl Daemon {

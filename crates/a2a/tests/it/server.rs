@@ -367,3 +367,85 @@ async fn a_streamed_message_and_a_subscription_tell_the_task_as_it_goes() {
     worker.abort();
     d.stop().await;
 }
+
+/// `agent:asker` asks for a number on each task given to it, waits for the answer in the task, then
+/// completes with "you said N".
+pub(crate) fn asker_works(engine: Engine, log: clutch_core::Handle) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut asked: Vec<String> = Vec::new();
+        loop {
+            let Ok(inbox) = engine.inbox("agent:asker", Duration::from_secs(5)).await else { return };
+            for item in inbox.tasks {
+                let task = item.task.task_id.clone();
+                if asked.contains(&task) {
+                    continue;
+                }
+                asked.push(task.clone());
+                let (engine, log) = (engine.clone(), log.clone());
+                tokio::spawn(async move {
+                    let filter = clutch_store::Filter {
+                        task_id: Some(task.clone()),
+                        kind: Some(clutch_proto::MessageType::ChatMessage),
+                        ..Default::default()
+                    };
+                    let mut answers = log.subscribe(filter, Some(0)).await.unwrap();
+                    let view = engine.task(&task).unwrap();
+                    let ask = clutch_proto::validate::message(
+                        &json!({"thread_id": view.thread_id, "run_id": view.run_id, "task_id": task, "from": {"agent_id": "agent:asker"},
+                                "to": [{"agent_id": view.requester}], "type": "task.progress",
+                                "payload": {"message": "Which number?", "input_required": {"prompt": "Which number?"}}}),
+                        &clutch_proto::validate::Defaults { now: std::time::SystemTime::now() },
+                    )
+                    .unwrap();
+                    engine.submit(vec![ask]).await.unwrap().pop().unwrap().unwrap();
+                    let answer = answers.next().await.unwrap().message().unwrap();
+                    let said = answer.payload["text"].as_str().unwrap_or_default().to_owned();
+                    let reply = Reply {
+                        status: Status::Completed,
+                        text: Some(format!("you said {said}")),
+                        result: None,
+                        error: None,
+                        retryable: false,
+                    };
+                    engine.task_reply("agent:asker", &task, reply).await.unwrap();
+                });
+            }
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_asks_for_input_and_the_client_answers_in_the_same_task() {
+    let d = start().await;
+    register(&d.engine, "asker", "skill:ask").await;
+    let asker = asker_works(d.engine.clone(), d.log.clone());
+    // Blocking stops where the agent asks: the question is the status's message.
+    let sent = d.rpc(Some("1.0"), "SendMessage", json!({"message": message("pick for me", Some("skill:ask"))})).await;
+    let task = &sent["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{sent}");
+    assert_eq!(task["status"]["message"]["parts"], json!([{"text": "Which number?"}]));
+    assert_eq!(task["status"]["message"]["role"], "ROLE_AGENT");
+    let id = task["id"].as_str().unwrap().to_owned();
+    // 0.3 names it so too.
+    assert_eq!(d.rpc(None, "tasks/get", json!({"id": id})).await["result"]["status"]["state"], "input-required");
+    // The answer, in the same task: it goes on to the end.
+    let answer = json!({"messageId": "m-9", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "7"}]});
+    let sent = d.rpc(Some("1.0"), "SendMessage", json!({"message": answer})).await;
+    let task = &sent["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
+    assert_eq!(task["artifacts"][0]["parts"], json!([{"text": "you said 7"}]));
+    let said: Vec<(&str, &str)> = task["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap(), m["parts"][0]["text"].as_str().unwrap()))
+        .collect();
+    assert_eq!(said, [("ROLE_USER", "pick for me"), ("ROLE_AGENT", "Which number?"), ("ROLE_USER", "7")]);
+    // An ended task takes no more messages; an unknown one is not found.
+    let late = json!({"messageId": "m-10", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "8"}]});
+    assert_eq!(d.rpc(Some("1.0"), "SendMessage", json!({"message": late})).await["error"]["code"], -32004);
+    let lost = json!({"messageId": "m-11", "role": "ROLE_USER", "taskId": "task_nope", "parts": [{"text": "8"}]});
+    assert_eq!(d.rpc(Some("1.0"), "SendMessage", json!({"message": lost})).await["error"]["code"], -32001);
+    asker.abort();
+    d.stop().await;
+}
