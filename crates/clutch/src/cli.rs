@@ -97,6 +97,12 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::positions::PositionsCommand,
     },
+    /// Talk to A2A agents (another Clutch hub, or any agent speaking A2A 1.0 or 0.3).
+    #[command(after_help = crate::a2a::EXAMPLES)]
+    A2a {
+        #[command(subcommand)]
+        command: crate::a2a::A2aCommand,
+    },
     /// Make signing keys for agents.
     #[command(after_help = KEYS_EXAMPLES)]
     Keys {

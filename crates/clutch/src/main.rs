@@ -2,6 +2,7 @@
 //! Exit codes: 0 success, 1 failure (including a refused message), 2 a usage error (as clap and most
 //! tools have it), 3 a thing asked about (agent, task, run) that does not exist.
 
+mod a2a;
 mod agents;
 mod cli;
 mod client;
@@ -106,6 +107,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Bench { command } => clutch_bench::run(command).await,
                     Command::Mcp(args) => mcp::run(args).await,
                     Command::Positions { command } => positions::run_client(command).await,
+                    Command::A2a { command } => a2a::run(command).await,
                     Command::Serve(_) | Command::Config { .. } | Command::Keys { .. } => {
                         unreachable!("handled above")
                     }

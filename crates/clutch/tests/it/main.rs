@@ -1,6 +1,7 @@
 //! The `clutch` binary's integration tests, in one test binary: each starts the real executable and
 //! talks to it as a user or a client would.
 
+mod a2a;
 mod agents;
 #[cfg(feature = "bench")]
 mod bench;
