@@ -60,6 +60,14 @@ impl Remote {
         }
     }
 
+    /// The trace the first request of `task` carries, if any.
+    async fn trace_of(&self, task: &str) -> Option<String> {
+        let filter =
+            Filter { task_id: Some(task.to_owned()), kind: Some(MessageType::TaskRequest), ..Filter::default() };
+        let first = self.log.read(&filter, 0, 1).await.ok()?;
+        first.first()?.message().ok()?.trace.map(|t| t.trace_id)
+    }
+
     /// The remote task id `agent`'s accept of `task` recorded, if any.
     async fn remote_id(&self, task: &str, agent: &str) -> Option<String> {
         let filter = Filter {
@@ -108,10 +116,13 @@ impl Remote {
         }
     }
 
-    /// Writes `kind` about `task` as `agent`, to the task's requester.
+    /// Writes `kind` about `task` as `agent`, to the task's requester, under the task's trace (the
+    /// one its request carries, else the task's id: the remote hub records the same).
     async fn write(&self, agent: &str, task: &str, kind: MessageType, payload: Map<String, Value>) -> bool {
         let Some(view) = self.engine.task(task) else { return false };
         let mut m = Message::new(kind, agent, (&view.run_id, &view.thread_id, task), payload);
+        let trace = self.trace_of(task).await.unwrap_or_else(|| task.to_owned());
+        m.trace = Some(clutch_proto::message::Trace { trace_id: trace, span_id: None, parent_span_id: None });
         m.parent_task_id = view.parent_task_id.clone();
         m.to = view.requester.iter().map(|r| Recipient { agent_id: r.clone() }).collect();
         match self.log.append_one(m).await {
@@ -139,8 +150,10 @@ impl Remote {
         if request.payload.len() > 1 {
             parts.push(json!({"data": Value::Object(request.payload.clone())}));
         }
-        let mut metadata =
-            json!({"clutch": {"task_id": request.task_id, "run_id": request.run_id, "from": request.from.agent_id}});
+        // One trace on both hubs: the request's, or the task's id.
+        let trace = request.trace.as_ref().map_or(request.task_id.as_str(), |t| t.trace_id.as_str());
+        let mut metadata = json!({"clutch": {"task_id": request.task_id, "run_id": request.run_id,
+                                             "from": request.from.agent_id, "trace_id": trace}});
         if let Some(skill) = request.requires.first() {
             metadata["skill"] = json!(skill);
         }

@@ -402,6 +402,15 @@ impl Face {
         let mut request = Envelope::new(MessageType::TaskRequest, &from, (&run, &thread, task), payload);
         request.to = vec![Recipient { agent_id: ORCHESTRATOR.into() }];
         request.requires = skill.into_iter().collect();
+        // A hub sending for one of its tasks says its trace: one trace on both.
+        let trace = [message.metadata.as_ref(), params.get("metadata").and_then(Value::as_object)]
+            .into_iter()
+            .flatten()
+            .find_map(|m| m.get("clutch").and_then(|c| c.get("trace_id")).and_then(Value::as_str));
+        if let Some(trace) = trace.filter(|t| !t.is_empty() && t.len() <= 128) {
+            request.trace =
+                Some(clutch_proto::message::Trace { trace_id: trace.to_owned(), span_id: None, parent_span_id: None });
+        }
         let raw = serde_json::to_value(&request).map_err(|e| RpcError::internal(e.to_string()))?;
         let request =
             clutch_proto::validate::message(&raw, &clutch_proto::validate::Defaults { now: SystemTime::now() })

@@ -37,6 +37,7 @@ async fn ask(a: &Daemon, goal: &str, skill: &str) -> String {
             "task_id": clutch_proto::id::generate(clutch_proto::id::Kind::Task),
             "from": {"agent_id": "user:ada"}, "to": [{"agent_id": "agent:orchestrator"}],
             "type": "task.request", "requires": [skill], "payload": {"goal": goal},
+            "trace": {"trace_id": format!("trace-{goal}")},
         }),
         &clutch_proto::validate::Defaults { now: std::time::SystemTime::now() },
     )
@@ -77,6 +78,19 @@ async fn a_task_crosses_to_another_hub_and_its_outcome_comes_back() {
     let there = b.engine.task(&remote).unwrap();
     assert_eq!((there.state, there.agent.as_deref()), (TaskState::Completed, Some("agent:kim")));
     assert_eq!(there.requires, ["skill:answer"]);
+    // One trace on both hubs: A's request's, on hub-b's news in A's log and on B's request.
+    let trace = |log: &clutch_core::Handle, task: &str, kind: clutch_proto::MessageType| {
+        let (log, task) = (log.clone(), task.to_owned());
+        async move {
+            let filter = clutch_store::Filter { task_id: Some(task), kind: Some(kind), ..Default::default() };
+            let events = log.read(&filter, 0, 10).await.unwrap();
+            events[0].message().unwrap().trace.map(|t| t.trace_id)
+        }
+    };
+    let expected = Some("trace-6 × 7?".to_owned());
+    assert_eq!(trace(&a.log, &task, clutch_proto::MessageType::TaskResult).await, expected);
+    assert_eq!(trace(&a.log, &task, clutch_proto::MessageType::TaskAccept).await, expected);
+    assert_eq!(trace(&b.log, &remote, clutch_proto::MessageType::TaskRequest).await, expected);
 
     // A cancel on A crosses: B's task is cancelled too.
     let task = ask(&a, "take your time", "skill:slow").await;
