@@ -9,8 +9,9 @@ use clutch_core::Engine;
 use clutch_core::registry::Status;
 use serde_json::{Value, json};
 
-/// The card, for a hub reached at `base` (`http://host:port`, no trailing slash).
-pub fn card(engine: &Engine, base: &str) -> Value {
+/// The card, for a hub reached at `base` (`http://host:port`, no trailing slash); `guarded` when it
+/// asks callers for credentials (the card then declares the schemes it takes: either will do).
+pub fn card(engine: &Engine, base: &str, guarded: bool) -> Value {
     // capability id → (agents offering it, their tags)
     let mut skills: BTreeMap<String, (BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
     let offered = engine.with_agents(|a| {
@@ -47,7 +48,7 @@ pub fn card(engine: &Engine, base: &str) -> Value {
         })
         .collect();
     let url = format!("{base}/a2a");
-    json!({
+    let mut card = json!({
         "name": "Clutch",
         "description": "A Clutch hub: a control plane for a team of agents. Each message becomes a task the hub routes to the best agent for the skill it names; the task's state, messages and result come back as A2A.",
         "version": env!("CARGO_PKG_VERSION"),
@@ -65,5 +66,16 @@ pub fn card(engine: &Engine, base: &str) -> Value {
         "preferredTransport": "JSONRPC",
         "protocolVersion": "0.3",
         "additionalInterfaces": [{"url": url, "transport": "JSONRPC"}],
-    })
+    });
+    if guarded {
+        card["securitySchemes"] = json!({
+            "apiKey": {"apiKeySecurityScheme": {"location": "header", "name": "X-API-Key", "description": "A partner's key, scoped to skills."}},
+            "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "description": "A partner's key, or one of the hub's API tokens."}},
+        });
+        card["securityRequirements"] =
+            json!([{"schemes": {"apiKey": {"list": []}}}, {"schemes": {"bearer": {"list": []}}}]);
+        // 0.3 readers: which schemes, by name (either will do).
+        card["security"] = json!([{"apiKey": []}, {"bearer": []}]);
+    }
+    card
 }

@@ -10,6 +10,7 @@
 //! remote A2A agent (another Clutch hub, say); the tasks the router gives it are sent there and
 //! followed, their news written back as the agent's own events.
 
+pub mod auth;
 mod card;
 pub mod remote;
 mod server;
@@ -34,6 +35,10 @@ pub struct Options {
     pub remote_poll: Duration,
     /// Delivery to remote A2A agents: retries and backoff (core's push delivery).
     pub push: clutch_core::push::Options,
+    /// Partners' API keys, each scoped to skills.
+    pub keys: Vec<auth::Key>,
+    /// What happens to callers with no key and no token.
+    pub unauthenticated: auth::Unauthenticated,
 }
 
 impl Default for Options {
@@ -43,6 +48,8 @@ impl Default for Options {
             blocking_wait: Duration::from_secs(120),
             remote_poll: Duration::from_millis(500),
             push: clutch_core::push::Options::default(),
+            keys: Vec::new(),
+            unauthenticated: auth::Unauthenticated::default(),
         }
     }
 }

@@ -16,7 +16,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use clutch_core::access::Caller;
 use clutch_core::tasks::ORCHESTRATOR;
 use clutch_core::view::TaskState;
 use clutch_core::{Engine, Handle, Subscription};
@@ -27,12 +26,11 @@ use clutch_store::Filter;
 use serde_json::{Map, Value, json};
 
 use crate::Options;
+use crate::auth::Who;
 use crate::wire::{self, Artifact, Part, Role, RpcError, State as A2aState, Version};
 
 /// Where the A2A message a task came from is kept in its request's payload.
 const PAYLOAD_KEY: &str = "a2a";
-/// Who sends for A2A callers without an agent token.
-const CALLER: &str = "user:a2a";
 
 #[derive(Clone)]
 struct Face {
@@ -57,7 +55,8 @@ async fn agent_card(State(face): State<Face>, headers: HeaderMap) -> Response {
         let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
         format!("http://{host}")
     });
-    let body = crate::card::card(&face.engine, base.trim_end_matches('/')).to_string();
+    let guarded = crate::auth::guarded(&face.engine, &face.options);
+    let body = crate::card::card(&face.engine, base.trim_end_matches('/'), guarded).to_string();
     let tag = {
         use sha2::Digest;
         format!("\"{}\"", &hex::encode(sha2::Sha256::digest(body.as_bytes()))[..16])
@@ -72,7 +71,10 @@ async fn agent_card(State(face): State<Face>, headers: HeaderMap) -> Response {
 /// `POST /a2a`: one JSON-RPC request.
 async fn rpc(State(face): State<Face>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    let caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
+    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let api_key = header("x-api-key").filter(|k| !k.is_empty());
+    let bearer = header("authorization").and_then(|v| v.strip_prefix("Bearer ")).map(str::trim);
+    let who = crate::auth::identify(&face.engine, &face.options, api_key, bearer);
     let asked = parts.headers.get("a2a-version").and_then(|v| v.to_str().ok()).map(str::to_owned).or_else(|| {
         let query = parts.uri.query()?;
         query.split('&').find_map(|kv| kv.strip_prefix("A2A-Version=").map(str::to_owned))
@@ -108,11 +110,34 @@ async fn rpc(State(face): State<Face>, request: Request) -> Response {
         let asked = asked.unwrap_or_default();
         return answer(id, Err(RpcError::version_not_supported(&asked)), Version::V10, a2a_json);
     };
+    let who = match who {
+        Ok(who) => who,
+        Err(refused) => {
+            let (reason, status) = if refused.status == 401 {
+                ("UNAUTHENTICATED", StatusCode::UNAUTHORIZED)
+            } else {
+                ("PERMISSION_DENIED", StatusCode::FORBIDDEN)
+            };
+            let mut response = answer(id, Err(RpcError::new(-32600, reason, refused.message)), version, a2a_json);
+            *response.status_mut() = status;
+            if status == StatusCode::UNAUTHORIZED {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            return response;
+        }
+    };
     let params = request.get("params").cloned().unwrap_or(json!({}));
-    match face.call(version, method, &params, &caller).await {
+    match face.call(version, method, &params, &who).await {
         Ok(Reply::Json(result)) => answer(id, Ok(result), version, a2a_json),
         Ok(Reply::Stream { task, after, first }) => stream(face, task, after, first, version, id).await,
-        Err(e) => answer(id, Err(e), version, a2a_json),
+        Err(e) => {
+            let forbidden = e.reason == "PERMISSION_DENIED";
+            let mut response = answer(id, Err(e), version, a2a_json);
+            if forbidden {
+                *response.status_mut() = StatusCode::FORBIDDEN;
+            }
+            response
+        }
     }
 }
 
@@ -287,31 +312,33 @@ fn op(version: Version, method: &str) -> Result<Op, RpcError> {
 }
 
 impl Face {
-    async fn call(&self, version: Version, method: &str, params: &Value, caller: &Caller) -> Result<Reply, RpcError> {
+    async fn call(&self, version: Version, method: &str, params: &Value, who: &Who) -> Result<Reply, RpcError> {
         let params = params.as_object().ok_or_else(|| RpcError::invalid_params("params: must be an object"))?;
         match op(version, method)? {
-            Op::Send => self.send(version, params, caller).await.map(Reply::Json),
+            Op::Send => self.send(version, params, who).await.map(Reply::Json),
             Op::Get => {
                 let id = task_id(params)?;
+                visible(&self.engine, who, &id)?;
                 let history = history_length(params);
                 Ok(Reply::Json(wire::task_json(&self.task(&id, history).await?, version)))
             }
-            Op::Cancel => self.cancel(version, params, caller).await.map(Reply::Json),
+            Op::Cancel => self.cancel(version, params, who).await.map(Reply::Json),
             Op::Stream => {
                 let message = message_of(params)?;
                 let task = message.task_id.clone().unwrap_or_else(|| id::generate(Kind::Task));
                 let after = self.engine.seq();
-                self.store(version, params, message, caller, &task).await?;
+                self.store(version, params, message, who, &task).await?;
                 Ok(Reply::Stream { task, after, first: true })
             }
             Op::Subscribe => {
                 let id = task_id(params)?;
+                visible(&self.engine, who, &id)?;
                 if self.task(&id, Some(0)).await?.state.is_terminal() {
                     return Err(RpcError::unsupported(format!("task {id} has ended: read it with GetTask")));
                 }
                 Ok(Reply::Stream { task: id, after: self.engine.seq(), first: true })
             }
-            Op::List => self.list(version, params).await.map(Reply::Json),
+            Op::List => self.list(version, params, who).await.map(Reply::Json),
             Op::PushConfig => Err(RpcError::push_not_supported()),
             Op::ExtendedCard => Err(RpcError::extended_card_not_configured()),
         }
@@ -319,7 +346,7 @@ impl Face {
 
     /// `SendMessage` / `message/send`: a new task for the message, routed by the skill it names;
     /// answered at once or, when the client blocks, once the task has ended (or the wait is over).
-    async fn send(&self, version: Version, params: &Map<String, Value>, caller: &Caller) -> Result<Value, RpcError> {
+    async fn send(&self, version: Version, params: &Map<String, Value>, who: &Who) -> Result<Value, RpcError> {
         let configuration = params.get("configuration").and_then(Value::as_object);
         let setting = |camel: &str, snake: &str| {
             configuration.and_then(|c| c.get(camel).or_else(|| c.get(snake))).and_then(Value::as_bool)
@@ -338,7 +365,7 @@ impl Face {
         } else {
             None
         };
-        self.store(version, params, message, caller, &task).await?;
+        self.store(version, params, message, who, &task).await?;
         if let Some(events) = &mut events {
             // Until it ends, or stops for the client (input or authentication needed).
             let deadline = Instant::now() + self.options.blocking_wait;
@@ -368,20 +395,36 @@ impl Face {
         version: Version,
         params: &Map<String, Value>,
         mut message: wire::Message,
-        caller: &Caller,
+        who: &Who,
         task: &str,
     ) -> Result<(), RpcError> {
         if message.task_id.is_some() {
-            return self.answer(message, caller, task).await;
+            return self.answer(message, who, task).await;
         }
         let skill = [message.metadata.as_ref(), params.get("metadata").and_then(Value::as_object)]
             .into_iter()
             .flatten()
             .find_map(|m| m.get("skill").and_then(Value::as_str).map(str::to_owned));
-        let from = caller
-            .acting_agent(None)
-            .map_err(|r| RpcError::new(-32600, "UNAUTHORIZED", r.message))?
-            .unwrap_or_else(|| CALLER.to_owned());
+        let from = who.from.clone();
+        // A screened caller's message goes to the screening skill; a partner's only to its skills.
+        let asked = skill.clone();
+        let skill = match (&who.screen, &who.skills) {
+            (Some(screen), _) => Some(screen.clone()),
+            (None, Some(allowed)) => match &skill {
+                Some(s) if allowed.contains(s) => skill,
+                _ => {
+                    return Err(RpcError::new(
+                        -32600,
+                        "PERMISSION_DENIED",
+                        format!(
+                            "this key may ask for {}: name one as the message's metadata.skill",
+                            allowed.join(", ")
+                        ),
+                    ));
+                }
+            },
+            (None, None) => skill,
+        };
 
         // Ids: the task's is Clutch's; a context that is a Clutch thread continues it, any other
         // is kept beside a new thread.
@@ -396,7 +439,7 @@ impl Face {
         payload.insert("goal".into(), json!(wire::text_of(&message.parts)));
         payload.insert(
             PAYLOAD_KEY.into(),
-            json!({"message": wire::message_json(&message, Version::V10), "context_id": context, "version": version.as_str()}),
+            json!({"message": wire::message_json(&message, Version::V10), "context_id": context, "version": version.as_str(), "asked_skill": asked}),
         );
         let run = id::generate(Kind::Run);
         let mut request = Envelope::new(MessageType::TaskRequest, &from, (&run, &thread, task), payload);
@@ -424,16 +467,14 @@ impl Face {
     }
 
     /// The client's message to the agent working `task`: what it asked for, or more to go on.
-    async fn answer(&self, mut message: wire::Message, caller: &Caller, task: &str) -> Result<(), RpcError> {
+    async fn answer(&self, mut message: wire::Message, who: &Who, task: &str) -> Result<(), RpcError> {
+        visible(&self.engine, who, task)?;
         let shown = self.task(task, Some(0)).await?;
         if shown.state.is_terminal() {
             return Err(RpcError::unsupported(format!("task {task} has ended: send a new message without its taskId")));
         }
         let view = self.engine.task(task).ok_or_else(|| RpcError::task_not_found(task))?;
-        let from = caller
-            .acting_agent(None)
-            .map_err(|r| RpcError::new(-32600, "UNAUTHORIZED", r.message))?
-            .unwrap_or_else(|| CALLER.to_owned());
+        let from = who.from.clone();
         message.context_id = Some(shown.context_id.clone());
         let mut payload = Map::new();
         payload.insert("text".into(), json!(wire::text_of(&message.parts)));
@@ -453,7 +494,7 @@ impl Face {
 
     /// `ListTasks`: the tasks A2A messages started, most recently changed first, by context and
     /// state, a page at a time (`pageToken` is where the last page ended, stable as tasks come).
-    async fn list(&self, version: Version, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    async fn list(&self, version: Version, params: &Map<String, Value>, who: &Who) -> Result<Value, RpcError> {
         let text = |camel: &str, snake: &str| params.get(camel).or_else(|| params.get(snake)).and_then(Value::as_str);
         let number = |camel: &str, snake: &str| params.get(camel).or_else(|| params.get(snake)).and_then(Value::as_u64);
         let context = text("contextId", "context_id").filter(|c| !c.is_empty()).map(str::to_owned);
@@ -487,6 +528,9 @@ impl Face {
             .unwrap_or(false);
         let started = self.engine.tasks_requested(|request| {
             let Some(origin) = request.payload.get(PAYLOAD_KEY) else { return false };
+            if !who.sees_all && request.from.agent_id != who.from {
+                return false;
+            }
             context.as_deref().is_none_or(|c| origin.get("context_id").and_then(Value::as_str) == Some(c))
         });
         let mut shown = Vec::new();
@@ -520,13 +564,18 @@ impl Face {
     }
 
     /// `CancelTask` / `tasks/cancel`: the caller's cancel of a task it asked for.
-    async fn cancel(&self, version: Version, params: &Map<String, Value>, caller: &Caller) -> Result<Value, RpcError> {
+    async fn cancel(&self, version: Version, params: &Map<String, Value>, who: &Who) -> Result<Value, RpcError> {
         let id = task_id(params)?;
+        visible(&self.engine, who, &id)?;
         let shown = self.task(&id, None).await?;
         if shown.state.is_terminal() {
             return Err(RpcError::not_cancelable(format!("task {id} has ended")));
         }
-        let from = caller.acting_agent(None).ok().flatten().unwrap_or_else(|| CALLER.to_owned());
+        let from = if who.sees_all {
+            requester_of(&self.engine, &id).unwrap_or_else(|| who.from.clone())
+        } else {
+            who.from.clone()
+        };
         self.engine.task_cancel(&from, &id, "cancelled by its A2A client").await.map_err(|e| {
             if e.code() == clutch_proto::ErrorCode::InvalidTransition {
                 RpcError::not_cancelable(e.to_string())
@@ -683,6 +732,20 @@ fn message_of(params: &Map<String, Value>) -> Result<wire::Message, RpcError> {
         return Err(RpcError::invalid_params("message.role: a client's message is ROLE_USER"));
     }
     Ok(message)
+}
+
+/// Who asked for task `id`.
+fn requester_of(engine: &Engine, id: &str) -> Option<String> {
+    engine.task(id).and_then(|t| t.requester)
+}
+
+/// Task `id` as `who` may see it: its own (or any, for an admin); else it is not found.
+fn visible(engine: &Engine, who: &Who, id: &str) -> Result<(), RpcError> {
+    if who.sees_all || requester_of(engine, id).as_deref() == Some(who.from.as_str()) {
+        Ok(())
+    } else {
+        Err(RpcError::task_not_found(id))
+    }
 }
 
 fn task_id(params: &Map<String, Value>) -> Result<String, RpcError> {

@@ -22,6 +22,12 @@ pub trait Face: Send {
         Ok(Router::new())
     }
 
+    /// Routes served without the daemon's token check: the face checks its callers itself (the A2A
+    /// card is public; its endpoint takes A2A's own credentials).
+    fn open_routes(&self, _core: &Running) -> Result<Router, String> {
+        Ok(Router::new())
+    }
+
     /// Work that runs until `stop` resolves, which happens once HTTP has drained and before the core
     /// stops.
     fn background(&self, _core: &Running, _stop: Stop) -> Option<BoxFuture<'static, ()>> {
@@ -69,7 +75,8 @@ impl Face for A2a {
         "a2a"
     }
 
-    fn routes(&self, core: &Running) -> Result<Router, String> {
+    /// The card is public and the endpoint checks A2A credentials (API keys, bearer tokens) itself.
+    fn open_routes(&self, core: &Running) -> Result<Router, String> {
         Ok(clutch_a2a::router(core.log.clone(), core.engine.clone(), &self.0))
     }
 

@@ -85,11 +85,14 @@ impl Builder {
     /// their background work. Nothing is served yet: see [`App::serve`] and [`App::listen`].
     pub async fn build(self) -> Result<App> {
         let core = clutch_core::start(self.store, self.core, self.engine).await.map_err(Error::Start)?;
-        let mut routes = Router::new();
+        let (mut routes, mut open) = (Router::new(), Router::new());
         let mut refused = None;
         for face in &self.faces {
-            match face.routes(&core) {
-                Ok(more) => routes = routes.merge(more),
+            match face.routes(&core).and_then(|guarded| Ok((guarded, face.open_routes(&core)?))) {
+                Ok((guarded, unguarded)) => {
+                    routes = routes.merge(guarded);
+                    open = open.merge(unguarded);
+                }
                 Err(message) => {
                     refused = Some(Error::Face { face: face.name(), message });
                     break;
@@ -104,8 +107,8 @@ impl Builder {
             return Err(refused);
         }
         let router = match self.gateway {
-            Some(options) => clutch_gateway::router_with(core.log.clone(), core.engine.clone(), options, routes),
-            None => routes,
+            Some(options) => clutch_gateway::router_with(core.log.clone(), core.engine.clone(), options, routes, open),
+            None => routes.merge(open),
         };
         let workers = self
             .faces

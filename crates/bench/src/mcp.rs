@@ -91,7 +91,13 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
             let options = clutch_mcp::Options { fast_path: false, ..Default::default() };
             let mcp = clutch_mcp::router(daemon.engine.clone(), &options).map_err(anyhow::Error::msg)?;
             let gateway = clutch_gateway::Options::default();
-            let router = clutch_gateway::router_with(daemon.log.clone(), daemon.engine.clone(), gateway, mcp);
+            let router = clutch_gateway::router_with(
+                daemon.log.clone(),
+                daemon.engine.clone(),
+                gateway,
+                mcp,
+                axum::Router::new(),
+            );
             Some(Listening::start(router).await?)
         }
         None => None,

@@ -39,6 +39,7 @@ pub struct Config {
     pub outbound: Outbound,
     pub workspaces: Workspaces,
     pub positions: Positions,
+    pub a2a: A2a,
     /// The MCP servers whose tools agents may call (`[[mcp_servers]]`: `name`, and `command` with
     /// `args` and `env`, or `url` with `headers`; `connect_timeout_ms`, `call_timeout_ms`). File only.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -94,6 +95,37 @@ pub struct Mcp {
     /// Browser origins allowed to call them besides loopback ones, like `https://app.example.com`
     /// (`CLUTCH_MCP_ALLOWED_ORIGINS`: comma-separated). Requests without `Origin` always pass.
     pub allowed_origins: Vec<String>,
+}
+
+/// The A2A face: the hub as one A2A agent, and who may call it (seed 003's trust tiers).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct A2a {
+    /// The hub's address as A2A clients reach it, for its card (absent: each request's `Host`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
+    /// Callers with no key and no token: `refuse`, `screen` (their messages go to agents with
+    /// `screening_skill`, whatever they ask for) or `allow`. Absent: allowed while no key and no API
+    /// token is configured, else refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unauthenticated: Option<String>,
+    /// The skill of the agents that screen strangers (with `unauthenticated = "screen"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub screening_skill: Option<String>,
+    /// Partners' API keys (`[[a2a.keys]]`: `name`, `key_env` (the variable holding the key, never
+    /// the key), `skills` it may ask for; none: any). Sent as `X-API-Key` or as a bearer token.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<A2aKey>,
+}
+
+/// A partner's A2A key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct A2aKey {
+    pub name: String,
+    pub key_env: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<String>,
 }
 
 /// Positions: teams of agents run from SKILL.md files (the six shipped, and the operator's own in
@@ -228,6 +260,7 @@ impl Default for Config {
             outbound: Outbound::default(),
             workspaces: Workspaces::default(),
             positions: Positions::default(),
+            a2a: A2a::default(),
             mcp_servers: Vec::new(),
             hooks: Vec::new(),
             webhooks: Vec::new(),
@@ -621,6 +654,42 @@ impl Config {
             outbound: std::sync::Arc::new(self.outbound_policy().unwrap_or_default()),
             ..clutch_core::engine::Options::default()
         }
+    }
+
+    /// The A2A face's options: the card's address and who may call (keys read from their variables
+    /// now: one that is not set stops the start, named).
+    pub fn a2a_options(&self) -> anyhow::Result<clutch_a2a::Options> {
+        use clutch_a2a::auth::{Key, Unauthenticated};
+        let a = &self.a2a;
+        let unauthenticated = match a.unauthenticated.as_deref() {
+            None => Unauthenticated::Auto,
+            Some("refuse") => Unauthenticated::Refuse,
+            Some("allow") => Unauthenticated::Allow,
+            Some("screen") => {
+                let skill = a.screening_skill.clone().unwrap_or_else(|| "skill:screening".into());
+                Unauthenticated::Screen(skill)
+            }
+            Some(other) => anyhow::bail!("a2a.unauthenticated: `{other}` is not refuse, screen or allow"),
+        };
+        let mut keys = Vec::new();
+        for (i, k) in a.keys.iter().enumerate() {
+            clutch_proto::id::check_name(&k.name).map_err(|e| anyhow::anyhow!("a2a.keys[{i}].name: {e}"))?;
+            let secret = std::env::var(&k.key_env).unwrap_or_default();
+            if secret.trim().is_empty() {
+                anyhow::bail!(
+                    "a2a.keys[{i}] ({}): the variable {} is not set; set it to the partner's key",
+                    k.name,
+                    k.key_env
+                );
+            }
+            keys.push(Key { name: k.name.clone(), secret, skills: k.skills.clone() });
+        }
+        Ok(clutch_a2a::Options {
+            public_url: a.public_url.clone(),
+            keys,
+            unauthenticated,
+            ..clutch_a2a::Options::default()
+        })
     }
 
     /// The positions runner's options: the catalog (shipped, and `<config_dir>/positions/`), the
@@ -1045,6 +1114,30 @@ mod tests {
         let twice = "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\n[[mcp_servers]]\nname = \"a\"\ncommand = \"y\"\n";
         let e = format!("{:#}", load_with(Some(twice), &[], ConfigArgs::default()).unwrap_err());
         assert!(e.contains("two servers"), "{e}");
+    }
+
+    #[test]
+    fn a2a_keys_come_from_their_variables_and_tiers_are_checked() {
+        use clutch_a2a::auth::Unauthenticated;
+        // PATH is set wherever tests run; its value stands for a partner's key, never shown.
+        let file = "[a2a]\nunauthenticated = \"screen\"\n[[a2a.keys]]\nname = \"partner\"\nkey_env = \"PATH\"\nskills = [\"skill:review\"]\n";
+        let c = load_with(Some(file), &[], ConfigArgs::default()).unwrap();
+        let o = c.a2a_options().unwrap();
+        assert_eq!(o.unauthenticated, Unauthenticated::Screen("skill:screening".into()));
+        assert_eq!((o.keys[0].name.as_str(), o.keys[0].skills.clone()), ("partner", vec!["skill:review".to_owned()]));
+        let dump = c.to_toml().unwrap();
+        assert!(dump.contains("key_env = \"PATH\"") && !dump.contains(&std::env::var("PATH").unwrap()), "{dump}");
+        let unset = "[[a2a.keys]]\nname = \"p\"\nkey_env = \"CLUTCH_TEST_SURELY_UNSET_KEY\"\n";
+        let e = format!("{:#}", load_with(Some(unset), &[], ConfigArgs::default()).unwrap().a2a_options().unwrap_err());
+        assert!(e.contains("CLUTCH_TEST_SURELY_UNSET_KEY is not set"), "{e}");
+        let e = format!(
+            "{:#}",
+            load_with(Some("[a2a]\nunauthenticated = \"maybe\"\n"), &[], ConfigArgs::default())
+                .unwrap()
+                .a2a_options()
+                .unwrap_err()
+        );
+        assert!(e.contains("a2a.unauthenticated") && e.contains("maybe"), "{e}");
     }
 
     #[test]

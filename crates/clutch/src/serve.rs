@@ -70,7 +70,7 @@ pub async fn run(loaded: Loaded, policy: Policy) -> anyhow::Result<()> {
         .engine(engine)
         .gateway(gateway)
         .face(face::Mcp(config.mcp_options()))
-        .face(face::A2a::default())
+        .face(face::A2a(config.a2a_options()?))
         .face(face::Push(clutch_core::push::Options::default()));
     if !(config.mcp_servers.is_empty() && config.hooks.is_empty() && config.webhooks.is_empty()) {
         builder = builder.face(face::Tools {

@@ -70,13 +70,15 @@ pub(crate) struct AppState {
 
 /// The daemon's HTTP API. Serve it with `axum::serve(listener, router(..))`.
 pub fn router(log: Handle, engine: Engine, options: Options) -> Router {
-    router_with(log, engine, options, Router::new())
+    router_with(log, engine, options, Router::new(), Router::new())
 }
 
 /// The same with the routes of other faces (the MCP endpoints) merged in, under the same body limit
-/// and request metrics. Their routes need a known token when tokens are configured; what a caller
-/// may do there, each face decides. Their paths must not clash with the API's.
-pub fn router_with(log: Handle, engine: Engine, options: Options, faces: Router) -> Router {
+/// and request metrics. Their routes (`faces`) need a known token when tokens are configured; what a
+/// caller may do there, each face decides. The routes in `open` (the A2A card and endpoint, which
+/// check their own credentials) are served without the token check. Their paths must not clash
+/// with the API's.
+pub fn router_with(log: Handle, engine: Engine, options: Options, faces: Router, open: Router) -> Router {
     let artifact_limit = usize::try_from(log.artifact_max_bytes()).unwrap_or(usize::MAX).saturating_add(1);
     let body_limit = options.body_limit_bytes;
     let tokens = options.tokens.clone();
@@ -90,6 +92,7 @@ pub fn router_with(log: Handle, engine: Engine, options: Options, faces: Router)
     routes(artifact_limit)
         .into_router(state.clone())
         .merge(faces)
+        .merge(open)
         .fallback(move |request: Request| not_found(missing.clone(), request))
         .method_not_allowed_fallback(move |request: Request| method_not_allowed(not_allowed.clone(), request))
         .layer(DefaultBodyLimit::max(body_limit))

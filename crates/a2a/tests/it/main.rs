@@ -1,10 +1,11 @@
 //! The A2A face's integration tests: the face served on 127.0.0.1:0 over a real SQLite store and the
 //! real engine (`clutch-app` with the A2A face), driven by plain JSON-RPC over HTTP in both versions,
-//! with an agent of the test working the tasks the router gives it through the engine's inbox. The
-//! official SDKs drive the real binary in scripts/test-a2a.
+//! with an agent of the test working the tasks the router gives it through the engine's inbox; two
+//! such daemons federate. The official SDK drives the real binary in scripts/test-a2a.
 
 mod federation;
 mod server;
+mod trust;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,7 @@ pub struct Daemon {
     pub log: clutch_core::Handle,
     app: App,
     options: clutch_core::engine::Options,
+    a2a: clutch_a2a::Options,
     dir: tempfile::TempDir,
 }
 
@@ -27,18 +29,28 @@ pub async fn start() -> Daemon {
 
 /// A daemon whose engine has `engine`'s options (a guard that allows loopback, to reach another).
 pub async fn start_with(engine: clutch_core::engine::Options) -> Daemon {
-    open(tempfile::tempdir().unwrap(), engine).await
+    open(tempfile::tempdir().unwrap(), engine, a2a_options()).await
 }
 
-async fn open(dir: tempfile::TempDir, engine: clutch_core::engine::Options) -> Daemon {
-    let store = clutch_store_sqlite::Store::open(dir.path()).unwrap();
-    let options = clutch_a2a::Options {
+/// A daemon whose A2A face has `a2a`'s options (keys, screening).
+pub async fn start_a2a(a2a: clutch_a2a::Options) -> Daemon {
+    open(tempfile::tempdir().unwrap(), clutch_core::engine::Options::default(), a2a).await
+}
+
+/// The tests' A2A options: short waits and polls.
+pub fn a2a_options() -> clutch_a2a::Options {
+    clutch_a2a::Options {
         blocking_wait: Duration::from_secs(20),
         remote_poll: Duration::from_millis(50),
         push: clutch_core::push::Options { rescan: Duration::from_millis(50), ..Default::default() },
         ..Default::default()
-    };
-    let mut app = App::builder(Arc::new(store)).engine(engine.clone()).face(face::A2a(options)).build().await.unwrap();
+    }
+}
+
+async fn open(dir: tempfile::TempDir, engine: clutch_core::engine::Options, a2a: clutch_a2a::Options) -> Daemon {
+    let store = clutch_store_sqlite::Store::open(dir.path()).unwrap();
+    let mut app =
+        App::builder(Arc::new(store)).engine(engine.clone()).face(face::A2a(a2a.clone())).build().await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     app.listen(listener);
@@ -48,6 +60,7 @@ async fn open(dir: tempfile::TempDir, engine: clutch_core::engine::Options) -> D
         log: app.log.clone(),
         app,
         options: engine,
+        a2a,
         dir,
     }
 }
@@ -60,19 +73,35 @@ impl Daemon {
     /// Stopped and started again on the same data (at another address).
     pub async fn restart(self) -> Daemon {
         self.app.stop().await.unwrap();
-        open(self.dir, self.options).await
+        open(self.dir, self.options, self.a2a).await
     }
 
     /// One JSON-RPC call at `/a2a` with `A2A-Version: version` (none when `None`): the response body.
     pub async fn rpc(&self, version: Option<&str>, method: &str, params: Value) -> Value {
+        let (status, body) = self.rpc_as(&[], version, method, params).await;
+        assert_eq!(status, 200, "JSON-RPC answers travel in HTTP 200");
+        body
+    }
+
+    /// The same with `headers` (credentials): the HTTP status and the body.
+    pub async fn rpc_as(
+        &self,
+        headers: &[(&str, &str)],
+        version: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> (u16, Value) {
         let mut request = reqwest::Client::new()
             .post(format!("{}/a2a", self.url))
             .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}));
         if let Some(v) = version {
             request = request.header("A2A-Version", v);
         }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
         let response = request.send().await.unwrap();
-        assert_eq!(response.status(), 200, "JSON-RPC answers travel in HTTP 200");
-        response.json().await.unwrap()
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap())
     }
 }
