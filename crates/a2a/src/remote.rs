@@ -118,8 +118,12 @@ impl Remote {
 
     /// Writes `kind` about `task` as `agent`, to the task's requester, under the task's trace (the
     /// one its request carries, else the task's id: the remote hub records the same).
-    async fn write(&self, agent: &str, task: &str, kind: MessageType, payload: Map<String, Value>) -> bool {
+    async fn write(&self, agent: &str, task: &str, kind: MessageType, payload: Value) -> bool {
         let Some(view) = self.engine.task(task) else { return false };
+        let payload = match payload {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
         let mut m = Message::new(kind, agent, (&view.run_id, &view.thread_id, task), payload);
         let trace = self.trace_of(task).await.unwrap_or_else(|| task.to_owned());
         m.trace = Some(clutch_proto::message::Trace { trace_id: trace, span_id: None, parent_span_id: None });
@@ -168,21 +172,14 @@ impl Remote {
                 let Some(remote) = remote else {
                     let text = result.pointer("/message/parts/0/text").and_then(Value::as_str).unwrap_or_default();
                     // A message, not a task: the answer itself.
-                    let accepted = self.write(agent, &request.task_id, MessageType::TaskAccept, Map::new()).await;
+                    let accepted = self.write(agent, &request.task_id, MessageType::TaskAccept, json!({})).await;
                     if accepted {
-                        let payload = json!({"text": text}).as_object().cloned().unwrap_or_default();
-                        self.write(agent, &request.task_id, MessageType::TaskResult, payload).await;
+                        self.write(agent, &request.task_id, MessageType::TaskResult, json!({"text": text})).await;
                     }
                     return Delivery::Taken;
                 };
                 let payload = json!({REMOTE: {"task_id": remote, "url": target.url}});
-                self.write(
-                    agent,
-                    &request.task_id,
-                    MessageType::TaskAccept,
-                    payload.as_object().cloned().unwrap_or_default(),
-                )
-                .await;
+                self.write(agent, &request.task_id, MessageType::TaskAccept, payload).await;
                 self.follow(request.task_id.clone(), agent.clone(), target.url.clone(), remote);
                 Delivery::Taken
             }
@@ -193,13 +190,7 @@ impl Remote {
             Err((false, why)) => {
                 // The remote agent refused it: the task fails, saying so.
                 let payload = json!({"code": "A2A_REFUSED", "message": why, "retryable": false});
-                self.write(
-                    agent,
-                    &request.task_id,
-                    MessageType::TaskError,
-                    payload.as_object().cloned().unwrap_or_default(),
-                )
-                .await;
+                self.write(agent, &request.task_id, MessageType::TaskError, payload).await;
                 Delivery::Taken
             }
         }
@@ -221,13 +212,7 @@ impl Remote {
                     failures += 1;
                     if !retry || failures > 20 {
                         let payload = json!({"code": "A2A_UNREACHABLE", "message": why, "retryable": true});
-                        self.write(
-                            &agent,
-                            &task,
-                            MessageType::TaskError,
-                            payload.as_object().cloned().unwrap_or_default(),
-                        )
-                        .await;
+                        self.write(&agent, &task, MessageType::TaskError, payload).await;
                         return;
                     }
                     tokio::time::sleep(clutch_core::backoff(self.poll, Duration::from_secs(10), failures, 7)).await;
@@ -252,13 +237,7 @@ impl Remote {
                         .collect();
                     let text = if texts.is_empty() { message.unwrap_or_default() } else { texts.join("\n") };
                     let payload = json!({"text": text, REMOTE: {"task_id": remote, "artifacts": got["artifacts"]}});
-                    self.write(
-                        &agent,
-                        &task,
-                        MessageType::TaskResult,
-                        payload.as_object().cloned().unwrap_or_default(),
-                    )
-                    .await;
+                    self.write(&agent, &task, MessageType::TaskResult, payload).await;
                     return;
                 }
                 "TASK_STATE_FAILED" | "TASK_STATE_REJECTED" | "TASK_STATE_CANCELED" => {
@@ -269,8 +248,7 @@ impl Remote {
                     };
                     let why = message.unwrap_or_else(|| format!("the remote task ended {state}"));
                     let payload = json!({"code": code, "message": why, "retryable": false});
-                    self.write(&agent, &task, MessageType::TaskError, payload.as_object().cloned().unwrap_or_default())
-                        .await;
+                    self.write(&agent, &task, MessageType::TaskError, payload).await;
                     return;
                 }
                 "TASK_STATE_INPUT_REQUIRED" | "TASK_STATE_AUTH_REQUIRED" => {
@@ -281,13 +259,7 @@ impl Remote {
                     if said.as_deref() != Some(asked.as_str()) {
                         let prompt = message.clone().unwrap_or_else(|| "the remote agent needs more".into());
                         let payload = json!({"message": prompt, key: {"prompt": prompt}, REMOTE: {"state": state}});
-                        self.write(
-                            &agent,
-                            &task,
-                            MessageType::TaskProgress,
-                            payload.as_object().cloned().unwrap_or_default(),
-                        )
-                        .await;
+                        self.write(&agent, &task, MessageType::TaskProgress, payload).await;
                         said = Some(asked);
                     }
                 }
@@ -295,13 +267,7 @@ impl Remote {
                     // Working: its news as progress.
                     if message.is_some() && message != said {
                         let payload = json!({"message": message, REMOTE: {"state": state}});
-                        self.write(
-                            &agent,
-                            &task,
-                            MessageType::TaskProgress,
-                            payload.as_object().cloned().unwrap_or_default(),
-                        )
-                        .await;
+                        self.write(&agent, &task, MessageType::TaskProgress, payload).await;
                         said = message;
                     }
                 }

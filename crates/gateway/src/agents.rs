@@ -120,9 +120,7 @@ pub(crate) async fn reply(
     Path(id): Path<String>,
     JsonValue(body): JsonValue,
 ) -> Result<Response, ApiError> {
-    caller.may_act_as_in(&body, "agent_id").map_err(clutch_core::Error::from)?;
-    let req: Reply = serde_json::from_value(body)
-        .map_err(|e| ApiError::new(ErrorCode::ValidationFailed, format!("the body does not fit this route: {e}")))?;
+    let req: Reply = crate::extract::acting_body(&caller, body)?;
     let Some(from) = caller.acting_agent(req.agent_id.as_deref()).map_err(clutch_core::Error::from)? else {
         return Err(ApiError::new(ErrorCode::ValidationFailed, "name who replies: `agent_id`").field("agent_id"));
     };

@@ -67,3 +67,16 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
         )
     }
 }
+
+/// A write's body as `T`, once `caller` may act as the agent it names at `agent_id` (decided
+/// before the body is read as `T`, so a caller without the right learns nothing from its
+/// validation). A missing body is `{}`.
+pub(crate) fn acting_body<T: DeserializeOwned>(
+    caller: &clutch_core::access::Caller,
+    body: serde_json::Value,
+) -> Result<T, ApiError> {
+    caller.may_act_as_in(&body, "agent_id").map_err(clutch_core::Error::from)?;
+    let body = if body.is_null() { serde_json::json!({}) } else { body };
+    serde_json::from_value(body)
+        .map_err(|e| ApiError::new(ErrorCode::ValidationFailed, format!("the body does not fit this route: {e}")))
+}

@@ -43,10 +43,7 @@ pub(crate) async fn invoke(
     Path(name): Path<String>,
     JsonValue(body): JsonValue,
 ) -> Result<Response, ApiError> {
-    caller.may_act_as_in(&body, "agent_id").map_err(clutch_core::Error::from)?;
-    let body = if body.is_null() { json!({}) } else { body };
-    let req: Invoke = serde_json::from_value(body)
-        .map_err(|e| ApiError::new(ErrorCode::ValidationFailed, format!("the body does not fit this route: {e}")))?;
+    let req: Invoke = crate::extract::acting_body(&caller, body)?;
     let from = caller
         .acting_agent(req.agent_id.as_deref())
         .map_err(clutch_core::Error::from)?
@@ -115,9 +112,7 @@ pub(crate) async fn send(
     Path(id): Path<String>,
     JsonValue(body): JsonValue,
 ) -> Result<Response, ApiError> {
-    caller.may_act_as_in(&body, "agent_id").map_err(clutch_core::Error::from)?;
-    let req: Send = serde_json::from_value(body)
-        .map_err(|e| ApiError::new(ErrorCode::ValidationFailed, format!("the body does not fit this route: {e}")))?;
+    let req: Send = crate::extract::acting_body(&caller, body)?;
     let Some(from) = caller.acting_agent(req.agent_id.as_deref()).map_err(clutch_core::Error::from)? else {
         return Err(ApiError::new(ErrorCode::ValidationFailed, "name the sender: `agent_id`").field("agent_id"));
     };

@@ -179,12 +179,11 @@ impl State {
         (actions, next)
     }
 
-    /// Routes `ids` in one pass, counting each choice against the chosen agent's load for the next.
-    pub(super) fn route(&mut self, options: &Options, ids: &[String]) -> Vec<Message> {
-        let mut candidates: Vec<Candidate<'_>> = self
-            .agents
+    /// Every agent (removed ones aside, and those `skip` names) as the router sees it now.
+    pub(super) fn candidates<'a>(&'a self, options: &'a Options, skip: &[String]) -> Vec<Candidate<'a>> {
+        self.agents
             .values()
-            .filter(|a| a.status != Status::Removed)
+            .filter(|a| a.status != Status::Removed && !skip.contains(&a.card.agent_id))
             .map(|a| Candidate {
                 profile: &a.profile,
                 status: a.status,
@@ -194,7 +193,12 @@ impl State {
                 allowlist: options.policy.tool_allowlist(&a.card.agent_id),
                 last_selected: a.last_selected,
             })
-            .collect();
+            .collect()
+    }
+
+    /// Routes `ids` in one pass, counting each choice against the chosen agent's load for the next.
+    pub(super) fn route(&mut self, options: &Options, ids: &[String]) -> Vec<Message> {
+        let mut candidates = self.candidates(options, &[]);
         let mut clock = self.routing_clock;
         let mut out = Vec::new();
         for id in ids {

@@ -51,20 +51,7 @@ impl Engine {
         let ask = router::Ask { requires: needs, ..router::Ask::default() };
         let options = &self.inner.options;
         let state = self.state();
-        let candidates: Vec<Candidate<'_>> = state
-            .agents
-            .values()
-            .filter(|a| a.status != Status::Removed && !taken.contains(&a.card.agent_id))
-            .map(|a| Candidate {
-                profile: &a.profile,
-                status: a.status,
-                in_flight: a.in_flight.len() as u32,
-                success_rate: a.success_rate(),
-                budget_exhausted: a.budget_exhausted && options.policy.org.budgets.on_exceed == OnExceed::Exclude,
-                allowlist: options.policy.tool_allowlist(&a.card.agent_id),
-                last_selected: a.last_selected,
-            })
-            .collect();
+        let candidates = state.candidates(options, taken);
         let decision = router::route(&ask, &candidates);
         let names = |i: usize| candidates[i].profile.agent_id.clone();
         let excluded: BTreeMap<String, String> =
