@@ -10,8 +10,10 @@ use clutch_core::registry::Status;
 use serde_json::{Value, json};
 
 /// The card, for a hub reached at `base` (`http://host:port`, no trailing slash); `guarded` when it
-/// asks callers for credentials (the card then declares the schemes it takes: either will do).
-pub fn card(engine: &Engine, base: &str, guarded: bool) -> Value {
+/// asks callers for credentials (the card then declares the schemes it takes: either will do, and
+/// an extended card is offered). The `extended` card, for a caller with a credential, also names
+/// the agents behind each skill, which the public one keeps to itself.
+pub fn card(engine: &Engine, base: &str, guarded: bool, extended: bool) -> Value {
     // capability id → (agents offering it, their tags)
     let mut skills: BTreeMap<String, (BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
     let offered = engine.with_agents(|a| {
@@ -39,12 +41,12 @@ pub fn card(engine: &Engine, base: &str, guarded: bool) -> Value {
                 tags.push(kind.to_owned());
             }
             let who = agents.into_iter().collect::<Vec<_>>().join(", ");
-            json!({
-                "id": id,
-                "name": name,
-                "description": format!("Work routed to an agent with {id} (now: {who}). Name it in the message's metadata as `skill`."),
-                "tags": tags,
-            })
+            let description = if extended {
+                format!("Work routed to an agent with {id} (now: {who}). Name it in the message's metadata as `skill`.")
+            } else {
+                format!("Work routed to an agent with {id}. Name it in the message's metadata as `skill`.")
+            };
+            json!({"id": id, "name": name, "description": description, "tags": tags})
         })
         .collect();
     let url = format!("{base}/a2a");
@@ -57,7 +59,7 @@ pub fn card(engine: &Engine, base: &str, guarded: bool) -> Value {
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
         ],
-        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
+        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": guarded},
         "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain", "application/json"],
         "skills": skills,
@@ -66,6 +68,7 @@ pub fn card(engine: &Engine, base: &str, guarded: bool) -> Value {
         "preferredTransport": "JSONRPC",
         "protocolVersion": "0.3",
         "additionalInterfaces": [{"url": url, "transport": "JSONRPC"}],
+        "supportsAuthenticatedExtendedCard": guarded,
     });
     if guarded {
         card["securitySchemes"] = json!({

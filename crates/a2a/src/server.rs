@@ -39,6 +39,17 @@ struct Face {
     options: Arc<Options>,
 }
 
+impl Face {
+    /// The hub's address as this request reached it (the configured one, else its `Host`).
+    fn base(&self, headers: &HeaderMap) -> String {
+        let base = self.options.public_url.clone().unwrap_or_else(|| {
+            let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+            format!("http://{host}")
+        });
+        base.trim_end_matches('/').to_owned()
+    }
+}
+
 pub(crate) fn router(log: Handle, engine: Engine, options: Options) -> Router {
     let face = Face { log, engine, options: Arc::new(options) };
     Router::new()
@@ -51,12 +62,8 @@ pub(crate) fn router(log: Handle, engine: Engine, options: Options) -> Router {
 
 /// The card, with an `ETag` (a client revalidates it cheaply; it changes as agents come and go).
 async fn agent_card(State(face): State<Face>, headers: HeaderMap) -> Response {
-    let base = face.options.public_url.clone().unwrap_or_else(|| {
-        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
-        format!("http://{host}")
-    });
     let guarded = crate::auth::guarded(&face.engine, &face.options);
-    let body = crate::card::card(&face.engine, base.trim_end_matches('/'), guarded).to_string();
+    let body = crate::card::card(&face.engine, &face.base(&headers), guarded, false).to_string();
     let tag = {
         use sha2::Digest;
         format!("\"{}\"", &hex::encode(sha2::Sha256::digest(body.as_bytes()))[..16])
@@ -127,7 +134,8 @@ async fn rpc(State(face): State<Face>, request: Request) -> Response {
         }
     };
     let params = request.get("params").cloned().unwrap_or(json!({}));
-    match face.call(version, method, &params, &who).await {
+    let base = face.base(&parts.headers);
+    match face.call(version, method, &params, &who, &base).await {
         Ok(Reply::Json(result)) => answer(id, Ok(result), version, a2a_json),
         Ok(Reply::Stream { task, after, first }) => stream(face, task, after, first, version, id).await,
         Err(e) => {
@@ -200,7 +208,7 @@ impl Streamer {
                     }
                 }
             };
-            let mut task = match self.face.task(&self.task, None).await {
+            let task = match self.face.task(&self.task, None).await {
                 Ok(t) => t,
                 Err(e) => {
                     let body = json!({"jsonrpc": "2.0", "id": self.id, "error": e.json(self.version)});
@@ -215,26 +223,34 @@ impl Streamer {
                     self.pending.push_back(wire::task_event_json(&task, v));
                 }
                 Some((state, told)) => {
-                    for artifact in task.artifacts.iter().skip(told) {
-                        self.pending.push_back(wire::artifact_update_json(&task, artifact, v));
-                    }
-                    // What the agent says of its progress, as the working status's message.
+                    // What the agent said of its progress, told as a working status with that
+                    // message, as of that event (the task may have moved on since).
                     let progress = said.as_ref().filter(|m| m.kind == MessageType::TaskProgress).and_then(|m| {
-                        m.payload.get("message").and_then(Value::as_str).map(|text| (m.id.clone(), text.to_owned()))
+                        let text = m.payload.get("message").and_then(Value::as_str)?;
+                        let asks = m.payload.contains_key("input_required") || m.payload.contains_key("auth_required");
+                        (!asks).then(|| (m.id.clone(), text.to_owned()))
                     });
-                    if let Some((message_id, text)) = &progress
-                        && !task.state.is_terminal()
-                    {
-                        task.status_message = Some(wire::Message {
-                            message_id: message_id.clone(),
+                    let mut told_working = false;
+                    if let Some((message_id, text)) = progress {
+                        let mut then = task.clone();
+                        then.state = A2aState::Working;
+                        then.artifacts.clear();
+                        then.status_message = Some(wire::Message {
+                            message_id,
                             role: Role::Agent,
-                            parts: vec![Part::Text(text.clone())],
+                            parts: vec![Part::Text(text)],
                             context_id: Some(task.context_id.clone()),
                             task_id: Some(task.id.clone()),
                             metadata: None,
                         });
+                        self.pending.push_back(wire::status_update_json(&then, v));
+                        told_working = true;
                     }
-                    if task.state != state || progress.is_some() {
+                    for artifact in task.artifacts.iter().skip(told) {
+                        self.pending.push_back(wire::artifact_update_json(&task, artifact, v));
+                    }
+                    let changed = task.state != state && !(told_working && task.state == A2aState::Working);
+                    if changed {
                         self.pending.push_back(wire::status_update_json(&task, v));
                     }
                 }
@@ -312,7 +328,14 @@ fn op(version: Version, method: &str) -> Result<Op, RpcError> {
 }
 
 impl Face {
-    async fn call(&self, version: Version, method: &str, params: &Value, who: &Who) -> Result<Reply, RpcError> {
+    async fn call(
+        &self,
+        version: Version,
+        method: &str,
+        params: &Value,
+        who: &Who,
+        base: &str,
+    ) -> Result<Reply, RpcError> {
         let params = params.as_object().ok_or_else(|| RpcError::invalid_params("params: must be an object"))?;
         match op(version, method)? {
             Op::Send => self.send(version, params, who).await.map(Reply::Json),
@@ -340,7 +363,20 @@ impl Face {
             }
             Op::List => self.list(version, params, who).await.map(Reply::Json),
             Op::PushConfig => Err(RpcError::push_not_supported()),
-            Op::ExtendedCard => Err(RpcError::extended_card_not_configured()),
+            Op::ExtendedCard => {
+                // Offered when the hub asks for credentials, to a caller that gave one.
+                if !crate::auth::guarded(&self.engine, &self.options) {
+                    return Err(RpcError::extended_card_not_configured());
+                }
+                if who.screen.is_some() {
+                    return Err(RpcError::new(
+                        -32600,
+                        "PERMISSION_DENIED",
+                        "the extended card is for callers with a credential",
+                    ));
+                }
+                Ok(Reply::Json(crate::card::card(&self.engine, base, true, true)))
+            }
         }
     }
 
@@ -671,6 +707,11 @@ impl Face {
             TaskState::Failed | TaskState::TimedOut => A2aState::Failed,
             TaskState::Cancelled => A2aState::Canceled,
         };
+        // The engine applies an event when it is committed, the log shows it once it is durable: an
+        // end not visible yet is not told yet (its event comes next, to subscribers too).
+        if state.is_terminal() && end.is_none() {
+            state = A2aState::Working;
+        }
         let timestamp =
             events.last().map(|m| m.ts.clone()).unwrap_or_else(|| clutch_proto::validate::format_ts(SystemTime::now()));
         let (mut artifacts, mut status_message) = (Vec::new(), None);

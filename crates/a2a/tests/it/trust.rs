@@ -34,6 +34,17 @@ async fn keys_scope_callers_to_skills_and_to_their_own_tasks() {
     assert_eq!(card["securitySchemes"]["apiKey"]["apiKeySecurityScheme"]["name"], "X-API-Key");
     assert_eq!(card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"], "Bearer");
     assert_eq!(card["security"], json!([{"apiKey": []}, {"bearer": []}]));
+    // It names no agent; the extended card, for a caller with a credential, does.
+    assert_eq!(
+        (card["capabilities"]["extendedAgentCard"].as_bool(), card["supportsAuthenticatedExtendedCard"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert!(!card.to_string().contains("agent:kim"), "{card}");
+    let (status, body) = d.rpc_as(&[("X-API-Key", "k-other-2")], Some("1.0"), "GetExtendedAgentCard", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["result"]["skills"].to_string().contains("agent:kim"), "{body}");
+    let (status, _) = d.rpc_as(&[], Some("1.0"), "GetExtendedAgentCard", json!({})).await;
+    assert_eq!(status, 401);
 
     let send = |skill: Option<&'static str>| json!({"message": message("6 × 7?", skill)});
     // No credential, a wrong one: 401, said as JSON-RPC.
