@@ -58,6 +58,7 @@ pub fn card(engine: &Engine, base: &str, guarded: bool, extended: bool) -> Value
         "supportedInterfaces": [
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": format!("{base}{}", crate::rest::PATH), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         ],
         "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": guarded},
         "defaultInputModes": ["text/plain", "application/json"],

@@ -13,6 +13,7 @@
 pub mod auth;
 mod card;
 pub mod remote;
+mod rest;
 mod server;
 pub mod wire;
 

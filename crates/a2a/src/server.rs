@@ -15,7 +15,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use clutch_core::tasks::ORCHESTRATOR;
 use clutch_core::view::TaskState;
 use clutch_core::{Engine, Handle, Subscription};
@@ -33,7 +33,7 @@ use crate::wire::{self, Artifact, Part, Role, RpcError, State as A2aState, Versi
 const PAYLOAD_KEY: &str = "a2a";
 
 #[derive(Clone)]
-struct Face {
+pub(crate) struct Face {
     log: Handle,
     engine: Engine,
     options: Arc<Options>,
@@ -41,7 +41,7 @@ struct Face {
 
 impl Face {
     /// The hub's address as this request reached it (the configured one, else its `Host`).
-    fn base(&self, headers: &HeaderMap) -> String {
+    pub(crate) fn base(&self, headers: &HeaderMap) -> String {
         let base = self.options.public_url.clone().unwrap_or_else(|| {
             let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
             format!("http://{host}")
@@ -57,6 +57,7 @@ pub(crate) fn router(log: Handle, engine: Engine, options: Options) -> Router {
         .route("/.well-known/agent.json", get(agent_card))
         .route("/a2a", post(rpc))
         .route("/a2a/", post(rpc))
+        .route(&format!("{}/{{*path}}", crate::rest::PATH), any(crate::rest::serve))
         .with_state(face)
 }
 
@@ -75,13 +76,22 @@ async fn agent_card(State(face): State<Face>, headers: HeaderMap) -> Response {
     (cache, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+/// Who calls, from a request's `X-API-Key` and bearer credentials; a refusal says why
+/// (`UNAUTHENTICATED`: 401, `PERMISSION_DENIED`: 403).
+pub(crate) fn identify_request(face: &Face, headers: &HeaderMap) -> Result<Who, RpcError> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let api_key = header("x-api-key").filter(|k| !k.is_empty());
+    let bearer = header("authorization").and_then(|v| v.strip_prefix("Bearer ")).map(str::trim);
+    crate::auth::identify(&face.engine, &face.options, api_key, bearer).map_err(|refused| {
+        let reason = if refused.status == 401 { "UNAUTHENTICATED" } else { "PERMISSION_DENIED" };
+        RpcError::new(-32600, reason, refused.message)
+    })
+}
+
 /// `POST /a2a`: one JSON-RPC request.
 async fn rpc(State(face): State<Face>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    let api_key = header("x-api-key").filter(|k| !k.is_empty());
-    let bearer = header("authorization").and_then(|v| v.strip_prefix("Bearer ")).map(str::trim);
-    let who = crate::auth::identify(&face.engine, &face.options, api_key, bearer);
+    let who = identify_request(&face, &parts.headers);
     let asked = parts.headers.get("a2a-version").and_then(|v| v.to_str().ok()).map(str::to_owned).or_else(|| {
         let query = parts.uri.query()?;
         query.split('&').find_map(|kv| kv.strip_prefix("A2A-Version=").map(str::to_owned))
@@ -120,12 +130,9 @@ async fn rpc(State(face): State<Face>, request: Request) -> Response {
     let who = match who {
         Ok(who) => who,
         Err(refused) => {
-            let (reason, status) = if refused.status == 401 {
-                ("UNAUTHENTICATED", StatusCode::UNAUTHORIZED)
-            } else {
-                ("PERMISSION_DENIED", StatusCode::FORBIDDEN)
-            };
-            let mut response = answer(id, Err(RpcError::new(-32600, reason, refused.message)), version, a2a_json);
+            let status =
+                if refused.reason == "UNAUTHENTICATED" { StatusCode::UNAUTHORIZED } else { StatusCode::FORBIDDEN };
+            let mut response = answer(id, Err(refused), version, a2a_json);
             *response.status_mut() = status;
             if status == StatusCode::UNAUTHORIZED {
                 response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -137,7 +144,7 @@ async fn rpc(State(face): State<Face>, request: Request) -> Response {
     let base = face.base(&parts.headers);
     match face.call(version, method, &params, &who, &base).await {
         Ok(Reply::Json(result)) => answer(id, Ok(result), version, a2a_json),
-        Ok(Reply::Stream { task, after, first }) => stream(face, task, after, first, version, id).await,
+        Ok(Reply::Stream { task, after, first }) => stream(face, task, after, first, version, Some(id)).await,
         Err(e) => {
             let forbidden = e.reason == "PERMISSION_DENIED";
             let mut response = answer(id, Err(e), version, a2a_json);
@@ -150,7 +157,7 @@ async fn rpc(State(face): State<Face>, request: Request) -> Response {
 }
 
 /// What a method answers: one JSON-RPC result, or a stream of them (SSE) about a task.
-enum Reply {
+pub(crate) enum Reply {
     Json(Value),
     /// The task's events after `after`, the task itself first when `first`.
     Stream {
@@ -160,13 +167,27 @@ enum Reply {
     },
 }
 
-/// The SSE answer of a streaming method: each event a JSON-RPC response carrying the task, a status
-/// update or an artifact update; closed once the task has ended.
-async fn stream(face: Face, task: String, after: u64, first: bool, version: Version, id: Value) -> Response {
+/// The SSE answer of a streaming method: each event the task, a status update or an artifact update,
+/// in a JSON-RPC response of request `id` (the HTTP+JSON binding, with no `id`: bare); closed once
+/// the task has ended.
+pub(crate) async fn stream(
+    face: Face,
+    task: String,
+    after: u64,
+    first: bool,
+    version: Version,
+    id: Option<Value>,
+) -> Response {
     let filter = Filter { task_id: Some(task.clone()), ..Filter::default() };
     let sub = match face.log.subscribe(filter, Some(after)).await {
         Ok(s) => s,
-        Err(e) => return answer(id, Err(RpcError::internal(e.to_string())), version, false),
+        Err(e) => {
+            let e = RpcError::internal(e.to_string());
+            return match id {
+                Some(id) => answer(id, Err(e), version, false),
+                None => crate::rest::error(e),
+            };
+        }
     };
     let streamer = Streamer { face, task, version, id, sub, first, last: None, pending: VecDeque::new(), done: false };
     let events = futures_util::stream::unfold(streamer, Streamer::next);
@@ -177,7 +198,8 @@ struct Streamer {
     face: Face,
     task: String,
     version: Version,
-    id: Value,
+    /// The JSON-RPC request's id; `None` for the HTTP+JSON binding (bare results).
+    id: Option<Value>,
     sub: Subscription,
     first: bool,
     /// The state and the number of artifacts already told.
@@ -190,7 +212,10 @@ impl Streamer {
     async fn next(mut self) -> Option<(Result<SseEvent, Infallible>, Streamer)> {
         loop {
             if let Some(result) = self.pending.pop_front() {
-                let body = json!({"jsonrpc": "2.0", "id": self.id, "result": result});
+                let body = match &self.id {
+                    Some(id) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                    None => result,
+                };
                 return Some((Ok(SseEvent::default().data(body.to_string())), self));
             }
             if self.done {
@@ -211,7 +236,12 @@ impl Streamer {
             let task = match self.face.task(&self.task, None).await {
                 Ok(t) => t,
                 Err(e) => {
-                    let body = json!({"jsonrpc": "2.0", "id": self.id, "error": e.json(self.version)});
+                    let body = match &self.id {
+                        Some(id) => json!({"jsonrpc": "2.0", "id": id, "error": e.json(self.version)}),
+                        None => {
+                            json!({"error": {"message": e.message, "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": e.reason, "domain": "a2a-protocol.org"}]}})
+                        }
+                    };
                     self.done = true;
                     return Some((Ok(SseEvent::default().data(body.to_string())), self));
                 }
@@ -328,7 +358,7 @@ fn op(version: Version, method: &str) -> Result<Op, RpcError> {
 }
 
 impl Face {
-    async fn call(
+    pub(crate) async fn call(
         &self,
         version: Version,
         method: &str,

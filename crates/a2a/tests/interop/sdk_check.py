@@ -38,6 +38,7 @@ from google.protobuf import json_format
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.card_resolver import parse_agent_card
 from a2a.client.transports.jsonrpc import JsonRpcTransport
+from a2a.client.transports.rest import RestTransport
 from a2a.compat.v0_3 import types as types_v03
 from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.types.a2a_pb2 import (
@@ -621,6 +622,47 @@ class Run:
             f"the stream does not end with the canceled status: {said}",
         )
 
+    async def rest(self):
+        """1.0 over the HTTP+JSON binding the card also names: the SDK's RestTransport sends (blocking
+        and streamed), gets, and misses a task; every answer strictly read as ProtoJSON."""
+        expect(self.card is not None, "no card (its check failed)")
+        rest = f"{self.base}/a2a/rest"
+        interfaces = {(i.url, i.protocol_binding, i.protocol_version) for i in self.card.supported_interfaces}
+        expect((rest, "HTTP+JSON", "1.0") in interfaces, f"no HTTP+JSON 1.0 interface at {rest}: {interfaces}")
+
+        def client(streaming):
+            config = ClientConfig(httpx_client=self.http, streaming=streaming, supported_protocol_bindings=["HTTP+JSON"])
+            made = ClientFactory(config).create(self.card)
+            expect(type(made._transport) is RestTransport, f"the SDK picked {type(made._transport).__name__}")
+            return made
+
+        text = "what is six times eight? (HTTP+JSON)"
+        task = await send(client(False), text, ANSWER)
+        x = self.wire.last()
+        expect(x.version == "1.0", f"the SDK sent A2A-Version {x.version!r}")
+        strict_v10(x.got, SendMessageResponse)
+        expect(task.status.state == TaskState.TASK_STATE_COMPLETED, f"state {state_name(task.status.state)}")
+        expect(artifact_text(task) == "42: " + text, f"artifact text {artifact_text(task)!r}")
+        got = await client(False).get_task(GetTaskRequest(id=task.id))
+        strict_v10(self.wire.last().got, Task)
+        expect(got.id == task.id and got.status.state == TaskState.TASK_STATE_COMPLETED, f"got {got}")
+        try:
+            missing = await client(False).get_task(GetTaskRequest(id="task_01NOSUCHTASK0000000000000"))
+        except TaskNotFoundError:
+            pass
+        else:
+            raise CheckFailed(f"an unknown task answered {missing}, no TaskNotFoundError")
+        if self.streams():
+            request = SendMessageRequest(message=new_message(text + " streamed", ANSWER))
+            events = [e async for e in client(True).send_message(request)]
+            said = [describe(e) for e in events]
+            expect(events and events[0].HasField("task"), f"the stream does not begin with the task: {said}")
+            last = events[-1]
+            expect(
+                last.HasField("status_update") and last.status_update.status.state == TaskState.TASK_STATE_COMPLETED,
+                f"the stream does not end with the completed status: {said}",
+            )
+
     async def all(self):
         await self.check("card", self.card_check)
         await self.check("card, as 0.3 reads it", self.card_v03_check)
@@ -632,6 +674,7 @@ class Run:
             await self.check(f"{v.name} get an unknown task", self.unknown, v)
             await self.check(f"{v.name} stream a send", self.stream, v)
             await self.check(f"{v.name} subscribe, cancelled meanwhile", self.resubscribe, v)
+        await self.check("1.0 over HTTP+JSON: send, get, miss, stream", self.rest)
         await self.http.aclose()
 
 

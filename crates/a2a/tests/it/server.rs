@@ -64,6 +64,7 @@ async fn the_card_lists_the_agents_skills_for_both_versions() {
             json!([
                 {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
                 {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+                {"url": format!("{url}/rest"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
             ])
         );
         assert_eq!((card["url"].as_str(), card["preferredTransport"].as_str()), (Some(url.as_str()), Some("JSONRPC")));
@@ -447,5 +448,62 @@ async fn an_agent_asks_for_input_and_the_client_answers_in_the_same_task() {
     let lost = json!({"messageId": "m-11", "role": "ROLE_USER", "taskId": "task_nope", "parts": [{"text": "8"}]});
     assert_eq!(d.rpc(Some("1.0"), "SendMessage", json!({"message": lost})).await["error"]["code"], -32001);
     asker.abort();
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_json_binding_serves_the_same_operations() {
+    let d = start().await;
+    register(&d.engine, "kim", "skill:answer").await;
+    let worker = kim_works(d.engine.clone());
+    let http = reqwest::Client::new();
+    let rest = format!("{}/a2a/rest", d.url);
+    let call = |method: reqwest::Method, path: &str, body: Option<Value>| {
+        let mut r = http.request(method, format!("{rest}{path}")).header("A2A-Version", "1.0");
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        async move {
+            let response = r.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    // Send (blocking): the bare SendMessageResponse.
+    let (status, sent) =
+        call(reqwest::Method::POST, "/message:send", Some(json!({"message": message("6 × 7?", Some("skill:answer"))})))
+            .await;
+    assert_eq!(status, 200, "{sent}");
+    assert_eq!(sent["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let id = sent["task"]["id"].as_str().unwrap().to_owned();
+    let (status, got) = call(reqwest::Method::GET, &format!("/tasks/{id}?historyLength=0"), None).await;
+    assert_eq!((status, got["id"].as_str()), (200, Some(id.as_str())));
+    assert!(got.get("history").is_none(), "{got}");
+    let (_, list) = call(reqwest::Method::GET, "/tasks?pageSize=1&includeArtifacts=true", None).await;
+    assert_eq!(list["tasks"][0]["artifacts"][0]["parts"], json!([{"text": "42: 6 × 7?"}]), "{list}");
+    // Errors: an HTTP status and a google.rpc.Status with the ErrorInfo.
+    let (status, e) = call(reqwest::Method::POST, &format!("/tasks/{id}:cancel"), Some(json!({}))).await;
+    assert_eq!((status, e["error"]["status"].as_str()), (409, Some("FAILED_PRECONDITION")), "{e}");
+    assert_eq!(e["error"]["details"][0]["reason"], "TASK_NOT_CANCELABLE");
+    let (status, e) = call(reqwest::Method::GET, "/tasks/task_nope", None).await;
+    assert_eq!((status, e["error"]["details"][0]["reason"].as_str()), (404, Some("TASK_NOT_FOUND")));
+    let (status, _) = call(reqwest::Method::GET, "/nowhere", None).await;
+    assert_eq!(status, 404);
+    let r = http.get(format!("{rest}/tasks/{id}")).send().await.unwrap();
+    assert_eq!(r.status(), 400, "no A2A-Version is 0.3, which this binding is not");
+    // A stream: bare StreamResponses, the task first, the end last.
+    let response = http
+        .post(format!("{rest}/message:stream"))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"message": message("and 6 × 8?", Some("skill:answer"))}))
+        .send()
+        .await
+        .unwrap();
+    let text = tokio::time::timeout(Duration::from_secs(20), response.text()).await.unwrap().unwrap();
+    let events: Vec<Value> =
+        text.lines().filter_map(|l| l.strip_prefix("data: ")).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(events[0]["task"]["id"].is_string() && events[0].get("jsonrpc").is_none(), "{events:?}");
+    assert_eq!(events.last().unwrap()["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED", "{events:?}");
+    worker.abort();
     d.stop().await;
 }
