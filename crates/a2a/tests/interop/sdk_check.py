@@ -6,7 +6,8 @@ the client for each interface the card names: for 1.0 its JSON-RPC client (`Json
 (`a2a.compat.v0_3.jsonrpc_transport.CompatJsonRpcTransport`, `A2A-Version: 0.3`, `message/send`...).
 With each: a blocking send, a get, a send answered at once then polled, a cancel (and a second one,
 refused), an unknown task, a streamed send and a subscription to a task cancelled meanwhile (when the
-card says `streaming: true`; otherwise both must be refused with -32004).
+card says `streaming: true`; otherwise both must be refused with -32004). Then 1.0 over the HTTP+JSON
+binding the card also names, through the SDK's `RestTransport`: send, get, an unknown task, a stream.
 
 Every answer goes through the SDK's own types: the 1.0 ones are protobuf messages
 (`a2a.types.a2a_pb2`, ProtoJSON), the 0.3 ones its pydantic models (`a2a.compat.v0_3.types`). The SDK
