@@ -68,7 +68,11 @@ pub async fn run_remotes(log: Handle, engine: Engine, options: Options, stop: im
         Err(e) => return tracing::error!(error = %e, "delivery to remote A2A agents cannot start its HTTP client"),
     };
     remote.resume().await;
+    let (stopped, stopping) = tokio::sync::watch::channel(false);
+    let alive = tokio::spawn(remote.clone().keep_alive(stopping));
     let transport = Arc::new(remote::Transported(remote.clone()));
     clutch_core::push::run(log, engine, transport, options.push, stop).await;
+    let _ = stopped.send(true);
+    let _ = alive.await;
     remote.stop();
 }

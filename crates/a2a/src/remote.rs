@@ -53,6 +53,32 @@ impl Remote {
         }
     }
 
+    /// Heartbeats each remote agent while its A2A agent answers (its card, at its endpoint's origin,
+    /// reads), so that a live remote stays online for the router and a gone one goes stale, then
+    /// offline, its tasks routed again, as any silent agent's; until `stop` is set.
+    pub async fn keep_alive(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let every = (self.engine.options().heartbeat_interval / 2).max(Duration::from_millis(50));
+        loop {
+            for (agent, url, _) in self.engine.push_targets(PROTOCOL) {
+                if self.answers(&url).await {
+                    let _ = self.engine.heartbeat(&agent).await;
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// Whether the A2A agent at endpoint `url` answers: its card reads at its origin's well-known path.
+    async fn answers(&self, url: &str) -> bool {
+        let Ok(parsed) = reqwest::Url::parse(url) else { return false };
+        let card = format!("{}/.well-known/agent-card.json", parsed.origin().ascii_serialization());
+        let Ok(request) = self.client.request(reqwest::Method::GET, &card) else { return false };
+        matches!(request.send().await, Ok(r) if r.status().is_success())
+    }
+
     /// Stops the followers (they resume from the log after a restart).
     pub fn stop(&self) {
         for (_, follower) in self.following.lock().unwrap_or_else(|e| e.into_inner()).drain() {

@@ -186,3 +186,34 @@ async fn a_question_from_an_agent_on_another_hub_is_answered_from_here() {
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_hub_stays_online_while_it_answers_and_goes_offline_once_gone() {
+    use clutch_core::registry::Status;
+    let b = start().await;
+    let engine = clutch_core::engine::Options {
+        outbound: Arc::new(clutch_core::guard::Policy::loopback()),
+        heartbeat_interval: Duration::from_millis(100),
+        stale_after: Duration::from_millis(300),
+        offline_after: Duration::from_millis(600),
+        ..Default::default()
+    };
+    let a = start_with(engine).await;
+    let card = json!({"v": "clutch/0.1", "agent_id": "agent:hub-b", "capabilities": [{"id": "skill:answer", "version": "1.0.0"}],
+                      "endpoints": {"a2a": {"url": format!("{}/a2a", b.url)}}});
+    a.engine.register(&clutch_proto::validate::agent_card(&card).unwrap()).await.unwrap();
+    // Well past the offline delay, B answering keeps hub-b online: A heartbeats it for B.
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_millis(1500) {
+        assert_eq!(a.engine.agent("agent:hub-b").unwrap().status, Status::Online, "after {:?}", watched.elapsed());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // B gone: hub-b goes stale, then offline, as any silent agent does.
+    b.stop().await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while a.engine.agent("agent:hub-b").unwrap().status != Status::Offline {
+        assert!(Instant::now() < deadline, "hub-b is still {:?}", a.engine.agent("agent:hub-b").unwrap().status);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    a.stop().await;
+}
