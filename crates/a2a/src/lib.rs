@@ -14,6 +14,7 @@ pub mod auth;
 mod card;
 pub mod remote;
 mod rest;
+mod send;
 mod server;
 pub mod wire;
 
@@ -55,9 +56,16 @@ impl Default for Options {
     }
 }
 
-/// The face's routes: the card at both well-known paths, and the JSON-RPC endpoint.
+/// The face's public routes: the card at both well-known paths, and the JSON-RPC and HTTP+JSON
+/// endpoints, which check A2A's own credentials.
 pub fn router(log: Handle, engine: Engine, options: &Options) -> Router {
     server::router(log, engine, options.clone())
+}
+
+/// The face's routes of the hub's own API, behind its token check: `POST /v1/a2a/send`, a message
+/// to any A2A agent by its endpoint's URL, through the hub.
+pub fn api_router(log: Handle, engine: Engine, options: &Options) -> Router {
+    server::api_router(log, engine, options.clone())
 }
 
 /// Delivers the inboxes of remote A2A agents (cards naming `endpoints.a2a.url`) until `stop`

@@ -177,14 +177,18 @@ impl Remote {
         let goal = request.payload.get("goal").and_then(Value::as_str).map(str::to_owned);
         let mut parts =
             vec![json!({"text": goal.unwrap_or_else(|| Value::Object(request.payload.clone()).to_string())})];
-        if request.payload.len() > 1 {
+        // More than what to do (and the skill, said in the metadata): the payload whole, as data.
+        if request.payload.keys().any(|k| k != "goal" && k != "skill") {
             parts.push(json!({"data": Value::Object(request.payload.clone())}));
         }
         // One trace on both hubs: the request's, or the task's id.
         let trace = request.trace.as_ref().map_or(request.task_id.as_str(), |t| t.trace_id.as_str());
         let mut metadata = json!({"clutch": {"task_id": request.task_id, "run_id": request.run_id,
                                              "from": request.from.agent_id, "trace_id": trace}});
-        if let Some(skill) = request.requires.first() {
+        // The skill asked for: the request's own (a send by URL), else the one it was routed by.
+        let skill =
+            request.payload.get("skill").and_then(Value::as_str).or(request.requires.first().map(String::as_str));
+        if let Some(skill) = skill {
             metadata["skill"] = json!(skill);
         }
         let message = json!({

@@ -34,9 +34,9 @@ const PAYLOAD_KEY: &str = "a2a";
 
 #[derive(Clone)]
 pub(crate) struct Face {
-    log: Handle,
-    engine: Engine,
-    options: Arc<Options>,
+    pub(crate) log: Handle,
+    pub(crate) engine: Engine,
+    pub(crate) options: Arc<Options>,
 }
 
 impl Face {
@@ -59,6 +59,11 @@ pub(crate) fn router(log: Handle, engine: Engine, options: Options) -> Router {
         .route("/a2a/", post(rpc))
         .route(&format!("{}/{{*path}}", crate::rest::PATH), any(crate::rest::serve))
         .with_state(face)
+}
+
+pub(crate) fn api_router(log: Handle, engine: Engine, options: Options) -> Router {
+    let face = Face { log, engine, options: Arc::new(options) };
+    Router::new().route("/v1/a2a/send", post(crate::send::send)).with_state(face)
 }
 
 /// The card, with an `ETag` (a client revalidates it cheaply; it changes as agents come and go).

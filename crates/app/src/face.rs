@@ -75,6 +75,11 @@ impl Face for A2a {
         "a2a"
     }
 
+    /// `POST /v1/a2a/send`, part of the hub's own API.
+    fn routes(&self, core: &Running) -> Result<Router, String> {
+        Ok(clutch_a2a::api_router(core.log.clone(), core.engine.clone(), &self.0))
+    }
+
     /// The card is public and the endpoint checks A2A credentials (API keys, bearer tokens) itself.
     fn open_routes(&self, core: &Running) -> Result<Router, String> {
         Ok(clutch_a2a::router(core.log.clone(), core.engine.clone(), &self.0))

@@ -217,3 +217,47 @@ async fn a_remote_hub_stays_online_while_it_answers_and_goes_offline_once_gone()
     }
     a.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_sent_by_url_goes_through_the_hub() {
+    let b = start().await;
+    register(&b.engine, "kim", "skill:answer").await;
+    let kim = kim_works(b.engine.clone());
+    let a = hub_a(&b).await;
+    let http = reqwest::Client::new();
+    let send = |from: &Daemon, body: serde_json::Value| {
+        let request = http.post(format!("{}/v1/a2a/send", from.url)).json(&body);
+        async move {
+            let response = request.send().await.unwrap();
+            (response.status().as_u16(), response.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let to_b = format!("{}/a2a", b.url);
+    let (status, sent) = send(&a, json!({"url": to_b, "text": "6 × 7?", "skill": "skill:answer"})).await;
+    assert_eq!(
+        (status, sent["state"].as_str(), sent["text"].as_str()),
+        (200, Some("completed"), Some("42: 6 × 7?")),
+        "{sent}"
+    );
+    // The endpoint is a remote agent of A now, the task in A's log is to it, and a second send reuses it.
+    let agent = sent["agent_id"].as_str().unwrap().to_owned();
+    assert!(agent.starts_with("agent:a2a-"), "{agent}");
+    assert_eq!(a.engine.task(sent["task_id"].as_str().unwrap()).unwrap().agent.as_deref(), Some(agent.as_str()));
+    let (_, again) = send(&a, json!({"url": to_b, "text": "and 6 × 8?", "skill": "skill:answer"})).await;
+    assert_eq!((again["agent_id"].as_str(), again["text"].as_str()), (Some(agent.as_str()), Some("42: and 6 × 8?")));
+    // Not waiting: accepted at once.
+    let (status, quick) = send(&a, json!({"url": to_b, "text": "x", "skill": "skill:answer", "wait": false})).await;
+    assert_eq!((status, quick["state"].as_str()), (202, Some("requested")), "{quick}");
+    // B's default guard refuses loopback; a body without text is refused; both say the field.
+    let (status, refused) = send(&b, json!({"url": format!("{}/a2a", a.url), "text": "x"})).await;
+    assert_eq!(
+        (status, refused["error"]["code"].as_str(), refused["error"]["field"].as_str()),
+        (400, Some("TARGET_NOT_ALLOWED"), Some("url")),
+        "{refused}"
+    );
+    let (status, refused) = send(&a, json!({"url": to_b, "text": " "})).await;
+    assert_eq!((status, refused["error"]["field"].as_str()), (400, Some("text")));
+    kim.abort();
+    a.stop().await;
+    b.stop().await;
+}
