@@ -18,6 +18,8 @@ use clutch_proto::{Message, MessageType};
 use clutch_store::{Event, Filter};
 use serde_json::{Map, Value, json};
 
+use crate::wire::Version;
+
 /// The card's endpoint this transport serves.
 pub const PROTOCOL: &str = "a2a";
 /// Where the remote task's id is kept in the agent's `task.accept`.
@@ -32,6 +34,9 @@ pub struct Remote {
     poll: Duration,
     /// The followers running, by Clutch task id.
     following: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+    /// The version each endpoint speaks: the agent card's `meta.a2a_version` when the operator pins
+    /// it, else what the remote's card offers (1.0 JSON-RPC when it can, else 0.3), else 1.0.
+    versions: Mutex<HashMap<String, Version>>,
 }
 
 impl Remote {
@@ -39,12 +44,20 @@ impl Remote {
         let guard = engine.options().outbound.clone();
         let options = clutch_outbound::Options { timeout: Duration::from_secs(30), ..Default::default() };
         let client = clutch_outbound::Client::new(guard, &options).map_err(|e| e.to_string())?;
-        Ok(Arc::new(Remote { client, log, engine, poll, following: Mutex::new(HashMap::new()) }))
+        Ok(Arc::new(Remote {
+            client,
+            log,
+            engine,
+            poll,
+            following: Mutex::new(HashMap::new()),
+            versions: Mutex::new(HashMap::new()),
+        }))
     }
 
     /// Follows again the tasks remote agents were working when the daemon stopped.
     pub async fn resume(self: &Arc<Self>) {
         for (agent, url, _) in self.engine.push_targets(PROTOCOL) {
+            self.learn(&agent, &url).await;
             for task in self.engine.open_tasks_of(&agent) {
                 if let Some(remote) = self.remote_id(&task, &agent).await {
                     self.follow(task, agent.clone(), url.clone(), remote);
@@ -60,7 +73,7 @@ impl Remote {
         let every = (self.engine.options().heartbeat_interval / 2).max(Duration::from_millis(50));
         loop {
             for (agent, url, _) in self.engine.push_targets(PROTOCOL) {
-                if self.answers(&url).await {
+                if self.learn(&agent, &url).await {
                     let _ = self.engine.heartbeat(&agent).await;
                 }
             }
@@ -71,12 +84,34 @@ impl Remote {
         }
     }
 
-    /// Whether the A2A agent at endpoint `url` answers: its card reads at its origin's well-known path.
-    async fn answers(&self, url: &str) -> bool {
+    /// Whether the A2A agent at endpoint `url` answers (its card reads at its origin's well-known
+    /// path), learning on the way which version to speak to it (see `versions`).
+    async fn learn(&self, agent: &str, url: &str) -> bool {
+        let pinned = self
+            .engine
+            .agent(agent)
+            .and_then(|a| a.card.meta.get("a2a_version").and_then(Value::as_str).and_then(|v| Version::parse(Some(v))));
         let Ok(parsed) = reqwest::Url::parse(url) else { return false };
-        let card = format!("{}/.well-known/agent-card.json", parsed.origin().ascii_serialization());
-        let Ok(request) = self.client.request(reqwest::Method::GET, &card) else { return false };
-        matches!(request.send().await, Ok(r) if r.status().is_success())
+        let at = format!("{}/.well-known/agent-card.json", parsed.origin().ascii_serialization());
+        let Ok(request) = self.client.request(reqwest::Method::GET, &at) else { return false };
+        let card: Option<Value> = match request.send().await {
+            Ok(r) if r.status().is_success() => r.json().await.ok(),
+            _ => None,
+        };
+        let offered = card.as_ref().map(|c| {
+            let speaks_10 = c["supportedInterfaces"].as_array().into_iter().flatten().any(|i| {
+                i["protocolBinding"] == "JSONRPC" && i["protocolVersion"].as_str().is_some_and(|v| v.starts_with("1."))
+            });
+            if speaks_10 { Version::V10 } else { Version::V03 }
+        });
+        if let Some(version) = pinned.or(offered) {
+            self.versions.lock().unwrap_or_else(|e| e.into_inner()).insert(url.to_owned(), version);
+        }
+        card.is_some()
+    }
+
+    fn version(&self, url: &str) -> Version {
+        self.versions.lock().unwrap_or_else(|e| e.into_inner()).get(url).copied().unwrap_or(Version::V10)
     }
 
     /// Stops the followers (they resume from the log after a restart).
@@ -119,12 +154,18 @@ impl Remote {
         following.insert(key, tokio::spawn(async move { me.follower(task, agent, url, remote).await }));
     }
 
-    /// One JSON-RPC call (A2A 1.0) to `url`: its result, or why not (`Err(true)` when worth retrying).
+    /// One JSON-RPC call to `url`, written as 1.0 (`method`, params, result) and spoken in the
+    /// version the endpoint speaks: its result, or why not (`Err(true)` when worth retrying).
     async fn call(&self, url: &str, method: &str, params: Value) -> Result<Value, (bool, String)> {
+        let version = self.version(url);
+        let (method, params) = match version {
+            Version::V10 => (method, params),
+            Version::V03 => to_v03(method, params),
+        };
         let request = self.client.post(url).map_err(|e| (true, e.to_string()))?;
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let response = request
-            .header("A2A-Version", "1.0")
+            .header("A2A-Version", version.as_str())
             .json(&body)
             .send()
             .await
@@ -136,6 +177,7 @@ impl Remote {
         }
         let answer: Value = response.json().await.map_err(|e| (true, format!("not JSON-RPC: {e}")))?;
         match (answer.get("result"), answer.get("error")) {
+            (Some(result), None) if version == Version::V03 => Ok(from_v03(method, result.clone())),
             (Some(result), None) => Ok(result.clone()),
             (_, Some(e)) => Err((false, format!("A2A error {}: {}", e["code"], e["message"].as_str().unwrap_or("")))),
             _ => Err((false, "neither a result nor an error".into())),
@@ -168,6 +210,10 @@ impl Remote {
         let agent = &target.name;
         if self.engine.task(&request.task_id).is_none_or(|t| t.state.is_final() || t.agent.as_deref() != Some(agent)) {
             return Delivery::Taken;
+        }
+        // Which version to speak, if not known yet (the remote's card, or the operator's pin).
+        if !self.versions.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&target.url) {
+            self.learn(agent, &target.url).await;
         }
         // Sent before (a redelivery after a restart): follow it rather than send it twice.
         if let Some(remote) = self.remote_id(&request.task_id, agent).await {
@@ -362,4 +408,49 @@ impl Transport for Transported {
             }
         })
     }
+}
+
+/// A 1.0 call as 0.3 says it: the method's 0.3 name, messages with `kind`s and lower-case roles,
+/// `blocking` for `returnImmediately`.
+fn to_v03(method: &str, mut params: Value) -> (&'static str, Value) {
+    let method = match method {
+        "SendMessage" => "message/send",
+        "GetTask" => "tasks/get",
+        _ => "tasks/cancel",
+    };
+    if let Some(m) = params.get_mut("message").and_then(Value::as_object_mut) {
+        m.insert("kind".into(), json!("message"));
+        m.insert("role".into(), json!("user"));
+        for part in m.get_mut("parts").and_then(Value::as_array_mut).into_iter().flatten() {
+            let kind = if part.get("text").is_some() { "text" } else { "data" };
+            part["kind"] = json!(kind);
+        }
+    }
+    if let Some(c) = params.get_mut("configuration").and_then(Value::as_object_mut) {
+        let immediately = c.remove("returnImmediately").and_then(|v| v.as_bool()).unwrap_or(false);
+        c.insert("blocking".into(), json!(!immediately));
+    }
+    (method, params)
+}
+
+/// A 0.3 result as 1.0 has it: `message/send`'s bare task (or message) wrapped, states by their 1.0
+/// names.
+fn from_v03(method: &str, mut result: Value) -> Value {
+    fn state(task: &mut Value) {
+        if let Some(s) = task.pointer_mut("/status/state")
+            && let Some(name) = s.as_str()
+        {
+            *s = json!(format!("TASK_STATE_{}", name.to_uppercase().replace('-', "_")));
+        }
+    }
+    if method == "message/send" {
+        return if result["kind"] == "message" {
+            json!({"message": result})
+        } else {
+            state(&mut result);
+            json!({"task": result})
+        };
+    }
+    state(&mut result);
+    result
 }

@@ -261,3 +261,61 @@ async fn a_message_sent_by_url_goes_through_the_hub() {
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_pinned_to_0_3_is_spoken_to_in_0_3() {
+    let b = start().await;
+    register(&b.engine, "kim", "skill:answer").await;
+    register(&b.engine, "asker", "skill:ask").await;
+    let kim = kim_works(b.engine.clone());
+    let asker = asker_works(b.engine.clone(), b.log.clone());
+    let engine = clutch_core::engine::Options {
+        outbound: Arc::new(clutch_core::guard::Policy::loopback()),
+        ..Default::default()
+    };
+    let a = start_with(engine).await;
+    // The operator pins the version (an older remote): B's 0.3 methods and shapes carry it all.
+    let card = json!({"v": "clutch/0.1", "agent_id": "agent:hub-b",
+                      "capabilities": [{"id": "skill:answer", "version": "1.0.0"}, {"id": "skill:ask", "version": "1.0.0"}],
+                      "endpoints": {"a2a": {"url": format!("{}/a2a", b.url)}}, "meta": {"a2a_version": "0.3"}});
+    a.engine.register(&clutch_proto::validate::agent_card(&card).unwrap()).await.unwrap();
+    let task = ask(&a, "6 × 7?", "skill:answer").await;
+    let done = until(&a, &task, |s| s.is_final()).await;
+    assert_eq!(done.state, TaskState::Completed);
+    let end = a.engine.task_end(&task).await.unwrap().unwrap();
+    assert_eq!(end.payload["text"], "42: 6 × 7?");
+    // B received it as 0.3: its request says so.
+    let remote = end.payload["a2a"]["task_id"].as_str().unwrap().to_owned();
+    let filter = clutch_store::Filter {
+        task_id: Some(remote),
+        kind: Some(clutch_proto::MessageType::TaskRequest),
+        ..Default::default()
+    };
+    let first = b.log.read(&filter, 0, 1).await.unwrap()[0].message().unwrap();
+    assert_eq!(first.payload["a2a"]["version"], "0.3", "{:?}", first.payload);
+
+    // A question and its answer cross in 0.3 too.
+    let task = ask(&a, "pick for me", "skill:ask").await;
+    let filter = clutch_store::Filter { task_id: Some(task.clone()), ..Default::default() };
+    let mut events = a.log.subscribe(filter, Some(0)).await.unwrap();
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(20), events.next()).await.unwrap().unwrap().message().unwrap();
+        if m.kind == clutch_proto::MessageType::TaskProgress && m.payload.contains_key("input_required") {
+            break;
+        }
+    }
+    let view = a.engine.task(&task).unwrap();
+    let answer = clutch_proto::validate::message(
+        &json!({"thread_id": view.thread_id, "run_id": view.run_id, "task_id": task, "from": {"agent_id": "user:ada"},
+                "to": [{"agent_id": "agent:hub-b"}], "type": "chat.message", "payload": {"text": "9"}}),
+        &clutch_proto::validate::Defaults { now: std::time::SystemTime::now() },
+    )
+    .unwrap();
+    a.engine.submit(vec![answer]).await.unwrap().pop().unwrap().unwrap();
+    until(&a, &task, |s| s.is_final()).await;
+    assert_eq!(a.engine.task_end(&task).await.unwrap().unwrap().payload["text"], "you said 9");
+    kim.abort();
+    asker.abort();
+    a.stop().await;
+    b.stop().await;
+}
