@@ -14,10 +14,7 @@ use crate::{Daemon, start, start_with};
 
 /// Hub A, whose guard lets it reach hub B on loopback, with `agent:hub-b` standing for B.
 async fn hub_a(b: &Daemon) -> Daemon {
-    let engine = clutch_core::engine::Options {
-        outbound: Arc::new(clutch_core::guard::Policy::loopback()),
-        ..Default::default()
-    };
+    let engine = loopback();
     let a = start_with(engine).await;
     let card = json!({
         "v": "clutch/0.1", "agent_id": "agent:hub-b",
@@ -26,6 +23,48 @@ async fn hub_a(b: &Daemon) -> Daemon {
     });
     a.engine.register(&clutch_proto::validate::agent_card(&card).unwrap()).await.unwrap();
     a
+}
+
+/// Engine options whose guard lets a hub reach another on loopback.
+fn loopback() -> clutch_core::engine::Options {
+    clutch_core::engine::Options { outbound: Arc::new(clutch_core::guard::Policy::loopback()), ..Default::default() }
+}
+
+/// The task B gave `agent`, once it has one.
+async fn reached(b: &Daemon, agent: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let inbox = b.engine.inbox(agent, Duration::from_secs(1)).await.unwrap();
+        if let Some(item) = inbox.tasks.first() {
+            return item.task.task_id.clone();
+        }
+        assert!(Instant::now() < deadline, "the task did not reach B");
+    }
+}
+
+/// Waits for hub-b's question about `task` on A (a progress with `input_required`, B's agent's), then
+/// ada answers `text` to hub-b in the task.
+async fn answer_question(a: &Daemon, task: &str, text: &str) {
+    let filter = clutch_store::Filter { task_id: Some(task.to_owned()), ..Default::default() };
+    let mut events = a.log.subscribe(filter, Some(0)).await.unwrap();
+    let question = loop {
+        let m = tokio::time::timeout(Duration::from_secs(20), events.next()).await.unwrap().unwrap().message().unwrap();
+        if m.kind == clutch_proto::MessageType::TaskProgress && m.payload.contains_key("input_required") {
+            break m;
+        }
+    };
+    assert_eq!(
+        (question.from.agent_id.as_str(), question.payload["input_required"]["prompt"].as_str()),
+        ("agent:hub-b", Some("Which number?"))
+    );
+    let view = a.engine.task(task).unwrap();
+    let answer = clutch_proto::validate::message(
+        &json!({"thread_id": view.thread_id, "run_id": view.run_id, "task_id": task, "from": {"agent_id": "user:ada"},
+                "to": [{"agent_id": "agent:hub-b"}], "type": "chat.message", "payload": {"text": text}}),
+        &clutch_proto::validate::Defaults { now: std::time::SystemTime::now() },
+    )
+    .unwrap();
+    a.engine.submit(vec![answer]).await.unwrap().pop().unwrap().unwrap();
 }
 
 /// Asks A for work requiring `skill`, as `user:ada`: the task's id.
@@ -94,14 +133,7 @@ async fn a_task_crosses_to_another_hub_and_its_outcome_comes_back() {
 
     // A cancel on A crosses: B's task is cancelled too.
     let task = ask(&a, "take your time", "skill:slow").await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let remote = loop {
-        let inbox = b.engine.inbox("agent:slow", Duration::from_secs(1)).await.unwrap();
-        if let Some(item) = inbox.tasks.first() {
-            break item.task.task_id.clone();
-        }
-        assert!(Instant::now() < deadline, "the task did not reach B");
-    };
+    let remote = reached(&b, "agent:slow").await;
     let here = until(&a, &task, |s| s == TaskState::Accepted).await;
     assert_eq!(here.agent.as_deref(), Some("agent:hub-b"), "hub-b accepted it once B had it");
     a.engine.task_cancel("user:ada", &task, "enough").await.unwrap();
@@ -122,14 +154,7 @@ async fn a_hub_that_restarts_mid_task_follows_it_again() {
     register(&b.engine, "slow", "skill:slow").await;
     let a = hub_a(&b).await;
     let task = ask(&a, "over a restart", "skill:slow").await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let remote = loop {
-        let inbox = b.engine.inbox("agent:slow", Duration::from_secs(1)).await.unwrap();
-        if let Some(item) = inbox.tasks.first() {
-            break item.task.task_id.clone();
-        }
-        assert!(Instant::now() < deadline, "the task did not reach B");
-    };
+    let remote = reached(&b, "agent:slow").await;
     until(&a, &task, |s| s == TaskState::Accepted).await;
     let a = a.restart().await;
     // B finishes while A is back: A's follower, resumed from its log, brings the outcome home once.
@@ -157,28 +182,8 @@ async fn a_question_from_an_agent_on_another_hub_is_answered_from_here() {
     let asker = asker_works(b.engine.clone(), b.log.clone());
     let a = hub_a(&b).await;
     let task = ask(&a, "pick for me", "skill:ask").await;
-    // B's agent asks; on A, hub-b's progress carries the question.
-    let filter = clutch_store::Filter { task_id: Some(task.clone()), ..Default::default() };
-    let mut events = a.log.subscribe(filter, Some(0)).await.unwrap();
-    let question = loop {
-        let m = tokio::time::timeout(Duration::from_secs(20), events.next()).await.unwrap().unwrap().message().unwrap();
-        if m.kind == clutch_proto::MessageType::TaskProgress && m.payload.contains_key("input_required") {
-            break m;
-        }
-    };
-    assert_eq!(
-        (question.from.agent_id.as_str(), question.payload["input_required"]["prompt"].as_str()),
-        ("agent:hub-b", Some("Which number?"))
-    );
-    // ada answers hub-b in the task; the answer crosses, and B's agent finishes.
-    let view = a.engine.task(&task).unwrap();
-    let answer = clutch_proto::validate::message(
-        &json!({"thread_id": view.thread_id, "run_id": view.run_id, "task_id": task, "from": {"agent_id": "user:ada"},
-                "to": [{"agent_id": "agent:hub-b"}], "type": "chat.message", "payload": {"text": "7"}}),
-        &clutch_proto::validate::Defaults { now: std::time::SystemTime::now() },
-    )
-    .unwrap();
-    a.engine.submit(vec![answer]).await.unwrap().pop().unwrap().unwrap();
+    // B's agent asks; on A, hub-b's progress carries the question; ada answers hub-b in the task.
+    answer_question(&a, &task, "7").await;
     let done = until(&a, &task, |s| s.is_final()).await;
     assert_eq!(done.state, TaskState::Completed);
     assert_eq!(a.engine.task_end(&task).await.unwrap().unwrap().payload["text"], "you said 7");
@@ -192,11 +197,10 @@ async fn a_remote_hub_stays_online_while_it_answers_and_goes_offline_once_gone()
     use clutch_core::registry::Status;
     let b = start().await;
     let engine = clutch_core::engine::Options {
-        outbound: Arc::new(clutch_core::guard::Policy::loopback()),
         heartbeat_interval: Duration::from_millis(100),
         stale_after: Duration::from_millis(300),
         offline_after: Duration::from_millis(600),
-        ..Default::default()
+        ..loopback()
     };
     let a = start_with(engine).await;
     let card = json!({"v": "clutch/0.1", "agent_id": "agent:hub-b", "capabilities": [{"id": "skill:answer", "version": "1.0.0"}],
@@ -269,10 +273,7 @@ async fn a_remote_pinned_to_0_3_is_spoken_to_in_0_3() {
     register(&b.engine, "asker", "skill:ask").await;
     let kim = kim_works(b.engine.clone());
     let asker = asker_works(b.engine.clone(), b.log.clone());
-    let engine = clutch_core::engine::Options {
-        outbound: Arc::new(clutch_core::guard::Policy::loopback()),
-        ..Default::default()
-    };
+    let engine = loopback();
     let a = start_with(engine).await;
     // The operator pins the version (an older remote): B's 0.3 methods and shapes carry it all.
     let card = json!({"v": "clutch/0.1", "agent_id": "agent:hub-b",
@@ -296,22 +297,7 @@ async fn a_remote_pinned_to_0_3_is_spoken_to_in_0_3() {
 
     // A question and its answer cross in 0.3 too.
     let task = ask(&a, "pick for me", "skill:ask").await;
-    let filter = clutch_store::Filter { task_id: Some(task.clone()), ..Default::default() };
-    let mut events = a.log.subscribe(filter, Some(0)).await.unwrap();
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(20), events.next()).await.unwrap().unwrap().message().unwrap();
-        if m.kind == clutch_proto::MessageType::TaskProgress && m.payload.contains_key("input_required") {
-            break;
-        }
-    }
-    let view = a.engine.task(&task).unwrap();
-    let answer = clutch_proto::validate::message(
-        &json!({"thread_id": view.thread_id, "run_id": view.run_id, "task_id": task, "from": {"agent_id": "user:ada"},
-                "to": [{"agent_id": "agent:hub-b"}], "type": "chat.message", "payload": {"text": "9"}}),
-        &clutch_proto::validate::Defaults { now: std::time::SystemTime::now() },
-    )
-    .unwrap();
-    a.engine.submit(vec![answer]).await.unwrap().pop().unwrap().unwrap();
+    answer_question(&a, &task, "9").await;
     until(&a, &task, |s| s.is_final()).await;
     assert_eq!(a.engine.task_end(&task).await.unwrap().unwrap().payload["text"], "you said 9");
     kim.abort();
