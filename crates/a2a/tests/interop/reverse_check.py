@@ -52,8 +52,9 @@ def expect(ok, why):
 
 
 class Run:
-    def __init__(self, base, a2a_url, record):
+    def __init__(self, base, a2a_url, record, version):
         self.http = httpx.Client(base_url=base, timeout=TIMEOUT)
+        self.version = version
         self.a2a_url = a2a_url
         self.record = record
         self.passed = 0
@@ -87,11 +88,13 @@ class Run:
         print(f"  the SDK server saw: {json.dumps(self.seen())}", file=sys.stderr)
 
     def seen(self):
+        """What the SDK server recorded of this run's task (it serves other runs too)."""
         try:
             with open(self.record, encoding="utf-8") as f:
-                return [json.loads(line) for line in f if line.strip()]
+                records = [json.loads(line) for line in f if line.strip()]
         except FileNotFoundError:
             return []
+        return [r for r in records if r.get("metadata", {}).get("clutch", {}).get("task_id") == self.task_id]
 
     def of_agent(self, kind):
         return [e for e in self.events if e.get("type") == kind and e.get("from", {}).get("agent_id") == AGENT]
@@ -104,6 +107,9 @@ class Run:
             "capabilities": [{"id": SKILL, "version": "1.0.0"}],
             "endpoints": {"a2a": {"url": self.a2a_url}},
         }
+        if self.version == "0.3":
+            # The operator pins the version: the daemon speaks 0.3 to it, as to an older agent.
+            card["meta"] = {"a2a_version": "0.3"}
         r = self.http.post("/v1/agents", json=card)
         expect(r.status_code < 300, f"POST /v1/agents: HTTP {r.status_code} {r.text}")
 
@@ -166,8 +172,8 @@ class Run:
         expect(len(seen) == 1, f"the SDK server got {len(seen)} messages, not 1")
         m = seen[0]
         expect(m["skill"] == SKILL, f"metadata.skill is {m['skill']!r}, not {SKILL!r}")
-        expect(m["a2a_version"] == "1.0", f"A2A-Version is {m['a2a_version']!r}")
-        expect(m["role"] == "ROLE_USER", f"the role is {m['role']}")
+        expect(m["a2a_version"] == self.version, f"A2A-Version is {m['a2a_version']!r}, not {self.version!r}")
+        expect(m["role"] in ("ROLE_USER", "user"), f"the role is {m['role']}")
         expect(m["texts"] == [GOAL], f"the text parts are {m['texts']}, not [{GOAL!r}]")
         expect(m["data"] == [self.payload], f"the data parts are {m['data']}, not [{self.payload}]")
         expect(m["context_id"] == self.thread_id, f"the context is {m['context_id']!r}, not the thread")
@@ -178,7 +184,7 @@ class Run:
         self.check(f"a task requiring {SKILL} completes, worked by {AGENT}", self.completes)
         self.check(f"the task.result from {AGENT} is the SDK agent's artifact text", self.result)
         self.check(f"the task.accept from {AGENT} keeps the remote task id", self.accept)
-        self.check("the SDK server got A2A 1.0 with metadata.skill, the goal and the payload", self.message)
+        self.check(f"the SDK server got A2A {self.version} with metadata.skill, the goal and the payload", self.message)
         progress = [e.get("payload", {}).get("message") for e in self.of_agent("task.progress")]
         print(f"reverse_check: the remote's news as task.progress: {progress}", file=sys.stderr)
 
@@ -188,8 +194,10 @@ def main():
     parser.add_argument("--url", required=True, help="the daemon's base URL, http://127.0.0.1:PORT")
     parser.add_argument("--a2a-url", required=True, help="the SDK server's JSON-RPC endpoint")
     parser.add_argument("--record", required=True, help="the file where the SDK server records messages")
+    parser.add_argument("--version", default="1.0", choices=["1.0", "0.3"],
+                        help="the version the daemon is to speak to the SDK server (0.3: pinned on the agent card)")
     args = parser.parse_args()
-    run = Run(args.url.rstrip("/"), args.a2a_url, args.record)
+    run = Run(args.url.rstrip("/"), args.a2a_url, args.record, args.version)
     run.all()
     print(f"reverse_check: {run.passed} passed, {run.failed} failed", file=sys.stderr)
     sys.exit(1 if run.failed else 0)

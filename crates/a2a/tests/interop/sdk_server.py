@@ -109,7 +109,7 @@ async def serve(sock, base, record, delay):
     agent_card = card(base)
     handler = DefaultRequestHandler(agent_executor=Echo(record, delay), task_store=InMemoryTaskStore(),
                                     agent_card=agent_card)
-    app = Starlette(routes=[*create_agent_card_routes(agent_card), *create_jsonrpc_routes(handler, RPC_PATH)])
+    app = Starlette(routes=[*create_agent_card_routes(agent_card), *create_jsonrpc_routes(handler, RPC_PATH, enable_v0_3_compat=True)])
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
