@@ -266,28 +266,14 @@ pub fn part_json(p: &Part, v: Version) -> Value {
         }
         Part::Url { url, media_type, filename } => {
             if v == Version::V03 {
-                let mut file = json!({"uri": url});
-                if let Some(m) = media_type {
-                    file["mimeType"] = json!(m);
-                }
-                if let Some(f) = filename {
-                    file["name"] = json!(f);
-                }
-                return json!({"kind": "file", "file": file});
+                return file_v03("uri", url, media_type, filename);
             }
             out.insert("url".into(), json!(url));
             ("file", media_type.as_ref(), filename.as_ref())
         }
         Part::Raw { bytes, media_type, filename } => {
             if v == Version::V03 {
-                let mut file = json!({"bytes": bytes});
-                if let Some(m) = media_type {
-                    file["mimeType"] = json!(m);
-                }
-                if let Some(f) = filename {
-                    file["name"] = json!(f);
-                }
-                return json!({"kind": "file", "file": file});
+                return file_v03("bytes", bytes, media_type, filename);
             }
             out.insert("raw".into(), json!(bytes));
             ("file", media_type.as_ref(), filename.as_ref())
@@ -304,6 +290,18 @@ pub fn part_json(p: &Part, v: Version) -> Value {
         }
     }
     Value::Object(out)
+}
+
+/// A 0.3 file part: `{kind: "file", file: {<key>: value, mimeType?, name?}}`.
+fn file_v03(key: &str, value: &str, media_type: &Option<String>, filename: &Option<String>) -> Value {
+    let mut file = json!({ key: value });
+    if let Some(m) = media_type {
+        file["mimeType"] = json!(m);
+    }
+    if let Some(f) = filename {
+        file["name"] = json!(f);
+    }
+    json!({"kind": "file", "file": file})
 }
 
 pub fn message_json(m: &Message, v: Version) -> Value {
