@@ -60,7 +60,7 @@ pub fn card(engine: &Engine, base: &str, guarded: bool, extended: bool) -> Value
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
             {"url": format!("{base}{}", crate::rest::PATH), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         ],
-        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": guarded},
+        "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": guarded},
         "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain", "application/json"],
         "skills": skills,

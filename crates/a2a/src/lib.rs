@@ -12,6 +12,7 @@
 
 pub mod auth;
 mod card;
+mod push;
 pub mod remote;
 mod rest;
 mod send;
@@ -66,6 +67,20 @@ pub fn router(log: Handle, engine: Engine, options: &Options) -> Router {
 /// to any A2A agent by its endpoint's URL, through the hub.
 pub fn api_router(log: Handle, engine: Engine, options: &Options) -> Router {
     server::api_router(log, engine, options.clone())
+}
+
+/// The face's background work until `stop` resolves: delivery to remote A2A agents
+/// ([`run_remotes`]) and A2A clients' push notifications (the webhooks they named for their tasks).
+pub async fn run(log: Handle, engine: Engine, options: Options, stop: impl Future<Output = ()>) {
+    let (stopping, stopped) = tokio::sync::watch::channel(false);
+    let until = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    let face = server::Face { log: log.clone(), engine: engine.clone(), options: Arc::new(options.clone()) };
+    tokio::join!(run_remotes(log, engine, options, until(stopped.clone())), push::run(face, until(stopped)), async {
+        stop.await;
+        let _ = stopping.send(true);
+    });
 }
 
 /// Delivers the inboxes of remote A2A agents (cards naming `endpoints.a2a.url`) until `stop`

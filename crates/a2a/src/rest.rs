@@ -81,6 +81,23 @@ fn route(
         params.insert("id".into(), Value::from(id));
         params
     };
+    // `/tasks/{id}/pushNotificationConfigs[/{configId}]`
+    let webhooks = path.strip_prefix("/tasks/").and_then(|rest| rest.split_once("/pushNotificationConfigs"));
+    if let Some((task, config)) = webhooks.filter(|(task, _)| !task.is_empty() && !task.contains('/')) {
+        let mut params = if method == Method::POST { body } else { query };
+        params.insert("taskId".into(), Value::from(task));
+        let config = config.strip_prefix('/').filter(|c| !c.is_empty() && !c.contains('/'));
+        if let Some(config) = config {
+            params.insert("id".into(), Value::from(config));
+        }
+        return match (method.as_str(), config) {
+            ("POST", None) => Some(("CreateTaskPushNotificationConfig", params)),
+            ("GET", None) => Some(("ListTaskPushNotificationConfigs", params)),
+            ("GET", Some(_)) => Some(("GetTaskPushNotificationConfig", params)),
+            ("DELETE", Some(_)) => Some(("DeleteTaskPushNotificationConfig", params)),
+            _ => None,
+        };
+    }
     match (method.as_str(), path) {
         ("POST", "/message:send") => Some(("SendMessage", body)),
         ("POST", "/message:stream") => Some(("SendStreamingMessage", body)),
@@ -98,9 +115,8 @@ fn route(
             if let Some(id) = rest.strip_suffix(":subscribe") {
                 return Some(("SubscribeToTask", with_id(id, body)));
             }
-            rest.ends_with("/pushNotificationConfigs").then_some(("CreateTaskPushNotificationConfig", body))
+            None
         }
-        (_, p) if p.contains("/pushNotificationConfigs") => Some(("GetTaskPushNotificationConfig", Map::new())),
         _ => None,
     }
 }

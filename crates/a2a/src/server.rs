@@ -251,49 +251,52 @@ impl Streamer {
                     return Some((Ok(SseEvent::default().data(body.to_string())), self));
                 }
             };
-            let v = self.version;
             match self.last {
-                None => {
-                    // A stream begins with the task.
-                    self.pending.push_back(wire::task_event_json(&task, v));
-                }
-                Some((state, told)) => {
-                    // What the agent said of its progress, told as a working status with that
-                    // message, as of that event (the task may have moved on since).
-                    let progress = said.as_ref().filter(|m| m.kind == MessageType::TaskProgress).and_then(|m| {
-                        let text = m.payload.get("message").and_then(Value::as_str)?;
-                        let asks = m.payload.contains_key("input_required") || m.payload.contains_key("auth_required");
-                        (!asks).then(|| (m.id.clone(), text.to_owned()))
-                    });
-                    let mut told_working = false;
-                    if let Some((message_id, text)) = progress {
-                        let mut then = task.clone();
-                        then.state = A2aState::Working;
-                        then.artifacts.clear();
-                        then.status_message = Some(wire::Message {
-                            message_id,
-                            role: Role::Agent,
-                            parts: vec![Part::Text(text)],
-                            context_id: Some(task.context_id.clone()),
-                            task_id: Some(task.id.clone()),
-                            metadata: None,
-                        });
-                        self.pending.push_back(wire::status_update_json(&then, v));
-                        told_working = true;
-                    }
-                    for artifact in task.artifacts.iter().skip(told) {
-                        self.pending.push_back(wire::artifact_update_json(&task, artifact, v));
-                    }
-                    let changed = task.state != state && !(told_working && task.state == A2aState::Working);
-                    if changed {
-                        self.pending.push_back(wire::status_update_json(&task, v));
-                    }
-                }
+                // A stream begins with the task.
+                None => self.pending.push_back(wire::task_event_json(&task, self.version)),
+                Some(last) => self.pending.extend(changes(&task, said.as_ref(), last, self.version)),
             }
             self.last = Some((task.state, task.artifacts.len()));
             self.done = task.state.ends_stream();
         }
     }
+}
+
+/// What changed in `task` since `last` (the state and the number of artifacts already told), as
+/// stream events: what the agent said of its progress in `said` (the event that brought the change),
+/// told as a working status with that message, as of that event (the task may have moved on since);
+/// each new artifact; and the status, if it changed.
+pub(crate) fn changes(task: &wire::Task, said: Option<&Envelope>, last: (A2aState, usize), v: Version) -> Vec<Value> {
+    let (state, told) = last;
+    let mut out = Vec::new();
+    let progress = said.filter(|m| m.kind == MessageType::TaskProgress).and_then(|m| {
+        let text = m.payload.get("message").and_then(Value::as_str)?;
+        let asks = m.payload.contains_key("input_required") || m.payload.contains_key("auth_required");
+        (!asks).then(|| (m.id.clone(), text.to_owned()))
+    });
+    let mut told_working = false;
+    if let Some((message_id, text)) = progress {
+        let mut then = task.clone();
+        then.state = A2aState::Working;
+        then.artifacts.clear();
+        then.status_message = Some(wire::Message {
+            message_id,
+            role: Role::Agent,
+            parts: vec![Part::Text(text)],
+            context_id: Some(task.context_id.clone()),
+            task_id: Some(task.id.clone()),
+            metadata: None,
+        });
+        out.push(wire::status_update_json(&then, v));
+        told_working = true;
+    }
+    for artifact in task.artifacts.iter().skip(told) {
+        out.push(wire::artifact_update_json(task, artifact, v));
+    }
+    if task.state != state && !(told_working && task.state == A2aState::Working) {
+        out.push(wire::status_update_json(task, v));
+    }
+    out
 }
 
 fn answer(id: Value, result: Result<Value, RpcError>, version: Version, a2a_json: bool) -> Response {
@@ -319,7 +322,10 @@ enum Op {
     List,
     Cancel,
     Subscribe,
-    PushConfig,
+    PushSet,
+    PushGet,
+    PushList,
+    PushDelete,
     ExtendedCard,
 }
 
@@ -331,10 +337,10 @@ fn op(version: Version, method: &str) -> Result<Op, RpcError> {
         "ListTasks" => Some(Op::List),
         "CancelTask" => Some(Op::Cancel),
         "SubscribeToTask" => Some(Op::Subscribe),
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => Some(Op::PushConfig),
+        "CreateTaskPushNotificationConfig" => Some(Op::PushSet),
+        "GetTaskPushNotificationConfig" => Some(Op::PushGet),
+        "ListTaskPushNotificationConfigs" => Some(Op::PushList),
+        "DeleteTaskPushNotificationConfig" => Some(Op::PushDelete),
         "GetExtendedAgentCard" => Some(Op::ExtendedCard),
         _ => None,
     };
@@ -344,10 +350,10 @@ fn op(version: Version, method: &str) -> Result<Op, RpcError> {
         "tasks/get" => Some(Op::Get),
         "tasks/cancel" => Some(Op::Cancel),
         "tasks/resubscribe" => Some(Op::Subscribe),
-        "tasks/pushNotificationConfig/set"
-        | "tasks/pushNotificationConfig/get"
-        | "tasks/pushNotificationConfig/list"
-        | "tasks/pushNotificationConfig/delete" => Some(Op::PushConfig),
+        "tasks/pushNotificationConfig/set" => Some(Op::PushSet),
+        "tasks/pushNotificationConfig/get" => Some(Op::PushGet),
+        "tasks/pushNotificationConfig/list" => Some(Op::PushList),
+        "tasks/pushNotificationConfig/delete" => Some(Op::PushDelete),
         "agent/getAuthenticatedExtendedCard" => Some(Op::ExtendedCard),
         _ => None,
     };
@@ -397,7 +403,9 @@ impl Face {
                 Ok(Reply::Stream { task: id, after: self.engine.seq(), first: true })
             }
             Op::List => self.list(version, params, who).await.map(Reply::Json),
-            Op::PushConfig => Err(RpcError::push_not_supported()),
+            Op::PushSet | Op::PushGet | Op::PushList | Op::PushDelete => {
+                self.push_config(op(version, method)?, version, params, who).await.map(Reply::Json)
+            }
             Op::ExtendedCard => {
                 // Offered when the hub asks for credentials, to a caller that gave one.
                 if !crate::auth::guarded(&self.engine, &self.options) {
@@ -411,6 +419,68 @@ impl Face {
                     ));
                 }
                 Ok(Reply::Json(crate::card::card(&self.engine, base, true, true)))
+            }
+        }
+    }
+
+    /// The four push notification config operations, both versions' shapes: 1.0 names the task
+    /// `taskId` and the config `id`; 0.3 names the task `id` (or `taskId` in `set`) and the config
+    /// `pushNotificationConfigId`.
+    async fn push_config(
+        &self,
+        op: Op,
+        version: Version,
+        params: &Map<String, Value>,
+        who: &Who,
+    ) -> Result<Value, RpcError> {
+        let text = |keys: &[&str]| {
+            keys.iter()
+                .find_map(|k| params.get(*k).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned))
+        };
+        let task = match (version, op) {
+            (Version::V10, _) | (Version::V03, Op::PushSet) => text(&["taskId", "task_id"]),
+            (Version::V03, _) => text(&["id"]),
+        }
+        .ok_or_else(|| RpcError::invalid_params("taskId: required, the task's id"))?;
+        // Who may see the task may set its webhooks; to anyone else it does not exist.
+        visible(&self.engine, who, &task)?;
+        let config_id = || match version {
+            Version::V10 => text(&["id"]),
+            Version::V03 => text(&["pushNotificationConfigId", "push_notification_config_id"]),
+        };
+        match op {
+            Op::PushSet => {
+                let shown = self.task(&task, Some(0)).await?;
+                let config =
+                    crate::push::read(self, &task, params, version, (shown.state, shown.artifacts.len())).await?;
+                crate::push::save(self, &config).await?;
+                Ok(config.json(version))
+            }
+            Op::PushGet => {
+                let found = match config_id() {
+                    Some(id) => crate::push::get(self, &task, &id).await?,
+                    // 0.3 may leave it out: the task's only (first) config.
+                    None if version == Version::V03 => crate::push::list(self, &task).await?.into_iter().next(),
+                    None => return Err(RpcError::invalid_params("id: required, the config's id")),
+                };
+                let config = found.ok_or_else(|| RpcError::task_not_found(&format!("{task} (push config)")))?;
+                Ok(config.json(version))
+            }
+            Op::PushList => {
+                let configs: Vec<Value> =
+                    crate::push::list(self, &task).await?.iter().map(|c| c.json(version)).collect();
+                Ok(match version {
+                    Version::V10 => json!({"configs": configs}),
+                    Version::V03 => Value::Array(configs),
+                })
+            }
+            _ => {
+                let id = config_id().ok_or_else(|| RpcError::invalid_params("id: required, the config's id"))?;
+                crate::push::delete(self, &task, &id).await?;
+                Ok(match version {
+                    Version::V10 => json!({}),
+                    Version::V03 => Value::Null,
+                })
             }
         }
     }
@@ -530,11 +600,35 @@ impl Face {
             clutch_proto::validate::message(&raw, &clutch_proto::validate::Defaults { now: SystemTime::now() })
                 .map_err(|p| RpcError::invalid_params(p.to_string()))?;
 
-        match self.engine.submit(vec![request]).await.map_err(|e| RpcError::internal(e.to_string()))?.pop() {
+        // A webhook the client names with its message, kept before the task exists so that no
+        // change escapes it.
+        let configuration = params.get("configuration").and_then(Value::as_object);
+        let webhook = [
+            "taskPushNotificationConfig",
+            "task_push_notification_config",
+            "pushNotificationConfig",
+            "push_notification_config",
+        ]
+        .iter()
+        .find_map(|k| configuration.and_then(|c| c.get(*k)).and_then(Value::as_object));
+        let webhook = match webhook {
+            Some(config) => {
+                let config = crate::push::read(self, task, config, version, (A2aState::Submitted, 0)).await?;
+                crate::push::save(self, &config).await?;
+                Some(config)
+            }
+            None => None,
+        };
+        let stored = match self.engine.submit(vec![request]).await.map_err(|e| RpcError::internal(e.to_string()))?.pop()
+        {
             Some(Ok(_)) => Ok(()),
             Some(Err(e)) => Err(RpcError::invalid_params(e.to_string())),
             None => Err(RpcError::internal("the message went unanswered")),
+        };
+        if let (Err(_), Some(config)) = (&stored, &webhook) {
+            let _ = crate::push::delete(self, task, &config.id).await;
         }
+        stored
     }
 
     /// The client's message to the agent working `task`: what it asked for, or more to go on.
@@ -660,7 +754,7 @@ impl Face {
     /// The A2A task of Clutch task `id`: only a task an A2A message started is one. Read from its
     /// events: its state (waiting for input while the agent's last progress asks for it and no reply
     /// came since), the A2A messages exchanged (its history), and the message that ended it.
-    async fn task(&self, id: &str, history: Option<usize>) -> Result<wire::Task, RpcError> {
+    pub(crate) async fn task(&self, id: &str, history: Option<usize>) -> Result<wire::Task, RpcError> {
         let view = self.engine.task(id).ok_or_else(|| RpcError::task_not_found(id))?;
         let filter = Filter { task_id: Some(id.to_owned()), ..Filter::default() };
         let mut events = Vec::new();

@@ -60,7 +60,7 @@ impl State {
         self.is_terminal() || matches!(self, State::InputRequired | State::AuthRequired)
     }
 
-    fn name(self, v: Version) -> &'static str {
+    pub(crate) fn name(self, v: Version) -> &'static str {
         match (v, self) {
             (Version::V10, State::Submitted) => "TASK_STATE_SUBMITTED",
             (Version::V10, State::Working) => "TASK_STATE_WORKING",
@@ -433,9 +433,6 @@ impl RpcError {
     }
     pub fn not_cancelable(why: impl Into<String>) -> RpcError {
         RpcError::new(-32002, "TASK_NOT_CANCELABLE", why)
-    }
-    pub fn push_not_supported() -> RpcError {
-        RpcError::new(-32003, "PUSH_NOTIFICATION_NOT_SUPPORTED", "push notifications are not supported yet")
     }
     pub fn unsupported(why: impl Into<String>) -> RpcError {
         RpcError::new(-32004, "UNSUPPORTED_OPERATION", why)

@@ -85,9 +85,10 @@ impl Face for A2a {
         Ok(clutch_a2a::router(core.log.clone(), core.engine.clone(), &self.0))
     }
 
-    /// Remote A2A agents: the tasks given to them sent there and followed.
+    /// Remote A2A agents (the tasks given to them sent there and followed) and A2A clients' push
+    /// notifications.
     fn background(&self, core: &Running, stop: Stop) -> Option<BoxFuture<'static, ()>> {
-        Some(Box::pin(clutch_a2a::run_remotes(core.log.clone(), core.engine.clone(), self.0.clone(), stop)))
+        Some(Box::pin(clutch_a2a::run(core.log.clone(), core.engine.clone(), self.0.clone(), stop)))
     }
 }
 

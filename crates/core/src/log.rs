@@ -580,6 +580,26 @@ impl Handle {
         self.backend.set_cursor(name, seq).await.map_err(failed("save a cursor"))
     }
 
+    /// The record kept under `key` in `space` beside the log (see [`clutch_store::Backend::record`]).
+    pub async fn record(&self, space: &str, key: &str) -> Result<Option<bytes::Bytes>> {
+        self.backend.record(space, key).await.map_err(failed("read a record"))
+    }
+
+    /// Every record of `space`, by key.
+    pub async fn records(&self, space: &str) -> Result<Vec<(String, bytes::Bytes)>> {
+        self.backend.records(space).await.map_err(failed("read records"))
+    }
+
+    /// Saves a record durably beside the log, replacing the one under the same key.
+    pub async fn put_record(&self, space: &str, key: &str, body: bytes::Bytes) -> Result<()> {
+        self.backend.put_record(space, key, body).await.map_err(failed("save a record"))
+    }
+
+    /// Removes a record durably; whether there was one.
+    pub async fn delete_record(&self, space: &str, key: &str) -> Result<bool> {
+        self.backend.delete_record(space, key).await.map_err(failed("remove a record"))
+    }
+
     /// The snapshot saved under `name`, if any.
     pub async fn snapshot(&self, name: &str) -> Result<Option<Snapshot>> {
         self.backend.snapshot(name).await.map_err(failed("read a snapshot"))

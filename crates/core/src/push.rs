@@ -3,7 +3,9 @@
 //! `seq` order, retried with exponential backoff and jitter until the endpoint takes it, and each
 //! target's position saved in the store, so a restart resumes where delivery stood (at-least-once: a
 //! few messages may come twice; receivers deduplicate by `id`). How a message leaves is a
-//! [`Transport`]'s business: HTTP POSTs (`outbound::push`) today, A2A push next.
+//! [`Transport`]'s business: HTTP POSTs (`outbound::push`), A2A messages to remote agents and A2A
+//! clients' webhooks (`a2a`). Targets that come and go by other rules than agents' cards (an A2A
+//! client's webhook for one task) get a worker each from [`spawn`].
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -86,6 +88,9 @@ impl Target {
 pub enum Delivery {
     /// The endpoint took it.
     Taken,
+    /// The endpoint took it, and the target wants nothing after it (its task has ended): the
+    /// worker saves its position and stops.
+    Done,
     /// The endpoint refused it for good (a 4xx): it is skipped, with why.
     Refused(String),
     /// It may go through later (the network, a 5xx, a 408 or 429): retried after a backoff.
@@ -118,7 +123,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) {
     let (stop, stopped) = watch::channel(false);
-    let mut workers: HashMap<(String, String), JoinHandle<()>> = HashMap::new();
+    let mut workers: HashMap<(String, String), JoinHandle<bool>> = HashMap::new();
     tokio::pin!(shutdown);
     loop {
         let targets = engine.push_targets(transport.protocol());
@@ -135,14 +140,9 @@ pub async fn run(
                 continue;
             }
             tracing::info!(agent_id = %agent, url = %shown(&url), protocol = transport.protocol(), "push delivery started");
-            let worker = Worker {
-                log: log.clone(),
-                transport: transport.clone(),
-                target: Target::agent(&agent, &url),
-                options: options.clone(),
-                blocked_said: false,
-            };
-            workers.insert(key, tokio::spawn(worker.run(card_seq, stopped.clone())));
+            let target = Target::agent(&agent, &url);
+            workers
+                .insert(key, spawn(log.clone(), transport.clone(), target, card_seq, options.clone(), stopped.clone()));
         }
         tokio::select! {
             () = &mut shutdown => break,
@@ -170,20 +170,40 @@ pub async fn run_to(
     let mut workers = Vec::new();
     for target in targets {
         tracing::info!(target = %target.name, url = %shown(&target.url), "push delivery started");
-        let worker = Worker {
-            log: log.clone(),
-            transport: transport.clone(),
-            target,
-            options: options.clone(),
-            blocked_said: false,
-        };
-        workers.push(tokio::spawn(worker.run(first, stopped.clone())));
+        workers.push(spawn(log.clone(), transport.clone(), target, first, options.clone(), stopped.clone()));
     }
     shutdown.await;
     let _ = stop.send(true);
     for worker in workers {
         let _ = worker.await;
     }
+}
+
+/// Starts one worker delivering to `target` from its saved position (or, none saved, after `from`)
+/// until `stopped` turns true or the transport answers [`Delivery::Done`]; its handle answers true
+/// in the second case (the target wants nothing more).
+pub fn spawn(
+    log: Handle,
+    transport: Arc<dyn Transport>,
+    target: Target,
+    from: u64,
+    options: Options,
+    stopped: watch::Receiver<bool>,
+) -> JoinHandle<bool> {
+    let worker = Worker { log, transport, target, options, blocked_said: false };
+    tokio::spawn(worker.run(from, stopped))
+}
+
+/// The name a target's position is saved under.
+pub fn cursor_name(target: &str) -> String {
+    format!("push:{target}")
+}
+
+/// How delivering one event ended.
+enum Sent {
+    Next,
+    Done,
+    Stopped,
 }
 
 struct Worker {
@@ -196,19 +216,21 @@ struct Worker {
 }
 
 impl Worker {
-    /// Delivers from the saved position, or (none saved) after `from`.
-    async fn run(mut self, from: u64, mut stopped: watch::Receiver<bool>) {
+    /// Delivers from the saved position, or (none saved) after `from`; true when the target wants
+    /// nothing more.
+    async fn run(mut self, from: u64, mut stopped: watch::Receiver<bool>) -> bool {
         let agent = self.target.name.clone();
-        let name = format!("push:{agent}");
+        let name = cursor_name(&agent);
         let mut pushed = match self.log.cursor(&name).await {
             Ok(saved) => saved.unwrap_or(from),
             Err(e) => {
                 tracing::error!(target = %agent, error = %e, "cannot read the push position; not pushing");
-                return;
+                return false;
             }
         };
         let mut saved = pushed;
         let mut saved_at = Instant::now();
+        let mut done = false;
         'subscribe: loop {
             let mut inbox = match self.log.subscribe(self.target.filter.clone(), Some(pushed)).await {
                 Ok(s) => s,
@@ -225,8 +247,16 @@ impl Worker {
                 };
                 match next {
                     Ok(event) => {
-                        if self.wanted(&event) && !self.deliver(&event, &mut stopped).await {
-                            break 'subscribe;
+                        if self.wanted(&event) {
+                            match self.deliver(&event, &mut stopped).await {
+                                Sent::Next => {}
+                                Sent::Stopped => break 'subscribe,
+                                Sent::Done => {
+                                    pushed = event.seq;
+                                    done = true;
+                                    break 'subscribe;
+                                }
+                            }
                         }
                         pushed = event.seq;
                         if saved_at.elapsed() >= self.options.save_every {
@@ -243,6 +273,7 @@ impl Worker {
             }
         }
         self.save(&name, pushed, &mut saved).await;
+        done
     }
 
     async fn save(&self, name: &str, pushed: u64, saved: &mut u64) {
@@ -261,8 +292,7 @@ impl Worker {
     }
 
     /// Sends one event until the endpoint takes it or refuses it for good (logged and skipped).
-    /// False when stopped first.
-    async fn deliver(&mut self, event: &Event, stopped: &mut watch::Receiver<bool>) -> bool {
+    async fn deliver(&mut self, event: &Event, stopped: &mut watch::Receiver<bool>) -> Sent {
         let metrics = self.log.metrics();
         let agent = self.target.name.clone();
         let mut failures: u32 = 0;
@@ -270,11 +300,15 @@ impl Worker {
             let why = match self.transport.deliver(&self.target, event).await {
                 Delivery::Taken => {
                     metrics.pushes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    return true;
+                    return Sent::Next;
+                }
+                Delivery::Done => {
+                    metrics.pushes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return Sent::Done;
                 }
                 Delivery::Refused(why) => {
                     tracing::warn!(target = %agent, seq = event.seq, reason = %why, "push endpoint refused the message; skipped");
-                    return true;
+                    return Sent::Next;
                 }
                 Delivery::Failed(why) => why,
                 Delivery::Blocked(why) => {
@@ -291,7 +325,7 @@ impl Worker {
             tracing::debug!(target = %agent, seq = event.seq, failures, error = %why, delay_ms = delay.as_millis() as u64, "push failed; retrying");
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
-                _ = stopped.changed() => return false,
+                _ = stopped.changed() => return Sent::Stopped,
             }
         }
     }

@@ -200,6 +200,35 @@ impl Backend for Store {
         Ok(())
     }
 
+    async fn record(&self, space: &str, key: &str) -> clutch_store::Result<Option<Bytes>> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql::RECORD).await.map_err(db)?;
+        let Some(row) = client.query_opt(&stmt, &[&space, &key]).await.map_err(db)? else { return Ok(None) };
+        Ok(Some(Bytes::from(row.try_get::<_, Vec<u8>>(0).map_err(db)?)))
+    }
+
+    async fn records(&self, space: &str) -> clutch_store::Result<Vec<(String, Bytes)>> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql::RECORDS).await.map_err(db)?;
+        let rows = client.query(&stmt, &[&space]).await.map_err(db)?;
+        rows.iter()
+            .map(|row| Ok((row.try_get(0).map_err(db)?, Bytes::from(row.try_get::<_, Vec<u8>>(1).map_err(db)?))))
+            .collect()
+    }
+
+    async fn put_record(&self, space: &str, key: &str, body: Bytes) -> clutch_store::Result<()> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql::PUT_RECORD).await.map_err(db)?;
+        client.execute(&stmt, &[&space, &key, &&body[..]]).await.map_err(db)?;
+        Ok(())
+    }
+
+    async fn delete_record(&self, space: &str, key: &str) -> clutch_store::Result<bool> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql::DELETE_RECORD).await.map_err(db)?;
+        Ok(client.execute(&stmt, &[&space, &key]).await.map_err(db)? > 0)
+    }
+
     async fn put_artifact(&self, bytes: Bytes) -> clutch_store::Result<Artifact> {
         let client = self.client().await?;
         let sha256 = clutch_store::sha256_hex(&bytes);
@@ -315,6 +344,11 @@ mod sql {
     pub(crate) const SNAPSHOT: &str = "SELECT seq, body FROM snapshots WHERE name = $1";
     pub(crate) const SET_SNAPSHOT: &str = "INSERT INTO snapshots (name, seq, body) VALUES ($1, $2, $3) \
          ON CONFLICT (name) DO UPDATE SET seq = excluded.seq, body = excluded.body";
+    pub(crate) const RECORD: &str = "SELECT body FROM records WHERE space = $1 AND key = $2";
+    pub(crate) const RECORDS: &str = "SELECT key, body FROM records WHERE space = $1 ORDER BY key";
+    pub(crate) const PUT_RECORD: &str = "INSERT INTO records (space, key, body) VALUES ($1, $2, $3) \
+         ON CONFLICT (space, key) DO UPDATE SET body = excluded.body";
+    pub(crate) const DELETE_RECORD: &str = "DELETE FROM records WHERE space = $1 AND key = $2";
     pub(crate) const PUT_ARTIFACT: &str =
         "INSERT INTO artifacts (sha256, size, bytes) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING";
     pub(crate) const GET_ARTIFACT: &str = "SELECT bytes FROM artifacts WHERE sha256 = $1";

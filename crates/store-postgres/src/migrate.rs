@@ -12,6 +12,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("../migrations/0003_recipients.sql")),
     (4, include_str!("../migrations/0004_cursors.sql")),
     (5, include_str!("../migrations/0005_snapshots.sql")),
+    (6, include_str!("../migrations/0006_records.sql")),
 ];
 
 pub(crate) enum Error {

@@ -214,6 +214,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0003_cursors.sql"),
     include_str!("../migrations/0004_snapshots.sql"),
     include_str!("../migrations/0005_deferred_indexes.sql"),
+    include_str!("../migrations/0006_records.sql"),
 ];
 
 fn migrate(c: &Connection, path: &Path) -> Result<(), Error> {
@@ -427,6 +428,53 @@ impl Backend for Store {
                 )?
                 .execute(rusqlite::params![name, snapshot.seq.min(i64::MAX as u64) as i64, &snapshot.body[..]])
                 .map(|_| ())
+            })
+            .await
+    }
+
+    async fn record(&self, space: &str, key: &str) -> clutch_store::Result<Option<Bytes>> {
+        let (space, key) = (space.to_string(), key.to_string());
+        self.inner
+            .with_reader(move |c| {
+                c.prepare_cached("SELECT body FROM records WHERE space = ?1 AND key = ?2")?
+                    .query_row([&space, &key], |r| Ok(Bytes::from(r.get::<_, Vec<u8>>(0)?)))
+                    .optional()
+            })
+            .await
+    }
+
+    async fn records(&self, space: &str) -> clutch_store::Result<Vec<(String, Bytes)>> {
+        let space = space.to_string();
+        self.inner
+            .with_reader(move |c| {
+                c.prepare_cached("SELECT key, body FROM records WHERE space = ?1 ORDER BY key")?
+                    .query_map([&space], |r| Ok((r.get::<_, String>(0)?, Bytes::from(r.get::<_, Vec<u8>>(1)?))))?
+                    .collect()
+            })
+            .await
+    }
+
+    async fn put_record(&self, space: &str, key: &str, body: Bytes) -> clutch_store::Result<()> {
+        let (space, key) = (space.to_string(), key.to_string());
+        self.inner
+            .with_writer(true, move |conn| {
+                conn.prepare_cached(
+                    "INSERT INTO records (space, key, body) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (space, key) DO UPDATE SET body = excluded.body",
+                )?
+                .execute(rusqlite::params![space, key, &body[..]])
+                .map(|_| ())
+            })
+            .await
+    }
+
+    async fn delete_record(&self, space: &str, key: &str) -> clutch_store::Result<bool> {
+        let (space, key) = (space.to_string(), key.to_string());
+        self.inner
+            .with_writer(true, move |conn| {
+                conn.prepare_cached("DELETE FROM records WHERE space = ?1 AND key = ?2")?
+                    .execute([&space, &key])
+                    .map(|n| n > 0)
             })
             .await
     }

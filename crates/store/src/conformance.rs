@@ -31,7 +31,7 @@ macro_rules! conformance_tests {
             idempotency_key_dedups_within_run, duplicates_within_one_batch, concurrent_appends_of_one_id,
             conflict_does_not_spoil_the_batch, artifacts_round_trip, large_run_pages_in_order,
             reopen_keeps_everything, closed_store_refuses, inbox_reads_by_recipient,
-            cursors_are_saved_and_replaced, snapshots_are_saved_and_replaced, written_batches_chain_and_sync,
+            cursors_are_saved_and_replaced, snapshots_are_saved_and_replaced, records_are_kept_apart, written_batches_chain_and_sync,
             blocking_writes_answer_as_the_async_ones);
     };
     (@cases $make:expr; $($case:ident),*) => {
@@ -499,4 +499,23 @@ pub async fn snapshots_are_saved_and_replaced(h: &impl Harness) {
     let s = h.open().await;
     assert_eq!(s.snapshot("engine").await.unwrap(), Some(big), "the newest snapshot survives a reopen");
     assert_eq!(s.snapshot("other").await.unwrap(), Some(first));
+}
+
+pub async fn records_are_kept_apart(h: &impl Harness) {
+    let s = h.open().await;
+    assert_eq!(s.record("a2a.push", "t1/c1").await.unwrap(), None);
+    assert!(s.records("a2a.push").await.unwrap().is_empty());
+    s.put_record("a2a.push", "t1/c1", Bytes::from_static(b"one")).await.unwrap();
+    s.put_record("a2a.push", "t1/c2", Bytes::from_static(b"two")).await.unwrap();
+    s.put_record("other", "t1/c1", Bytes::from_static(b"elsewhere")).await.unwrap();
+    s.put_record("a2a.push", "t1/c1", Bytes::from_static(b"one again")).await.unwrap();
+    assert_eq!(s.record("a2a.push", "t1/c1").await.unwrap(), Some(Bytes::from_static(b"one again")));
+    assert!(s.delete_record("a2a.push", "t1/c2").await.unwrap());
+    assert!(!s.delete_record("a2a.push", "t1/c2").await.unwrap(), "deleting twice deletes once");
+    s.close().await;
+    let s = h.open().await;
+    let kept = s.records("a2a.push").await.unwrap();
+    assert_eq!(kept, vec![("t1/c1".to_owned(), Bytes::from_static(b"one again"))], "records survive a reopen");
+    assert_eq!(s.records("other").await.unwrap().len(), 1, "spaces are apart");
+    assert_eq!(s.head().await.unwrap(), 0, "records are not in the log");
 }

@@ -213,6 +213,19 @@ pub trait Backend: Send + Sync + 'static {
     /// Saves a snapshot durably, replacing the one saved under the same name.
     async fn set_snapshot(&self, name: &str, snapshot: &Snapshot) -> Result<()>;
 
+    /// The record kept under `key` in `space`, if any. Records are durable state kept beside the log,
+    /// never in it: what a face must keep but must not replay or show (a webhook's credentials).
+    async fn record(&self, space: &str, key: &str) -> Result<Option<Bytes>>;
+
+    /// Every record of `space`, by key.
+    async fn records(&self, space: &str) -> Result<Vec<(String, Bytes)>>;
+
+    /// Saves a record durably, replacing the one under the same key.
+    async fn put_record(&self, space: &str, key: &str, body: Bytes) -> Result<()>;
+
+    /// Removes a record durably; whether there was one.
+    async fn delete_record(&self, space: &str, key: &str) -> Result<bool>;
+
     /// Flushes and releases resources; later calls answer [`Error::Closed`].
     async fn close(&self);
 }

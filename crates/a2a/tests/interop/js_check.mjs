@@ -5,7 +5,8 @@
 // from the card with the v0.3 interface only and `legacyCompat` on, speaks 0.3 (`message/send`...).
 // With the JSON-RPC client: a blocking send, a get, a list, a send answered at once then cancelled
 // (and a second cancel, refused), an unknown task, a streamed send and a subscription to a task
-// cancelled meanwhile. With the REST and 0.3 clients: a send, a get, an unknown task, a stream.
+// cancelled meanwhile. With the REST and 0.3 clients: a send, a get, an unknown task, a stream. With
+// both 1.0 clients, a webhook for a task (push notification config: create, get, list, delete).
 //
 // Every answer is read by the SDK's own code (its `fromJSON` readers, its SSE parser); errors must
 // come back as the SDK's own classes (`TaskNotFoundError` for -32001, `TaskNotCancelableError` for
@@ -320,6 +321,35 @@ async function basics(prefix, client) {
   });
 }
 
+// A webhook for an open task through `client`: created, read, listed and deleted; the credentials
+// never come back. Its URL is a public address (this daemon's guard refuses loopback), never reached.
+async function pushConfig(prefix, client) {
+  await check(`${prefix} push notification config`, async () => {
+    const open = await client.sendMessage(sendRequest("Call me back.", SLOW_SKILL, { returnImmediately: true }), opts());
+    expect(isTask(open), `not a Task: ${JSON.stringify(open)}`);
+    const config = {
+      tenant: "",
+      id: `hook-${randomUUID()}`,
+      taskId: open.id,
+      url: "https://93.184.215.14/a2a-hook",
+      token: "tok-js",
+      authentication: { scheme: "Bearer", credentials: "js-secret" },
+    };
+    const made = await client.createTaskPushNotificationConfig(config, opts());
+    expect(made.id === config.id && made.taskId === open.id && made.url === config.url, `created ${JSON.stringify(made)}`);
+    expect(made.authentication?.scheme === "Bearer", `authentication ${JSON.stringify(made.authentication)}`);
+    expect(!made.authentication?.credentials, "the credentials came back");
+    const got = await client.getTaskPushNotificationConfig({ tenant: "", taskId: open.id, id: config.id }, opts());
+    expect(got.url === config.url && got.token === config.token, `got ${JSON.stringify(got)}`);
+    const listed = await client.listTaskPushNotificationConfig({ tenant: "", taskId: open.id, pageSize: 0, pageToken: "" }, opts());
+    expect(listed.configs.map((c) => c.id).join() === config.id, `listed ${JSON.stringify(listed)}`);
+    await client.deleteTaskPushNotificationConfig({ tenant: "", taskId: open.id, id: config.id }, opts());
+    const left = await client.listTaskPushNotificationConfig({ tenant: "", taskId: open.id, pageSize: 0, pageToken: "" }, opts());
+    expect(left.configs.length === 0, `still listed after delete: ${JSON.stringify(left)}`);
+    await client.cancelTask({ tenant: "", id: open.id, metadata: undefined }, opts());
+  });
+}
+
 async function main() {
   const agents = new Agents();
   await agents.register();
@@ -359,6 +389,7 @@ async function main() {
     });
     if (client) {
       await basics("jsonrpc 1.0", client);
+      await pushConfig("jsonrpc 1.0", client);
 
       await check("jsonrpc 1.0 list", async () => {
         const request = {
@@ -419,7 +450,10 @@ async function main() {
     await check("rest 1.0 client", async () => {
       rest = await factory("HTTP+JSON").createFromUrl(base);
     });
-    if (rest) await basics("rest 1.0", rest);
+    if (rest) {
+      await basics("rest 1.0", rest);
+      await pushConfig("rest 1.0", rest);
+    }
 
     // 0.3 over JSON-RPC: the card with its 0.3 interface only, the SDK's compat transport.
     let legacy;

@@ -6,7 +6,9 @@ the client for each interface the card names: for 1.0 its JSON-RPC client (`Json
 (`a2a.compat.v0_3.jsonrpc_transport.CompatJsonRpcTransport`, `A2A-Version: 0.3`, `message/send`...).
 With each: a blocking send, a get, a send answered at once then polled, a cancel (and a second one,
 refused), an unknown task, a streamed send and a subscription to a task cancelled meanwhile (when the
-card says `streaming: true`; otherwise both must be refused with -32004). Then 1.0 over the HTTP+JSON
+card says `streaming: true`; otherwise both must be refused with -32004), and a webhook for a task
+(push notification config: create, get, list, then the cancel told at the webhook with the
+credentials given, read by the SDK's types, then delete; the daemon must allow loopback targets). Then 1.0 over the HTTP+JSON
 binding the card also names, through the SDK's `RestTransport`: send, get, an unknown task, a stream.
 
 Every answer goes through the SDK's own types: the 1.0 ones are protobuf messages
@@ -26,6 +28,7 @@ Usage: sdk_check.py --url http://127.0.0.1:PORT. Prints `NAME: ok` or `NAME: FAI
 
 import argparse
 import asyncio
+import http.server
 import json
 import sys
 import threading
@@ -44,8 +47,13 @@ from a2a.compat.v0_3 import types as types_v03
 from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.types.a2a_pb2 import (
     AgentCard,
+    AuthenticationInfo,
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    TaskPushNotificationConfig,
     Message,
     Part,
     Role,
@@ -274,6 +282,7 @@ class V10:
     name = "1.0"
     transport = JsonRpcTransport
     send, stream, get, cancel, subscribe = "SendMessage", "SendStreamingMessage", "GetTask", "CancelTask", "SubscribeToTask"
+    push_set, push_get, push_list = "CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs"
 
     @staticmethod
     def strict(raw, what):
@@ -286,6 +295,7 @@ class V03:
     name = "0.3"
     transport = CompatJsonRpcTransport
     send, stream, get, cancel, subscribe = "message/send", "message/stream", "tasks/get", "tasks/cancel", "tasks/resubscribe"
+    push_set, push_get, push_list = "tasks/pushNotificationConfig/set", "tasks/pushNotificationConfig/get", "tasks/pushNotificationConfig/list"
 
     @staticmethod
     def strict(raw, what):
@@ -305,6 +315,40 @@ class V03:
 
 
 OPEN = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+
+
+class Webhook(http.server.ThreadingHTTPServer):
+    """A client's webhook on 127.0.0.1: keeps each POST's headers and JSON body."""
+
+    def __init__(self):
+        self.got = []
+        hook = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                hook.got.append((self.path, dict(self.headers.items()), json.loads(body or b"null")))
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.server_address[1]}{path}"
+
+    async def until(self, path, done):
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            got = [g for g in self.got if g[0] == path]
+            if got and done(got[-1]):
+                return got
+            expect(time.monotonic() < deadline, f"the webhook at {path} got {got}")
+            await asyncio.sleep(0.1)
 
 
 def new_message(text, skill):
@@ -545,6 +589,57 @@ class Run:
         else:
             raise CheckFailed(f"an unknown task answered {task}, no TaskNotFoundError")
 
+    async def push(self, v, hook):
+        client = self.client(v, streaming=False, polling=True)
+        task = await send(client, f"tell my webhook ({v.name})", SLOW_SKILL)
+        path = f"/hook-{v.name}"
+        secret = f"cred-{uuid.uuid4()}"
+        config = TaskPushNotificationConfig(
+            task_id=task.id,
+            id=f"hook-{v.name.replace('.', '')}",
+            url=hook.url(path),
+            token=f"tok-{v.name}",
+            authentication=AuthenticationInfo(scheme="Bearer", credentials=secret),
+        )
+        made = await client.create_task_push_notification_config(config)
+        x = self.wire.last_rpc(v.push_set)
+        if v is V10:
+            strict_v10(x.got["result"], TaskPushNotificationConfig)
+        else:
+            strict_v03(x.got["result"], types_v03.TaskPushNotificationConfig)
+        expect(made.id == config.id and made.url == config.url and made.task_id == task.id, f"created {made}")
+        expect(made.authentication.scheme == "Bearer", f"authentication {made.authentication}")
+        expect(secret not in json.dumps(x.got), "the credentials came back in the answer")
+        got = await client.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=task.id, id=config.id)
+        )
+        expect(got.url == config.url and got.token == config.token, f"got {got}")
+        listed = await client.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=task.id))
+        expect([c.id for c in listed.configs] == [config.id], f"listed {listed}")
+        # The cancel is told at the webhook, with the client's credentials.
+        await client.cancel_task(CancelTaskRequest(id=task.id))
+        if v is V10:
+            ended = lambda g: g[2].get("statusUpdate", {}).get("status", {}).get("state") == "TASK_STATE_CANCELED"
+        else:
+            ended = lambda g: g[2].get("status", {}).get("state") == "canceled"
+        got = await hook.until(path, ended)
+        for _, headers, body in got:
+            headers = {k.lower(): val for k, val in headers.items()}
+            expect(headers.get("authorization") == f"Bearer {secret}", f"Authorization {headers.get('authorization')!r}")
+            expect(headers.get("x-a2a-notification-token") == config.token, f"token {headers}")
+            if v is V10:
+                event = strict_v10(body, StreamResponse)
+                update = event.status_update if event.HasField("status_update") else event.artifact_update
+                expect(update.task_id == task.id, f"a notification about {update.task_id}")
+            else:
+                told = strict_v03(body, types_v03.Task)
+                expect(told.id == task.id, f"a notification about {told.id}")
+        await client.delete_task_push_notification_config(
+            DeleteTaskPushNotificationConfigRequest(task_id=task.id, id=config.id)
+        )
+        listed = await client.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=task.id))
+        expect(len(listed.configs) == 0, f"still listed after delete: {listed}")
+
     def streams(self):
         expect(self.card is not None, "no card (its check failed)")
         return self.card.capabilities.streaming
@@ -665,6 +760,7 @@ class Run:
             )
 
     async def all(self):
+        hook = Webhook()
         await self.check("card", self.card_check)
         await self.check("card, as 0.3 reads it", self.card_v03_check)
         for v in (V10, V03):
@@ -675,8 +771,10 @@ class Run:
             await self.check(f"{v.name} get an unknown task", self.unknown, v)
             await self.check(f"{v.name} stream a send", self.stream, v)
             await self.check(f"{v.name} subscribe, cancelled meanwhile", self.resubscribe, v)
+            await self.check(f"{v.name} push notification config, told at the webhook", self.push, v, hook)
         await self.check("1.0 over HTTP+JSON: send, get, miss, stream", self.rest)
         await self.http.aclose()
+        hook.shutdown()
 
 
 def main():

@@ -4,6 +4,7 @@
 //! such daemons federate. The official SDK drives the real binary in scripts/test-a2a.
 
 mod federation;
+mod push;
 mod server;
 mod trust;
 

@@ -86,6 +86,18 @@ impl Backend for Held {
     async fn set_snapshot(&self, name: &str, snapshot: &Snapshot) -> clutch_store::Result<()> {
         self.inner.set_snapshot(name, snapshot).await
     }
+    async fn record(&self, space: &str, key: &str) -> clutch_store::Result<Option<Bytes>> {
+        self.inner.record(space, key).await
+    }
+    async fn records(&self, space: &str) -> clutch_store::Result<Vec<(String, Bytes)>> {
+        self.inner.records(space).await
+    }
+    async fn put_record(&self, space: &str, key: &str, body: Bytes) -> clutch_store::Result<()> {
+        self.inner.put_record(space, key, body).await
+    }
+    async fn delete_record(&self, space: &str, key: &str) -> clutch_store::Result<bool> {
+        self.inner.delete_record(space, key).await
+    }
     async fn close(&self) {
         self.inner.close().await
     }
