@@ -291,8 +291,7 @@ impl Webhooks {
     async fn send(&self, config: &Config, body: &Value, v: Version) -> Delivery {
         let request = match self.client.post(&config.url) {
             Ok(request) => request,
-            Err(clutch_outbound::Error::Refused(r)) => return Delivery::Blocked(r.to_string()),
-            Err(other) => return Delivery::Failed(other.to_string()),
+            Err(e) => return clutch_outbound::push::unsent(e),
         };
         let content_type = match v {
             Version::V10 => "application/a2a+json",
@@ -305,17 +304,7 @@ impl Webhooks {
         if let (Some(scheme), Some(credentials)) = (&config.scheme, &config.credentials) {
             request = request.header("authorization", format!("{scheme} {credentials}"));
         }
-        match request.body(body.to_string()).send().await {
-            Ok(r) if r.status().is_success() => Delivery::Taken,
-            Ok(r) if r.status().is_client_error() && !matches!(r.status().as_u16(), 408 | 429) => {
-                Delivery::Refused(format!("HTTP {}", r.status().as_u16()))
-            }
-            Ok(r) => Delivery::Failed(format!("HTTP {}", r.status().as_u16())),
-            Err(e) => match clutch_outbound::refused(&e) {
-                Some(r) => Delivery::Blocked(r.to_string()),
-                None => Delivery::Failed(e.without_url().to_string()),
-            },
-        }
+        clutch_outbound::push::answered(request.body(body.to_string()).send().await)
     }
 }
 

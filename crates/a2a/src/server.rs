@@ -600,8 +600,8 @@ impl Face {
             clutch_proto::validate::message(&raw, &clutch_proto::validate::Defaults { now: SystemTime::now() })
                 .map_err(|p| RpcError::invalid_params(p.to_string()))?;
 
-        // A webhook the client names with its message, kept before the task exists so that no
-        // change escapes it.
+        // A webhook the client names with its message: checked before the task is stored, saved
+        // once it is (from the log position before it, so no change escapes it).
         let configuration = params.get("configuration").and_then(Value::as_object);
         let webhook = [
             "taskPushNotificationConfig",
@@ -612,23 +612,18 @@ impl Face {
         .iter()
         .find_map(|k| configuration.and_then(|c| c.get(*k)).and_then(Value::as_object));
         let webhook = match webhook {
-            Some(config) => {
-                let config = crate::push::read(self, task, config, version, (A2aState::Submitted, 0)).await?;
-                crate::push::save(self, &config).await?;
-                Some(config)
-            }
+            Some(config) => Some(crate::push::read(self, task, config, version, (A2aState::Submitted, 0)).await?),
             None => None,
         };
-        let stored = match self.engine.submit(vec![request]).await.map_err(|e| RpcError::internal(e.to_string()))?.pop()
-        {
-            Some(Ok(_)) => Ok(()),
-            Some(Err(e)) => Err(RpcError::invalid_params(e.to_string())),
-            None => Err(RpcError::internal("the message went unanswered")),
-        };
-        if let (Err(_), Some(config)) = (&stored, &webhook) {
-            let _ = crate::push::delete(self, task, &config.id).await;
+        match self.engine.submit(vec![request]).await.map_err(|e| RpcError::internal(e.to_string()))?.pop() {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(RpcError::invalid_params(e.to_string())),
+            None => return Err(RpcError::internal("the message went unanswered")),
         }
-        stored
+        match webhook {
+            Some(config) => crate::push::save(self, &config).await,
+            None => Ok(()),
+        }
     }
 
     /// The client's message to the agent working `task`: what it asked for, or more to go on.

@@ -159,7 +159,8 @@ impl App {
     }
 
     /// Serves the router on `listener` until `shutdown` resolves; then live streams end and the
-    /// future finishes when the requests in flight have. The caller owns the serving task (the
+    /// future finishes when the requests in flight have. Every accepted socket sets `TCP_NODELAY`:
+    /// answers and stream frames are small, and must not wait for the peer's delayed acknowledgement. The caller owns the serving task (the
     /// daemon bounds the drain and drops what is left); call [`App::stop`] after it has ended.
     pub fn serve(
         &self,
@@ -168,6 +169,11 @@ impl App {
     ) -> impl Future<Output = io::Result<()>> + Send + 'static {
         let (router, log) = (self.router.clone(), self.log.clone());
         async move {
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted socket");
+                }
+            });
             axum::serve(listener, router)
                 .with_graceful_shutdown(async move {
                     shutdown.await;

@@ -33,8 +33,7 @@ impl Http {
     async fn post(&self, target: &Target, event: &Event) -> Delivery {
         let request = match self.client.post(&target.url) {
             Ok(request) => request,
-            Err(Error::Refused(r)) => return Delivery::Blocked(r.to_string()),
-            Err(other) => return Delivery::Failed(other.to_string()),
+            Err(e) => return unsent(e),
         };
         let body = event.to_wire();
         let mut request =
@@ -42,17 +41,31 @@ impl Http {
         if let Some(secret) = &target.secret {
             request = request.header("clutch-signature", signature(secret.as_bytes(), body.as_bytes()));
         }
-        match request.body(body).send().await {
-            Ok(r) if r.status().is_success() => Delivery::Taken,
-            Ok(r) if r.status().is_client_error() && !matches!(r.status().as_u16(), 408 | 429) => {
-                Delivery::Refused(format!("HTTP {}", r.status().as_u16()))
-            }
-            Ok(r) => Delivery::Failed(format!("HTTP {}", r.status().as_u16())),
-            Err(e) => match crate::refused(&e) {
-                Some(r) => Delivery::Blocked(r.to_string()),
-                None => Delivery::Failed(e.without_url().to_string()),
-            },
+        answered(request.body(body).send().await)
+    }
+}
+
+/// What became of a push whose request could not be made (the guard refused its URL, say).
+pub fn unsent(e: Error) -> Delivery {
+    match e {
+        Error::Refused(r) => Delivery::Blocked(r.to_string()),
+        other => Delivery::Failed(other.to_string()),
+    }
+}
+
+/// What became of a push, from its answer: taken (2xx), refused for good (a 4xx but 408 and 429),
+/// blocked by the guard (a redirect or a name resolving where it may not go), or worth retrying.
+pub fn answered(sent: Result<reqwest::Response, reqwest::Error>) -> Delivery {
+    match sent {
+        Ok(r) if r.status().is_success() => Delivery::Taken,
+        Ok(r) if r.status().is_client_error() && !matches!(r.status().as_u16(), 408 | 429) => {
+            Delivery::Refused(format!("HTTP {}", r.status().as_u16()))
         }
+        Ok(r) => Delivery::Failed(format!("HTTP {}", r.status().as_u16())),
+        Err(e) => match crate::refused(&e) {
+            Some(r) => Delivery::Blocked(r.to_string()),
+            None => Delivery::Failed(e.without_url().to_string()),
+        },
     }
 }
 

@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode};
 use clutch_store::Filter;
 use serde_json::{Value, json};
 
-use crate::server::{kim_works, message, register};
+use crate::server::{kim_works, message, register, send_at_once};
 use crate::{Daemon, a2a_options, start_a2a};
 
 /// What a webhook received: the path, the headers that matter, and the body.
@@ -187,13 +187,7 @@ async fn a_client_is_told_of_its_task_at_its_webhooks_with_its_credentials() {
 async fn webhooks_are_guarded_checked_and_kept_across_a_restart() {
     let d = start_a2a(a2a_options()).await;
     register(&d.engine, "slow", "skill:slow").await;
-    let sent = d
-        .rpc(
-            Some("1.0"),
-            "SendMessage",
-            json!({"message": message("take your time", Some("skill:slow")), "configuration": {"returnImmediately": true}}),
-        )
-        .await;
+    let sent = send_at_once(&d, "take your time", "skill:slow").await;
     let id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
     let create = |config: Value| {
         let mut params = config;

@@ -168,17 +168,17 @@ async fn a_message_is_a_routed_task_in_1_0_and_in_0_3() {
     d.stop().await;
 }
 
+/// A 1.0 `SendMessage` of `text` for `skill` that answers at once (`returnImmediately`).
+pub(crate) async fn send_at_once(d: &crate::Daemon, text: &str, skill: &str) -> Value {
+    let params = json!({"message": message(text, Some(skill)), "configuration": {"returnImmediately": true}});
+    d.rpc(Some("1.0"), "SendMessage", params).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_working_task_is_cancelled_and_errors_are_the_specs() {
     let d = start().await;
     register(&d.engine, "slow", "skill:slow").await;
-    let sent = d
-        .rpc(
-            Some("1.0"),
-            "SendMessage",
-            json!({"message": message("take your time", Some("skill:slow")), "configuration": {"returnImmediately": true}}),
-        )
-        .await;
+    let sent = send_at_once(&d, "take your time", "skill:slow").await;
     let id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
     assert_eq!(sent["result"]["task"]["status"]["state"], "TASK_STATE_SUBMITTED", "{sent}");
     let cancelled = d.rpc(Some("1.0"), "CancelTask", json!({"id": id})).await;
@@ -313,13 +313,7 @@ async fn a_streamed_message_and_a_subscription_tell_the_task_as_it_goes() {
     assert!(events.iter().any(|e| e["kind"] == "artifact-update"), "{events:?}");
 
     // A subscription to a task under way: its progress, then its end.
-    let sent = d
-        .rpc(
-            Some("1.0"),
-            "SendMessage",
-            json!({"message": message("slowly", Some("skill:slow")), "configuration": {"returnImmediately": true}}),
-        )
-        .await;
+    let sent = send_at_once(&d, "slowly", "skill:slow").await;
     let id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
     // Its first event (the task) says the subscription is in place.
     let mut watching = reqwest::Client::new()
