@@ -545,7 +545,7 @@ impl Client {
     async fn next(&mut self, workflow: &str, limit: usize) -> anyhow::Result<Vec<String>> {
         let answer = match self {
             Client::Core(engine) => {
-                let next = api::NextTasks { workflow_id: workflow.to_owned(), limit: Some(limit) };
+                let next = api::NextTasks { workflow_id: workflow.to_owned(), limit: Some(limit), cursor: None };
                 return Ok(engine.workflow_next_tasks(&next)?.tasks.into_iter().map(|t| t.id).collect());
             }
             Client::Http { conn, target } => {

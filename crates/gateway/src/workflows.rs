@@ -139,15 +139,16 @@ pub(crate) async fn progress(State(state): State<AppState>, Path(id): Path<Strin
 #[serde(deny_unknown_fields)]
 pub(crate) struct NextQuery {
     limit: Option<usize>,
+    cursor: Option<String>,
 }
 
-/// `GET /v1/workflows/{id}/next?limit=N`.
+/// `GET /v1/workflows/{id}/next?limit=N&cursor=C` (a page: 50 by default; `next_cursor` when more follow).
 pub(crate) async fn next(
     State(state): State<AppState>,
     Path(id): Path<String>,
     Query(q): Query<NextQuery>,
 ) -> Result<Response, ApiError> {
-    Ok(ok(state.engine.workflow_next_tasks(&api::NextTasks { workflow_id: id, limit: q.limit })?))
+    Ok(ok(state.engine.workflow_next_tasks(&api::NextTasks { workflow_id: id, limit: q.limit, cursor: q.cursor })?))
 }
 
 /// `POST /v1/workflows/{id}/workspaces` `{branch, repo_path, base_branch?, create_worktree?, path?, task_ids?}`.

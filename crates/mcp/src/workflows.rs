@@ -68,8 +68,9 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool(
             "workflow_next_tasks",
             "Next available tasks",
-            "The workflow's tasks that can start now: pending, not claimed, every dependency completed. \
-             Claim one with `task_claim`. Changes nothing.",
+            "The workflow's tasks that can start now: pending, not claimed, every dependency completed, \
+             in plan order, 50 a page (`limit` up to 500); when more follow, pass `next_cursor` back as \
+             `cursor`. Claim one with `task_claim`. Changes nothing.",
             Lane::Lifecycle,
             READ,
             next_tasks,

@@ -16,6 +16,10 @@ use crate::workflow::api::{self, TaskStatus};
 use crate::workflow::{self, PlannedTask, Workflow, Workflows, context, dag, git};
 use crate::{Error, Refusal, Result, payload, view};
 
+/// `workflow_next_tasks`' page when the caller names none, and the largest it may ask for.
+pub const NEXT_PAGE: usize = 50;
+pub const NEXT_PAGE_MAX: usize = 500;
+
 impl Engine {
     /// `workflow_create`: a new run whose root task stands for the workflow.
     pub async fn workflow_create(&self, req: api::CreateWorkflow) -> Result<api::WorkflowSummary> {
@@ -73,13 +77,34 @@ impl Engine {
     }
 
     /// `workflow_next_tasks`: pending tasks whose dependencies are completed, in plan order.
+    /// A page of at most `limit` (default [`NEXT_PAGE`], at most [`NEXT_PAGE_MAX`]) after `cursor`,
+    /// with the cursor of the next page when more follow. A cursor is the plan position the page
+    /// ended at, so paging on returns each task that stays ready once.
     pub fn workflow_next_tasks(&self, req: &api::NextTasks) -> Result<api::NextTasksAnswer> {
+        let limit = match req.limit {
+            None => NEXT_PAGE,
+            Some(n @ 1..=NEXT_PAGE_MAX) => n,
+            Some(_) => {
+                return Err(Refusal::new(ErrorCode::ValidationFailed, format!("limit: 1 to {NEXT_PAGE_MAX}"))
+                    .field("limit")
+                    .into());
+            }
+        };
+        let after = match &req.cursor {
+            None => None,
+            Some(c) => Some(c.strip_prefix("after:").and_then(|n| n.parse::<u32>().ok()).ok_or_else(|| {
+                Refusal::new(
+                    ErrorCode::ValidationFailed,
+                    "cursor: not one this tool gave (pass `next_cursor` back as it came)",
+                )
+                .field("cursor")
+            })?),
+        };
         let state = self.state();
         let w = state.workflows.workflow(&req.workflow_id).ok_or_else(|| no_workflow(&req.workflow_id))?;
-        Ok(api::NextTasksAnswer {
-            workflow_id: w.id.clone(),
-            tasks: state.workflows.next(w, req.limit.unwrap_or(usize::MAX)),
-        })
+        let (tasks, more) = state.workflows.next(w, after, limit);
+        let next_cursor = more.then(|| tasks.last().map(|t| format!("after:{}", t.order))).flatten();
+        Ok(api::NextTasksAnswer { workflow_id: w.id.clone(), tasks, next_cursor })
     }
 
     /// `workflow_set_plan`: validates the plan as a DAG, then stores it in one batch (replacing a plan

@@ -178,9 +178,12 @@ pub enum TaskRef {
 pub struct NextTasks {
     /// The workflow id (`run_...`).
     pub workflow_id: String,
-    /// At most this many (default 100).
+    /// At most this many (default 50, at most 500).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// Where the previous page ended: its `next_cursor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
 }
 
 /// `task_claim`.
@@ -449,6 +452,9 @@ pub struct PlanSet {
 pub struct NextTasksAnswer {
     pub workflow_id: String,
     pub tasks: Vec<TaskSummary>,
+    /// More ready tasks follow: pass this as `cursor` for the next page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// `task_claim`: `{success: true, lease}` or `{success: false, already_claimed_by}`.

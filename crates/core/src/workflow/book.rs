@@ -440,13 +440,15 @@ impl Workflows {
     }
 
     /// Pending tasks whose dependencies are completed, in plan order.
-    pub fn next(&self, w: &Workflow, limit: usize) -> Vec<api::TaskSummary> {
-        self.plan_order(w)
+    /// At most `limit` of them after plan position `after`, and whether more follow.
+    pub fn next(&self, w: &Workflow, after: Option<u32>, limit: usize) -> (Vec<api::TaskSummary>, bool) {
+        let mut ready = self
+            .plan_order(w)
             .into_iter()
-            .filter(|t| t.status == TaskStatus::Pending && self.ready(t))
-            .take(limit)
-            .map(task_summary)
-            .collect()
+            .filter(|t| after.is_none_or(|a| t.order > a) && t.status == TaskStatus::Pending && self.ready(t));
+        let page: Vec<api::TaskSummary> = ready.by_ref().take(limit).map(task_summary).collect();
+        let more = ready.next().is_some();
+        (page, more)
     }
 
     pub fn progress(&self, w: &Workflow) -> api::Progress {

@@ -95,7 +95,9 @@ async fn claim(engine: &Engine, task: &str, agent: &str) -> clutch_core::workflo
 }
 
 fn next(engine: &Engine, workflow: &str) -> Vec<String> {
-    let answer = engine.workflow_next_tasks(&NextTasks { workflow_id: workflow.to_owned(), limit: None }).unwrap();
+    let answer = engine
+        .workflow_next_tasks(&NextTasks { workflow_id: workflow.to_owned(), limit: Some(500), cursor: None })
+        .unwrap();
     answer.tasks.into_iter().map(|t| t.name).collect()
 }
 
@@ -652,4 +654,51 @@ async fn append(h: &Hub, message: serde_json::Value) -> Result<(), Error> {
 
 fn code_of(e: &Error) -> &'static str {
     e.code().as_str()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn next_tasks_come_in_pages_each_ready_task_once() {
+    let h = hub(Options::default()).await;
+    let e = &h.core().engine;
+    agents(&h, &["a"]).await;
+    let names: Vec<String> = (0..500).map(|i| format!("t{i:03}")).collect();
+    let (w, ids) = workflow(e, names.iter().map(|n| task(n, &[])).collect()).await;
+    let page = |cursor: Option<String>, limit: Option<usize>| {
+        e.workflow_next_tasks(&NextTasks { workflow_id: w.clone(), limit, cursor }).unwrap()
+    };
+
+    // Fifty a page by default; the cursor walks the plan, and the last page has none.
+    let (mut seen, mut cursor, mut pages) = (Vec::new(), None, 0);
+    loop {
+        let answer = page(cursor.take(), None);
+        assert!(answer.tasks.len() <= 50);
+        pages += 1;
+        if pages == 3 {
+            // Tasks claimed meanwhile: those not yet listed drop out; nothing comes twice.
+            for id in &ids[140..160] {
+                assert!(claim(e, id, "agent:a").await.success);
+            }
+        }
+        seen.extend(answer.tasks.into_iter().map(|t| t.id));
+        match answer.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 10, "490 tasks in pages of 50");
+    let unique: std::collections::HashSet<&String> = seen.iter().collect();
+    assert_eq!(unique.len(), seen.len(), "no task is listed twice");
+    let expected: Vec<String> =
+        ids.iter().enumerate().filter(|(i, _)| !(150..160).contains(i)).map(|(_, id)| id.clone()).collect();
+    assert_eq!(seen, expected, "each ready task once, in plan order; those claimed before their page are not listed");
+
+    // A page of 500 holds them all; a limit outside 1..=500 or a cursor not given is refused.
+    let all = page(None, Some(500));
+    assert_eq!((all.tasks.len(), all.next_cursor), (480, None));
+    for (limit, cursor, wrong) in
+        [(Some(0), None, "limit"), (Some(501), None, "limit"), (None, Some("t100".to_owned()), "cursor")]
+    {
+        let err = e.workflow_next_tasks(&NextTasks { workflow_id: w.clone(), limit, cursor }).unwrap_err();
+        assert_eq!((err.code().as_str(), field(&err).as_deref()), ("VALIDATION_FAILED", Some(wrong)));
+    }
 }
