@@ -1,20 +1,23 @@
-//! The stdio bridge behind `clutch mcp`: an MCP server on stdin/stdout whose `tools/list` and
-//! `tools/call` are forwarded to the daemon's Streamable HTTP endpoint, so every tool is implemented
-//! once, in the daemon, and a stdio client sees exactly what an HTTP client sees. stdout carries
+//! The stdio bridge behind `clutch mcp`: a Streamable HTTP client of the daemon's MCP endpoint that
+//! forwards bytes, not objects. Each JSON-RPC line read from stdin is POSTed as it is, on a pool of
+//! keep-alive HTTP/1.1 connections, with the headers an HTTP client sends (`MCP-Protocol-Version`:
+//! the request's own `_meta` version, else the one its `initialize` settled; SEP-2243's `Mcp-Method`
+//! and `Mcp-Name`; the token); the answer, a JSON body or the events of an SSE stream, is written back
+//! line by line as it came. So a stdio client sees exactly what an HTTP client sees, in either
+//! protocol era, tasks included, and the bridge parses no more of a message than its method, name and
+//! version. Requests are forwarded concurrently (a long `task_inbox` wait does not hold up the
+//! others); the daemon's endpoint keeps no session, so it sends nothing unasked. stdout carries
 //! protocol messages only; anything else goes to the log (stderr).
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clutch_core::Refusal;
 use clutch_proto::ErrorCode;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientConfig, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerConfig,
-};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RequestContext, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ErrorData, Peer, RoleClient, RoleServer, ServerHandler, ServiceError, ServiceExt};
+use futures_util::StreamExt;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::Profile;
 use crate::error::{Error, Result};
@@ -30,133 +33,270 @@ pub struct Options {
     pub profile: Profile,
 }
 
+/// The request metadata key that names a request's protocol version (2026-07-28).
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// How SEP-2243 marks a header value carried in Base64.
+const BASE64_PREFIX: &str = "=?base64?";
+
 /// Connects to the daemon, then serves stdio until the client closes it. Fails at once, before
 /// reading stdin, when no daemon answers.
 pub async fn run(options: Options) -> Result<()> {
-    let upstream = connect(&options).await?;
-    let bridge = Bridge { info: info(&upstream), upstream: upstream.peer().clone(), url: options.url.clone() };
-    tracing::info!(url = %options.url, profile = %options.profile, "serving MCP on stdio");
-    let served = bridge.serve(rmcp::transport::stdio()).await.map_err(|e| Error::Stdio(e.to_string()))?;
-    let reason = served.waiting().await.map_err(|e| Error::Stdio(e.to_string()))?;
-    tracing::debug!(?reason, "stdio closed");
-    let _ = upstream.cancel().await;
-    Ok(())
-}
-
-/// An MCP client of the daemon's endpoint for `options.profile`, speaking 2026-07-28 (one
-/// self-contained POST per call: no session to lose when the daemon restarts).
-pub async fn connect(options: &Options) -> Result<RunningService<RoleClient, ClientConfig>> {
-    let base = options.url.trim_end_matches('/');
+    let base = options.url.trim_end_matches('/').to_owned();
     if !base.starts_with("http://") {
         return Err(Error::Config(format!("invalid daemon URL {:?}: only http://host:port is supported", options.url)));
     }
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true)
+        .pool_idle_timeout(Duration::from_secs(90))
         .build()
         .map_err(|e| Error::Config(format!("cannot make an HTTP client: {e}")))?;
-    // A plain health check first tells "nothing there" apart from "something refused MCP".
+    // A plain health check first tells "nothing there" apart from a daemon that answers.
     let health = http.get(format!("{base}/healthz")).timeout(Duration::from_secs(10)).send().await;
     if let Err(e) = health
         && (e.is_connect() || e.is_timeout())
     {
-        return Err(Error::NoDaemon { url: base.to_owned() });
+        return Err(Error::NoDaemon { url: base });
     }
-    let endpoint = format!("{base}{}", options.profile.path());
-    let mut config = StreamableHttpClientTransportConfig::with_uri(endpoint.clone());
-    if let Some(token) = &options.token {
-        config = config.auth_header(token.clone());
+    let bridge = Arc::new(Bridge {
+        http,
+        endpoint: format!("{base}{}", options.profile.path()),
+        authorization: options.token.map(|t| format!("Bearer {t}")),
+        base,
+        settled: Mutex::new(None),
+        out: tokio::sync::Mutex::new(tokio::io::stdout()),
+    });
+    tracing::info!(url = %bridge.base, profile = %options.profile, "serving MCP on stdio");
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut forwarding = tokio::task::JoinSet::new();
+    loop {
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(e) => return Err(Error::Stdio(e.to_string())),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bridge = bridge.clone();
+        forwarding.spawn(async move { bridge.forward(line).await });
+        // Finished ones are reaped as they go, so the set stays the size of what is in flight.
+        while forwarding.try_join_next().is_some() {}
     }
-    let transport = StreamableHttpClientTransport::with_client(http, config);
-    let mut client = ClientConfig::default();
-    client.client_info = Implementation::new("clutch-mcp-bridge", env!("CARGO_PKG_VERSION"));
-    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
-    client
-        .serve_with_lifecycle(transport, lifecycle)
-        .await
-        .map_err(|e| Error::Upstream { url: endpoint, detail: e.to_string() })
+    // stdin closed: the answers still due are written before leaving.
+    while forwarding.join_next().await.is_some() {}
+    tracing::debug!("stdio closed");
+    Ok(())
 }
 
-/// What the bridge says about itself: the daemon's own description.
-fn info(upstream: &RunningService<RoleClient, ClientConfig>) -> ServerConfig {
-    // No tasks: the bridge forwards tools only, so its clients get every answer at once.
-    let mut info = ServerConfig::new(crate::server::capabilities(false));
-    info.server_info = Implementation::new("clutch", env!("CARGO_PKG_VERSION"));
-    if let Some(peer) = upstream.peer_info() {
-        info.instructions = peer.instructions.clone();
-    }
-    info
-}
-
-#[derive(Clone)]
 struct Bridge {
-    upstream: Peer<RoleClient>,
-    info: ServerConfig,
-    url: String,
+    http: reqwest::Client,
+    base: String,
+    endpoint: String,
+    authorization: Option<String>,
+    /// The protocol version `initialize` settled (the initialize era), for the requests after it.
+    settled: Mutex<Option<String>>,
+    out: tokio::sync::Mutex<tokio::io::Stdout>,
+}
+
+/// What the bridge reads of a message: enough to set its headers.
+#[derive(Deserialize)]
+struct Head {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<HeadParams>,
+}
+
+#[derive(Deserialize)]
+struct HeadParams {
+    #[serde(default)]
+    name: Option<Value>,
+    #[serde(default)]
+    uri: Option<Value>,
+    #[serde(default, rename = "_meta")]
+    meta: Option<Map<String, Value>>,
 }
 
 impl Bridge {
-    /// A transport failure as something a model can act on (a protocol error stays one).
-    fn unreachable(&self, e: ServiceError) -> std::result::Result<CallToolResult, ErrorData> {
-        match e {
-            ServiceError::McpError(e) => Err(e),
-            other => {
-                tracing::warn!(url = %self.url, error = %other, "the daemon did not answer a forwarded call");
-                let refusal = Refusal::new(
-                    ErrorCode::Unavailable,
-                    format!("the Clutch daemon at {} did not answer: {other}", self.url),
-                )
-                .hint("wait a moment and call again; if it keeps failing, (re)start the daemon with `clutch serve`");
-                Ok(crate::error::tool_result(&refusal))
+    /// Posts one line and writes back what the daemon answers.
+    async fn forward(&self, line: String) {
+        let head: Option<Head> = serde_json::from_str(&line).ok();
+        let id = head.as_ref().and_then(|h| h.id.clone());
+        let method = head.as_ref().and_then(|h| h.method.clone());
+        let mut request = self
+            .http
+            .post(&self.endpoint)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(authorization) = &self.authorization {
+            request = request.header("authorization", authorization);
+        }
+        if let (Some(head), Some(method)) = (&head, &method) {
+            let params = head.params.as_ref();
+            let version = params
+                .and_then(|p| p.meta.as_ref())
+                .and_then(|m| m.get(META_VERSION))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| self.settled.lock().unwrap_or_else(|e| e.into_inner()).clone());
+            if let Some(version) = version.filter(|_| method != "initialize") {
+                request = request.header("mcp-protocol-version", version);
             }
+            request = request.header("mcp-method", header_value(method));
+            let name = match method.as_str() {
+                "tools/call" | "prompts/get" => params.and_then(|p| p.name.as_ref()),
+                "resources/read" => params.and_then(|p| p.uri.as_ref()),
+                _ => None,
+            };
+            if let Some(name) = name.and_then(Value::as_str) {
+                request = request.header("mcp-name", header_value(name));
+            }
+        }
+        let response = match request.body(line).send().await {
+            Ok(r) => r,
+            Err(e) => return self.unreachable(id, method.as_deref(), &e.without_url().to_string()).await,
+        };
+        let status = response.status();
+        let is_stream = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/event-stream"));
+        if is_stream {
+            let mut events = response.bytes_stream();
+            let mut pending = Vec::new();
+            while let Some(chunk) = events.next().await {
+                let Ok(chunk) = chunk else {
+                    return self.unreachable(id, method.as_deref(), "the answer's stream was cut").await;
+                };
+                pending.extend_from_slice(&chunk);
+                for data in take_events(&mut pending) {
+                    self.answered(method.as_deref(), &data).await;
+                }
+            }
+            return;
+        }
+        let body = match response.bytes().await {
+            Ok(b) => b,
+            Err(e) => return self.unreachable(id, method.as_deref(), &e.without_url().to_string()).await,
+        };
+        let text = String::from_utf8_lossy(&body);
+        let text = text.trim();
+        if text.starts_with('{') || text.starts_with('[') {
+            self.answered(method.as_deref(), text).await;
+        } else if let Some(id) = id.filter(|_| !status.is_success()) {
+            // Not a JSON-RPC answer (a proxy's error page, say): the client still gets one.
+            let message = format!("the Clutch daemon at {} answered HTTP {}", self.base, status.as_u16());
+            self.write(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": message}}).to_string())
+                .await;
+        }
+    }
+
+    /// Writes one answer; an `initialize` result settles the version of the requests after it.
+    async fn answered(&self, method: Option<&str>, text: &str) {
+        if method == Some("initialize")
+            && let Ok(answer) = serde_json::from_str::<Value>(text)
+            && let Some(version) = answer["result"]["protocolVersion"].as_str()
+        {
+            *self.settled.lock().unwrap_or_else(|e| e.into_inner()) = Some(version.to_owned());
+        }
+        // An answer on one line: JSON never needs a raw line break, but a pretty body would have some.
+        if text.contains('\n') {
+            match serde_json::from_str::<Value>(text) {
+                Ok(value) => self.write(&value.to_string()).await,
+                Err(_) => self.write(&text.replace(['\r', '\n'], " ")).await,
+            }
+        } else {
+            self.write(text).await;
+        }
+    }
+
+    /// The daemon did not answer request `id`: a tool call gets a result a model can act on, any other
+    /// request a JSON-RPC error; a notification, nothing.
+    async fn unreachable(&self, id: Option<Value>, method: Option<&str>, why: &str) {
+        tracing::warn!(url = %self.base, error = %why, "the daemon did not answer a forwarded message");
+        let Some(id) = id else { return };
+        let message = format!("the Clutch daemon at {} did not answer: {why}", self.base);
+        let answer = if method == Some("tools/call") {
+            let refusal = Refusal::new(ErrorCode::Unavailable, message)
+                .hint("wait a moment and call again; if it keeps failing, (re)start the daemon with `clutch serve`");
+            json!({"jsonrpc": "2.0", "id": id, "result": crate::error::tool_result(&refusal)})
+        } else {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": message}})
+        };
+        self.write(&answer.to_string()).await;
+    }
+
+    async fn write(&self, line: &str) {
+        let mut out = self.out.lock().await;
+        let written = async {
+            out.write_all(line.as_bytes()).await?;
+            out.write_all(b"\n").await?;
+            out.flush().await
+        };
+        if let Err(e) = written.await {
+            tracing::warn!(error = %e, "cannot write to stdout");
         }
     }
 }
 
-impl ServerHandler for Bridge {
-    crate::server::undeclared!();
-
-    fn get_info(&self) -> ServerConfig {
-        self.info.clone()
-    }
-
-    /// Accepted, so that 2025-11-25 clients may set it; Clutch sends no log messages over MCP.
-    #[allow(deprecated)] // logging is deprecated at 2026-07-28
-    async fn set_level(
-        &self,
-        _request: rmcp::model::SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> std::result::Result<(), ErrorData> {
-        Ok(())
-    }
-
-    async fn list_tools(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> std::result::Result<ListToolsResult, ErrorData> {
-        // The client's own request metadata describes its link to us, not ours to the daemon.
-        let request = request.map(|mut r| {
-            r.meta = None;
-            r
-        });
-        self.upstream.list_tools(request).await.map_err(|e| match e {
-            ServiceError::McpError(e) => e,
-            other => {
-                ErrorData::internal_error(format!("the Clutch daemon at {} did not answer: {other}", self.url), None)
-            }
-        })
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> std::result::Result<CallToolResponse, ErrorData> {
-        let mut forwarded = CallToolRequestParams::new(request.name);
-        forwarded.arguments = request.arguments;
-        match self.upstream.call_tool_once(forwarded).await {
-            Ok(response) => Ok(response),
-            Err(e) => self.unreachable(e).map(Into::into),
+/// The `data` of each complete event in `pending` (an SSE stream so far), removing them from it.
+fn take_events(pending: &mut Vec<u8>) -> Vec<String> {
+    let mut out = Vec::new();
+    loop {
+        let end = pending
+            .windows(2)
+            .position(|w| w == b"\n\n")
+            .map(|i| (i, 2))
+            .or_else(|| pending.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4)));
+        let Some((at, gap)) = end else { return out };
+        let event: Vec<u8> = pending.drain(..at + gap).collect();
+        let text = String::from_utf8_lossy(&event[..at]);
+        let data: Vec<&str> =
+            text.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
+        if !data.is_empty() && data.iter().any(|d| !d.is_empty()) {
+            out.push(data.join("\n"));
         }
+    }
+}
+
+/// A header value as SEP-2243 carries it: as it is when it is printable ASCII with no space at
+/// either end, else in Base64.
+fn header_value(value: &str) -> String {
+    let edge = |b: Option<&u8>| matches!(b, Some(b' ' | b'\t'));
+    let encode = value.bytes().any(|b| !(0x20..=0x7e).contains(&b))
+        || edge(value.as_bytes().first())
+        || edge(value.as_bytes().last())
+        || (value.starts_with(BASE64_PREFIX) && value.ends_with("?="));
+    if encode {
+        use base64::Engine;
+        format!("{BASE64_PREFIX}{}?=", base64::engine::general_purpose::STANDARD.encode(value))
+    } else {
+        value.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_taken_whole_as_they_complete() {
+        let mut pending = b"event: message\ndata: {\"a\":1}\n\ndata: {\"b\"".to_vec();
+        assert_eq!(take_events(&mut pending), vec!["{\"a\":1}".to_owned()]);
+        pending.extend_from_slice(b":2}\r\n\r\n: keep-alive\n\n");
+        assert_eq!(take_events(&mut pending), vec!["{\"b\":2}".to_owned()]);
+        assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn header_values_are_plain_or_base64() {
+        assert_eq!(header_value("agent_list"), "agent_list");
+        assert_eq!(header_value("héllo"), "=?base64?aMOpbGxv?=");
+        assert_eq!(header_value("two words"), "two words");
+        assert_eq!(header_value(" edge"), "=?base64?IGVkZ2U=?=");
     }
 }
