@@ -12,6 +12,7 @@
 
 pub mod auth;
 mod card;
+pub mod conformance;
 mod push;
 pub mod remote;
 mod rest;
@@ -42,6 +43,9 @@ pub struct Options {
     pub keys: Vec<auth::Key>,
     /// What happens to callers with no key and no token.
     pub unauthenticated: auth::Unauthenticated,
+    /// Run the conformance agent (`conformance`), which works every task given to it as the A2A
+    /// TCK expects: for a hub kept for the kit, never beside real agents. Off by default.
+    pub conformance: bool,
 }
 
 impl Default for Options {
@@ -53,6 +57,7 @@ impl Default for Options {
             push: clutch_core::push::Options::default(),
             keys: Vec::new(),
             unauthenticated: auth::Unauthenticated::default(),
+            conformance: false,
         }
     }
 }
@@ -70,17 +75,30 @@ pub fn api_router(log: Handle, engine: Engine, options: &Options) -> Router {
 }
 
 /// The face's background work until `stop` resolves: delivery to remote A2A agents
-/// ([`run_remotes`]) and A2A clients' push notifications (the webhooks they named for their tasks).
+/// ([`run_remotes`]), A2A clients' push notifications (the webhooks they named for their tasks), and,
+/// with `options.conformance`, the conformance agent.
 pub async fn run(log: Handle, engine: Engine, options: Options, stop: impl Future<Output = ()>) {
     let (stopping, stopped) = tokio::sync::watch::channel(false);
     let until = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
         let _ = stopped.wait_for(|s| *s).await;
     };
     let face = server::Face { log: log.clone(), engine: engine.clone(), options: Arc::new(options.clone()) };
-    tokio::join!(run_remotes(log, engine, options, until(stopped.clone())), push::run(face, until(stopped)), async {
-        stop.await;
-        let _ = stopping.send(true);
-    });
+    let conformance =
+        options.conformance.then(|| conformance::run(log.clone(), engine.clone(), until(stopped.clone())));
+    let conformance = async move {
+        if let Some(agent) = conformance {
+            agent.await;
+        }
+    };
+    tokio::join!(
+        run_remotes(log, engine, options, until(stopped.clone())),
+        push::run(face, until(stopped)),
+        conformance,
+        async {
+            stop.await;
+            let _ = stopping.send(true);
+        }
+    );
 }
 
 /// Delivers the inboxes of remote A2A agents (cards naming `endpoints.a2a.url`) until `stop`

@@ -123,6 +123,11 @@ async fn rpc(State(face): State<Face>, request: Request) -> Response {
         }
     };
     let id = request.get("id").cloned().unwrap_or(Value::Null);
+    // JSON-RPC 2.0: an id is a string, a number or null; any other makes the request invalid.
+    if !matches!(id, Value::String(_) | Value::Number(_) | Value::Null) {
+        let why = "id: a string, a number or null";
+        return answer(Value::Null, Err(RpcError::invalid_request(why)), version.unwrap_or(Version::V03), a2a_json);
+    }
     let method = request.get("method").and_then(Value::as_str);
     let (Some(method), true) = (method, request.get("jsonrpc") == Some(&json!("2.0"))) else {
         let why = "a JSON-RPC 2.0 request: {jsonrpc: \"2.0\", method, params, id}";
@@ -150,6 +155,12 @@ async fn rpc(State(face): State<Face>, request: Request) -> Response {
     match face.call(version, method, &params, &who, &base).await {
         Ok(Reply::Json(result)) => answer(id, Ok(result), version, a2a_json),
         Ok(Reply::Stream { task, after, first }) => stream(face, task, after, first, version, Some(id)).await,
+        // 0.3 answers a streaming method in SSE, its error too (an event holding the error response).
+        Err(e) if version == Version::V03 && e.reason != "PERMISSION_DENIED" && streams(method) => {
+            let event =
+                SseEvent::default().data(json!({"jsonrpc": "2.0", "id": id, "error": e.json(version)}).to_string());
+            Sse::new(futures_util::stream::iter([Ok::<_, Infallible>(event)])).into_response()
+        }
         Err(e) => {
             let forbidden = e.reason == "PERMISSION_DENIED";
             let mut response = answer(id, Err(e), version, a2a_json);
@@ -257,7 +268,12 @@ impl Streamer {
                 Some(last) => self.pending.extend(changes(&task, said.as_ref(), last, self.version)),
             }
             self.last = Some((task.state, task.artifacts.len()));
-            self.done = task.state.ends_stream();
+            // 1.0 streams until the task ends (it may go on after the client answers a question);
+            // 0.3 marks a question `final` too, and closes there.
+            self.done = match self.version {
+                Version::V10 => task.state.is_terminal(),
+                Version::V03 => task.state.ends_stream(),
+            };
         }
     }
 }
@@ -311,6 +327,11 @@ fn answer(id: Value, result: Result<Value, RpcError>, version: Version, a2a_json
     };
     let content_type = if a2a_json { "application/a2a+json" } else { "application/json" };
     ([(header::CONTENT_TYPE, HeaderValue::from_static(content_type))], body.to_string()).into_response()
+}
+
+/// Whether `method` is one answered in SSE (0.3's names; 1.0's answer an error as plain JSON-RPC).
+fn streams(method: &str) -> bool {
+    matches!(method, "message/stream" | "tasks/resubscribe")
 }
 
 /// The operations, by version.
@@ -442,15 +463,16 @@ impl Face {
             (Version::V03, _) => text(&["id"]),
         }
         .ok_or_else(|| RpcError::invalid_params("taskId: required, the task's id"))?;
-        // Who may see the task may set its webhooks; to anyone else it does not exist.
+        // Who may see the task may set its webhooks; to anyone else it does not exist, and an
+        // unknown task's webhooks are not found, even to delete.
         visible(&self.engine, who, &task)?;
+        let shown = self.task(&task, Some(0)).await?;
         let config_id = || match version {
             Version::V10 => text(&["id"]),
             Version::V03 => text(&["pushNotificationConfigId", "push_notification_config_id"]),
         };
         match op {
             Op::PushSet => {
-                let shown = self.task(&task, Some(0)).await?;
                 let config =
                     crate::push::read(self, &task, params, version, (shown.state, shown.artifacts.len())).await?;
                 crate::push::save(self, &config).await?;
@@ -522,11 +544,37 @@ impl Face {
                 }
             }
         }
-        let shown = wire::task_json(&self.task(&task, history_length(params)).await?, version);
+        let shown = self.task(&task, history_length(params)).await?;
+        // An agent that answered with a message, not a task: the client is answered so.
+        if blocking
+            && shown.state == A2aState::Completed
+            && let Some(reply) = self.message_reply(&task, &shown.context_id).await
+        {
+            let reply = wire::message_json(&reply, version);
+            return Ok(match version {
+                Version::V10 => json!({"message": reply}),
+                Version::V03 => reply,
+            });
+        }
+        let shown = wire::task_json(&shown, version);
         Ok(match version {
             Version::V10 => json!({"task": shown}),
             Version::V03 => shown,
         })
+    }
+
+    /// The message the agent of `task` answered with instead of a task: its result's
+    /// `a2a.message` (an A2A message), said in context `context`.
+    async fn message_reply(&self, task: &str, context: &str) -> Option<wire::Message> {
+        let end = self.engine.task_end(task).await.ok()??;
+        if end.kind != MessageType::TaskResult {
+            return None;
+        }
+        let mut reply = wire::read_message(end.payload.get(PAYLOAD_KEY)?.get("message")?).ok()?;
+        reply.role = Role::Agent;
+        reply.context_id = Some(context.to_owned());
+        reply.task_id = None;
+        Some(reply)
     }
 
     /// Stores the message: a new task `task` (a `task.request` to the orchestrator), or, when it
@@ -847,15 +895,26 @@ impl Face {
         } else if let Some(end) = end.filter(|_| state.is_terminal()) {
             match end.kind {
                 MessageType::TaskResult => {
-                    let part = match end.payload.get("text").and_then(Value::as_str) {
-                        Some(text) => Part::Text(text.to_owned()),
-                        None => Part::Data(Value::Object(end.payload.clone())),
-                    };
-                    artifacts.push(Artifact {
-                        artifact_id: format!("{id}-result"),
-                        name: Some("result".into()),
-                        parts: vec![part],
-                    });
+                    // The A2A artifacts the agent gave (a remote agent's, as it sent them), else
+                    // the result itself: its text, or its fields as data.
+                    let given = end.payload.get(PAYLOAD_KEY).and_then(|a| a.get("artifacts")).and_then(Value::as_array);
+                    artifacts = given
+                        .into_iter()
+                        .flatten()
+                        .enumerate()
+                        .filter_map(|(i, a)| wire::read_artifact(a, &format!("{id}-result-{i}")).ok())
+                        .collect();
+                    if artifacts.is_empty() {
+                        let part = match end.payload.get("text").and_then(Value::as_str) {
+                            Some(text) => Part::Text(text.to_owned()),
+                            None => Part::Data(Value::Object(end.payload.clone())),
+                        };
+                        artifacts.push(Artifact {
+                            artifact_id: format!("{id}-result"),
+                            name: Some("result".into()),
+                            parts: vec![part],
+                        });
+                    }
                 }
                 _ => {
                     let p = &end.payload;
@@ -871,10 +930,11 @@ impl Face {
         }
         let keep = history.unwrap_or(usize::MAX).min(exchanged.len());
         let shown_history = exchanged.split_off(exchanged.len() - keep);
+        // Named as A2A's JSON names its fields (camelCase).
         let mut metadata = Map::new();
         metadata.insert(
             "clutch".into(),
-            json!({"state": view.state.as_str(), "agent": view.agent, "run_id": view.run_id, "thread_id": view.thread_id}),
+            json!({"state": view.state.as_str(), "agent": view.agent, "runId": view.run_id, "threadId": view.thread_id}),
         );
         Ok(wire::Task {
             id: id.to_owned(),

@@ -208,6 +208,26 @@ pub fn read_message(value: &Value) -> Result<Message, String> {
     })
 }
 
+/// Reads an artifact, either version's shape (an agent's, or a remote agent's as it sent it); an
+/// artifact with no id is given `fallback_id`.
+pub fn read_artifact(value: &Value, fallback_id: &str) -> Result<Artifact, String> {
+    let o = value.as_object().ok_or("artifact: must be an object")?;
+    let parts = field(o, "parts").and_then(Value::as_array).ok_or("artifact.parts: required, a list")?;
+    let parts = parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| read_part(p).map_err(|why| format!("artifact.parts[{i}]: {why}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if parts.is_empty() {
+        return Err("artifact.parts: at least one part".into());
+    }
+    Ok(Artifact {
+        artifact_id: text_field(o, "artifactId").unwrap_or_else(|| fallback_id.to_owned()),
+        name: text_field(o, "name"),
+        parts,
+    })
+}
+
 fn read_part(value: &Value) -> Result<Part, String> {
     let o = value.as_object().ok_or("must be an object")?;
     let media_type = text_field(o, "mediaType");
@@ -429,7 +449,7 @@ impl RpcError {
         RpcError::new(-32603, "INTERNAL_ERROR", why)
     }
     pub fn task_not_found(id: &str) -> RpcError {
-        RpcError::new(-32001, "TASK_NOT_FOUND", format!("no task `{}`", clutch_proto::error::quote(id)))
+        RpcError::new(-32001, "TASK_NOT_FOUND", format!("task not found: `{}`", clutch_proto::error::quote(id)))
     }
     pub fn not_cancelable(why: impl Into<String>) -> RpcError {
         RpcError::new(-32002, "TASK_NOT_CANCELABLE", why)
@@ -505,5 +525,19 @@ mod tests {
         assert_eq!(e.json(Version::V10)["data"][0]["reason"], "TASK_NOT_FOUND");
         assert!(e.json(Version::V03).get("data").is_none());
         assert!(RpcError::method_not_found("x").json(Version::V10).get("data").is_none());
+    }
+
+    #[test]
+    fn artifacts_read_in_either_shape_and_keep_their_files() {
+        let v10 =
+            json!({"artifactId": "a1", "parts": [{"raw": "dGNr", "mediaType": "text/plain", "filename": "out.txt"}]});
+        let v03 = json!({"artifactId": "a1", "parts": [{"kind": "file", "file": {"bytes": "dGNr", "mimeType": "text/plain", "name": "out.txt"}}]});
+        let (a, b) = (read_artifact(&v10, "x").unwrap(), read_artifact(&v03, "x").unwrap());
+        assert_eq!(a, b);
+        assert_eq!(artifact_json(&a, Version::V10), v10);
+        assert_eq!(artifact_json(&a, Version::V03), v03);
+        let unnamed = read_artifact(&json!({"parts": [{"data": {"k": 1}}]}), "t-result").unwrap();
+        assert_eq!((unnamed.artifact_id.as_str(), &unnamed.parts), ("t-result", &vec![Part::Data(json!({"k": 1}))]));
+        assert!(read_artifact(&json!({"parts": []}), "x").unwrap_err().contains("at least one"));
     }
 }

@@ -164,11 +164,19 @@ async fn send(args: SendArgs) -> anyhow::Result<()> {
     }
     let mut parser = sse::Parser::default();
     let mut last = None;
-    while let Some(chunk) = response.chunk().await.context("the stream broke off")? {
+    // Until the stream ends, or the agent asks for input (a 1.0 stream stays open then; this
+    // client has nothing to answer with).
+    'stream: while let Some(chunk) = response.chunk().await.context("the stream broke off")? {
         for event in parser.feed(&chunk) {
             let answer: Value = serde_json::from_str(&event.data).context("a streamed answer is not JSON")?;
             show(&answer, args.json, color)?;
+            let asks = ["input_required", "input-required", "auth_required", "auth-required"]
+                .iter()
+                .any(|s| state_of(&answer).ends_with(s));
             last = Some(answer);
+            if asks {
+                break 'stream;
+            }
         }
     }
     match last {
@@ -177,14 +185,19 @@ async fn send(args: SendArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Exit 1 when the task failed, was cancelled or rejected.
-fn ended_well(answer: &Value) -> anyhow::Result<()> {
+/// The task's state an answer tells, lower-case (`task_state_completed`, `completed`); empty when none.
+fn state_of(answer: &Value) -> String {
     let result = &answer["result"];
     let status = [result.pointer("/task/status"), result.pointer("/statusUpdate/status"), result.get("status")]
         .into_iter()
         .flatten()
         .next();
-    let state = status.and_then(|s| s["state"].as_str()).unwrap_or_default().to_lowercase();
+    status.and_then(|s| s["state"].as_str()).unwrap_or_default().to_lowercase()
+}
+
+/// Exit 1 when the task failed, was cancelled or rejected.
+fn ended_well(answer: &Value) -> anyhow::Result<()> {
+    let state = state_of(answer);
     if ["failed", "canceled", "rejected"].iter().any(|bad| state.ends_with(bad)) {
         bail!("the task ended {}", state.trim_start_matches("task_state_"));
     }

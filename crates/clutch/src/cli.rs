@@ -184,6 +184,10 @@ pub struct ConfigArgs {
     /// `CLUTCH_CONFIG_DIR`) [default: none: no tokens, signatures or workflows].
     #[arg(long, value_name = "DIR")]
     pub config_dir: Option<PathBuf>,
+    /// Run the A2A conformance agent, which works every task given to it as the official A2A TCK
+    /// expects (`a2a.conformance`, `CLUTCH_A2A_CONFORMANCE`): for a hub kept for the kit only.
+    #[arg(long)]
+    pub a2a_conformance: bool,
 }
 
 #[derive(Debug, Args)]

@@ -116,6 +116,9 @@ pub struct A2a {
     /// the key), `skills` it may ask for; none: any). Sent as `X-API-Key` or as a bearer token.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub keys: Vec<A2aKey>,
+    /// Run the conformance agent, `agent:a2a-conformance`, which works every task given to it as the
+    /// official A2A TCK expects (`scripts/test-a2a-tck`): for a hub kept for the kit only.
+    pub conformance: bool,
 }
 
 /// A partner's A2A key.
@@ -459,6 +462,9 @@ pub fn load(
     if let Some(dir) = &flags.config_dir {
         config.config_dir = Some(dir.clone()).filter(|d| !d.as_os_str().is_empty());
     }
+    if flags.a2a_conformance {
+        config.a2a.conformance = true;
+    }
     if let Some(log) = log_flag {
         config.log = log.to_owned();
     }
@@ -688,6 +694,7 @@ impl Config {
             public_url: a.public_url.clone(),
             keys,
             unauthenticated,
+            conformance: a.conformance,
             ..clutch_a2a::Options::default()
         })
     }
@@ -889,7 +896,7 @@ mod tests {
                 "log" => "debug",
                 "mcp.allowed_origins" => "https://a.example, http://b.example:8080",
                 "outbound.allow" => "10.0.0.0/8, agents.internal",
-                "outbound.allow_loopback" => "true",
+                "outbound.allow_loopback" | "a2a.conformance" => "true",
                 "workspaces.roots" => "/srv/a:/srv/b",
                 _ => "7",
             };
@@ -1138,6 +1145,10 @@ mod tests {
                 .unwrap_err()
         );
         assert!(e.contains("a2a.unauthenticated") && e.contains("maybe"), "{e}");
+        // The conformance agent: off unless the file, the environment or the flag turns it on.
+        assert!(!c.a2a_options().unwrap().conformance);
+        let flags = ConfigArgs { a2a_conformance: true, ..ConfigArgs::default() };
+        assert!(load_with(None, &[], flags).unwrap().a2a_options().unwrap().conformance);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! with an agent of the test working the tasks the router gives it through the engine's inbox; two
 //! such daemons federate. The official SDK drives the real binary in scripts/test-a2a.
 
+mod conformance;
 mod federation;
 mod push;
 mod server;

@@ -211,6 +211,10 @@ async fn webhooks_are_guarded_checked_and_kept_across_a_restart() {
     // A task the caller cannot see is not found, before its config is looked at.
     let unknown = d.rpc(Some("1.0"), "CreateTaskPushNotificationConfig", json!({"taskId": "task_nope"})).await;
     assert_eq!(unknown["error"]["code"], -32001, "{unknown}");
+    let unknown = d
+        .rpc(None, "tasks/pushNotificationConfig/delete", json!({"id": "task_nope", "pushNotificationConfigId": "c"}))
+        .await;
+    assert_eq!(unknown["error"]["code"], -32001, "deleting a config of no task: {unknown}");
     // Nothing was kept of the refused ones.
     let listed = d.rpc(Some("1.0"), "ListTaskPushNotificationConfigs", json!({"taskId": id})).await;
     assert_eq!(listed["result"]["configs"], json!([]), "{listed}");
