@@ -3,7 +3,8 @@
 //! durability), so a figure means something on any hardware. A crate of its own so that the daemon
 //! ships without it: the binary links it only with its `bench` feature (on by default). The
 //! in-process daemons are built by `clutch-app`, as `clutch serve` builds its own; the `startup` and
-//! `mcp` drivers also run the executable they are part of (`clutch serve`, `clutch mcp`).
+//! `mcp` drivers also run the executable they are part of (`clutch serve`, `clutch mcp`), and the
+//! `a2a` driver the official Python SDK's server (`a2a_sdk_server.py`, built in).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use clutch_proto::validate::{self, Defaults};
 use clutch_store::Backend;
 use serde_json::{Value, json};
 
+mod a2a;
 mod http1;
 mod llm;
 mod mcp;
@@ -53,6 +55,14 @@ pub enum Command {
   clutch bench mcp
   clutch bench mcp --clients 64 --duration 10 --calls 20000")]
     Mcp(mcp::McpArgs),
+    /// A2A `SendMessage` (1.0, blocking) to a trivial agent in this process: round trips and the
+    /// throughput of concurrent clients, beside the official Python SDK's server doing the same and a
+    /// plain axum JSON-RPC endpoint answering the same bytes.
+    #[command(after_help = "EXAMPLES:
+  clutch bench a2a                                     # needs ./scripts/py-setup for the a2a-sdk anchor
+  clutch bench a2a --clients 64 --duration 10 --calls 5000
+  clutch bench a2a --no-sdk")]
+    A2a(a2a::A2aArgs),
     /// Durable workflow cycles from N agents (claim → checkpoint → complete) over MCP, the HTTP API or
     /// the engine in process, beside a plain durable insert loop; every task is checked at the end.
     #[command(after_help = "EXAMPLES:
@@ -140,6 +150,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Startup(args) => startup(args).await,
         Command::Tasks(args) => tasks::run(args).await,
         Command::Mcp(args) => mcp::run(args).await,
+        Command::A2a(args) => a2a::run(args).await,
         Command::Workflow(args) => workflow::run(args).await,
         Command::Tools(args) => tools::run(args).await,
         Command::Llm(args) => llm::run(args).await,
@@ -147,8 +158,10 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
     }
 }
 
-/// A daemon inside this process, as `clutch serve` builds it (the real store, core, HTTP API and
-/// MCP endpoints; no push delivery) on 127.0.0.1:0.
+/// A daemon inside this process, as `clutch serve` builds it (the real store, core, HTTP API, MCP
+/// endpoints and A2A face, with the A2A options `clutch serve` has when nothing is configured:
+/// callers without a credential are allowed while no key and no token is set; no push delivery) on
+/// 127.0.0.1:0.
 struct Daemon {
     url: String,
     log: clutch_core::Handle,
@@ -161,6 +174,7 @@ impl Daemon {
         let mut app = App::builder(backend)
             .gateway(clutch_gateway::Options::default())
             .face(face::Mcp(clutch_mcp::Options::default()))
+            .face(face::A2a::default())
             .build()
             .await?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

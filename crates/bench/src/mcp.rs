@@ -210,7 +210,10 @@ pub(super) fn request(id: u64, tool: &str, arguments: Value) -> String {
 }
 
 /// `calls` calls one after the other, each timed.
-async fn sequential<T>(calls: usize, mut call: impl AsyncFnMut() -> anyhow::Result<T>) -> anyhow::Result<Summary> {
+pub(super) async fn sequential<T>(
+    calls: usize,
+    mut call: impl AsyncFnMut() -> anyhow::Result<T>,
+) -> anyhow::Result<Summary> {
     // A few to warm connections and caches up.
     for _ in 0..calls.min(200) {
         call().await?;
@@ -277,9 +280,9 @@ async fn concurrent(
 }
 
 /// A router served on 127.0.0.1:0 inside this process.
-struct Listening {
+pub(super) struct Listening {
     /// `http://127.0.0.1:port`.
-    base: String,
+    pub(super) base: String,
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<()>,
 }
@@ -302,7 +305,7 @@ impl Listening {
 
     /// The anchor: a plain axum endpoint at `/anchor` that parses the request as JSON and answers
     /// fixed bytes.
-    async fn anchor(answer: Bytes) -> anyhow::Result<Listening> {
+    pub(super) async fn anchor(answer: Bytes) -> anyhow::Result<Listening> {
         let router = axum::Router::new().route(
             "/anchor",
             axum::routing::post(move |axum::Json(request): axum::Json<Value>| {
@@ -316,7 +319,7 @@ impl Listening {
         Listening::start(router).await
     }
 
-    async fn stop(self) {
+    pub(super) async fn stop(self) {
         let _ = self.stop.send(());
         let _ = self.server.await;
     }

@@ -1,5 +1,7 @@
 //! `clutch bench workflow` end to end, briefly: agents over each transport complete tasks, and the
 //! bench's own check (every task completed exactly once, by its claimer, with its checkpoint) passes.
+//! `clutch bench a2a` likewise, without the Python SDK's anchor: every A2A message answered with its
+//! task completed.
 
 use crate::support::{clutch, run};
 
@@ -32,4 +34,20 @@ fn bench_workflow_over_http_with_next_tasks_completes_every_task_once() {
 #[test]
 fn bench_workflow_in_process_completes_every_task_once() {
     workflow(&["--transport", "core"]);
+}
+
+#[test]
+fn bench_a2a_answers_every_message_with_a_completed_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = clutch();
+    cmd.args(["bench", "a2a", "--no-sdk", "--calls", "20", "--clients", "4", "--duration", "1", "--dir"])
+        .arg(dir.path());
+    let out = run(cmd, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let lines = |label: &str| out.stdout.lines().filter(|l| l.trim_start().starts_with(label)).count();
+    // A round trip and a throughput line each for the daemon and the axum ceiling; no SDK.
+    assert_eq!((lines("clutch "), lines("axum "), lines("a2a-sdk ")), (3, 2, 0), "{out:?}");
+    assert!(out.stdout.contains("the a2a-sdk not measured (--no-sdk)"), "{out:?}");
+    assert!(!out.stdout.contains(" 0 calls/s"), "{out:?}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{out:?}");
 }
