@@ -529,22 +529,38 @@ impl Face {
             None
         };
         self.store(version, params, message, who, &task).await?;
+        let mut ended = None;
         if let Some(events) = &mut events {
-            // Until it ends, or stops for the client (input or authentication needed).
+            // Until it ends, or stops for the client (input or authentication needed). Every change
+            // comes as an event on the task (subscribed before it was stored), so the task is read
+            // again only after one that can end or stop it: not its request, routing or accept.
             let deadline = Instant::now() + self.options.blocking_wait;
             loop {
-                let state = self.task(&task, Some(0)).await?.state;
-                if state.ends_stream() {
-                    break;
-                }
                 let left = deadline.saturating_duration_since(Instant::now());
                 match tokio::time::timeout(left, events.next()).await {
-                    Ok(Ok(_)) => {}
+                    Ok(Ok(event)) => {
+                        let moves = !event.message().is_ok_and(|m| {
+                            matches!(
+                                m.kind,
+                                MessageType::TaskRequest | MessageType::TaskAccept | MessageType::RoutingDecision
+                            )
+                        });
+                        if moves {
+                            let now = self.task(&task, history_length(params)).await?;
+                            if now.state.ends_stream() {
+                                ended = Some(now);
+                                break;
+                            }
+                        }
+                    }
                     Ok(Err(_)) | Err(_) => break,
                 }
             }
         }
-        let shown = self.task(&task, history_length(params)).await?;
+        let shown = match ended {
+            Some(shown) => shown,
+            None => self.task(&task, history_length(params)).await?,
+        };
         // An agent that answered with a message, not a task: the client is answered so.
         if blocking
             && shown.state == A2aState::Completed
@@ -806,7 +822,11 @@ impl Face {
             let page = self.log.read(&filter, after, 1000).await.map_err(|e| RpcError::internal(e.to_string()))?;
             let Some(last) = page.last() else { break };
             after = last.seq;
+            let full = page.len() == 1000;
             events.extend(page.iter().filter_map(|e| e.message().ok()));
+            if !full {
+                break;
+            }
         }
         let request = events
             .iter()

@@ -70,6 +70,9 @@ pub struct Store {
 struct Inner {
     writer: Mutex<Option<Connection>>,
     readers: Mutex<Vec<Connection>>,
+    /// One per read connection: a read waits for a free one rather than opening a connection of its
+    /// own (opening, configuring and preparing statements on it cost more than the read).
+    read_slots: Arc<tokio::sync::Semaphore>,
     db_path: PathBuf,
     artifacts: artifacts::Dir,
     checkpointer: Mutex<Option<Checkpointer>>,
@@ -169,6 +172,7 @@ impl Store {
         let inner = Inner {
             writer: Mutex::new(Some(writer)),
             readers: Mutex::new(readers),
+            read_slots: Arc::new(tokio::sync::Semaphore::new(READERS)),
             db_path,
             artifacts,
             checkpointer: Mutex::new(Some(checkpointer)),
@@ -294,8 +298,10 @@ impl Inner {
         f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> clutch_store::Result<T> {
         self.check_open()?;
+        let slot = self.read_slots.clone().acquire_owned().await.map_err(backend_err)?;
         let inner = self.clone();
         tokio::task::spawn_blocking(move || {
+            let _slot = slot;
             let conn = inner.readers.lock().expect("reader pool lock").pop();
             let conn = match conn {
                 Some(c) => c,

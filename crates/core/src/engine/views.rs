@@ -63,6 +63,7 @@ impl Engine {
             let page = self.inner.log.read(&filter, after, 1000).await?;
             let Some(tail) = page.last() else { break };
             after = tail.seq;
+            let full = page.len() == 1000;
             for event in page {
                 let m = event.message()?;
                 if matches!(
@@ -81,6 +82,9 @@ impl Engine {
                         payload: Value::Object(m.payload.clone()),
                     });
                 }
+            }
+            if !full {
+                break;
             }
         }
         Ok(last)
