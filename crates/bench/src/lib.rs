@@ -210,6 +210,17 @@ struct Summary {
 }
 
 /// CPU time this process has used so far (user and system, all threads), from `/proc/self/stat`.
+/// The process's CPU time from `from` to `until` (a timer of its own): what a load run between those
+/// instants cost, warm-up left out.
+fn cpu_between(from: std::time::Instant, until: std::time::Instant) -> tokio::task::JoinHandle<Option<Duration>> {
+    tokio::spawn(async move {
+        tokio::time::sleep_until(from.into()).await;
+        let start = process_cpu();
+        tokio::time::sleep_until(until.into()).await;
+        Some(process_cpu()?.saturating_sub(start?))
+    })
+}
+
 fn process_cpu() -> Option<Duration> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // Fields after the parenthesised name, which may hold spaces: state is field 3, utime 14, stime 15.

@@ -244,12 +244,7 @@ async fn concurrent(
     let started = Instant::now();
     let warm_until = started + Duration::from_secs(1);
     let until = warm_until + duration;
-    let cpu = tokio::spawn(async move {
-        tokio::time::sleep_until(warm_until.into()).await;
-        let from = super::process_cpu();
-        tokio::time::sleep_until(until.into()).await;
-        Some(super::process_cpu()?.saturating_sub(from?))
-    });
+    let cpu = super::cpu_between(warm_until, until);
     let tasks: Vec<_> = connections
         .into_iter()
         .map(|mut conn| {
