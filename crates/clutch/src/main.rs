@@ -56,7 +56,13 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start tokio")?;
+    // The stdio bridge relays one agent's messages: one thread does it with no hand-offs between
+    // threads, which cost more CPU than the relaying itself.
+    let runtime = match cli.command {
+        Command::Mcp(_) => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        _ => tokio::runtime::Builder::new_multi_thread().enable_all().build(),
+    }
+    .context("cannot start tokio")?;
     let env = |name: &str| std::env::var(name).ok();
     match cli.command {
         Command::Serve(args) => {
