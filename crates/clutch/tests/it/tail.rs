@@ -71,8 +71,8 @@ async fn human_tail_from_the_start_and_resumes_across_a_restart() {
 
     // The daemon restarts on the same port: the tail says so, reconnects and goes on after seq 1.
     let addr = daemon.url.trim_start_matches("http://").to_owned();
-    let (status, _) = daemon.terminate();
-    assert_eq!(status.code(), Some(0));
+    let (status, daemon_log) = daemon.terminate();
+    assert_eq!(status.code(), Some(0), "the daemon's stderr:\n{daemon_log}");
     let mut cmd = clutch();
     cmd.args(["serve", "--listen", &addr, "--data-dir"]).arg(dir.path());
     let daemon = Daemon::spawn(cmd);
