@@ -19,10 +19,13 @@ use clutch_store::Backend;
 use serde_json::{Value, json};
 
 mod a2a;
+mod clients;
+mod fanout;
 mod http1;
 mod llm;
 mod mcp;
 mod positions;
+mod process;
 mod tasks;
 mod tools;
 mod workflow;
@@ -79,6 +82,22 @@ pub enum Command {
   clutch bench tools --callers 32 --duration 10
   clutch bench tools --server npx -y @modelcontextprotocol/server-everything stdio")]
     Tools(tools::ToolsArgs),
+    /// The live stream to many subscribers: N WebSocket and SSE subscribers to `/v1/stream` of a
+    /// `clutch serve` process and one paced writer, beside Redis pub/sub driven by the same client
+    /// code; latency from send to each receive, completeness and order, CPU per delivery.
+    #[command(after_help = "EXAMPLES:
+  clutch bench fanout                                  # 100 subscribers, 200 msgs/s, 10 s each
+  clutch bench fanout --subscribers 1 --duration 5
+  clutch bench fanout --transports ws,redis --rate 1000")]
+    Fanout(fanout::FanoutArgs),
+    /// MCP clients nobody here wrote, beside our lean client, against one `clutch serve`: the
+    /// official Python SDK over HTTP and through the stdio bridge; the daemon's CPU per call and per
+    /// workflow task for each, the SDK's own and the bridge's.
+    #[command(after_help = "EXAMPLES:
+  clutch bench clients                                 # needs ./scripts/py-setup (the MCP SDK)
+  clutch bench clients --clients 16 --agents 8 --tasks 200 --duration 5
+  clutch bench clients --no-stdio")]
+    Clients(clients::ClientsArgs),
     /// Built-in LLM agents against a fake provider in this process: the runtime's own time per turn,
     /// tasks/s with N agents while the provider takes 200 ms per answer, and memory per idle agent.
     #[command(after_help = "EXAMPLES:
@@ -153,6 +172,8 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::A2a(args) => a2a::run(args).await,
         Command::Workflow(args) => workflow::run(args).await,
         Command::Tools(args) => tools::run(args).await,
+        Command::Fanout(args) => fanout::run(args).await,
+        Command::Clients(args) => clients::run(args).await,
         Command::Llm(args) => llm::run(args).await,
         Command::Positions(args) => positions::run(args).await,
     }
@@ -222,7 +243,12 @@ fn cpu_between(from: std::time::Instant, until: std::time::Instant) -> tokio::ta
 }
 
 fn process_cpu() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    process_cpu_of("/proc/self/stat")
+}
+
+/// CPU time a process has used so far, from its `/proc/PID/stat`.
+fn process_cpu_of(stat: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string(stat).ok()?;
     // Fields after the parenthesised name, which may hold spaces: state is field 3, utime 14, stime 15.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;

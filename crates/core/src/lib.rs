@@ -33,7 +33,7 @@ pub mod workflow;
 pub use engine::Engine;
 pub use log::{Gate, Handle, Service};
 pub use running::{Running, start};
-pub use stream::{End, Live, Subscription};
+pub use stream::{End, Live, Subscription, Wire};
 
 use clutch_proto::ErrorCode;
 

@@ -322,7 +322,7 @@ impl Service {
             match outcome {
                 Ok(o) if !o.duplicate => {
                     self.metrics.appended.fetch_add(1, Ordering::Relaxed);
-                    events.push(Arc::new(Live { event: Event { seq: o.seq, json }, message }));
+                    events.push(Arc::new(Live::new(Event { seq: o.seq, json }, message)));
                 }
                 Ok(_) => {
                     self.metrics.duplicates.fetch_add(1, Ordering::Relaxed);

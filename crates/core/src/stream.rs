@@ -6,8 +6,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use bytes::Bytes;
 use clutch_proto::Message;
 use clutch_store::{Backend, Event, Filter};
 use tokio::sync::{broadcast, watch};
@@ -21,6 +22,28 @@ const PAGE: usize = 1000;
 pub struct Live {
     pub event: Event,
     pub message: Message,
+    /// The event's wire form ([`Event::to_wire`]), made by the first subscriber that sends it and
+    /// shared by every other: a fan-out serialises each event once, however many are listening.
+    wire: OnceLock<Bytes>,
+}
+
+impl Live {
+    pub(crate) fn new(event: Event, message: Message) -> Live {
+        Live { event, message, wire: OnceLock::new() }
+    }
+
+    /// The event as clients receive it, made once.
+    pub fn wire(&self) -> Bytes {
+        self.wire.get_or_init(|| Bytes::from(self.event.to_wire())).clone()
+    }
+}
+
+/// An event as a subscription delivers it to a client: its `seq` and its wire form
+/// ([`Event::to_wire`]), shared with every other subscriber when it came live.
+#[derive(Debug, Clone)]
+pub struct Wire {
+    pub seq: u64,
+    pub bytes: Bytes,
 }
 
 /// Most live events an inbox buffers before its subscriber counts as too slow: an inbox sees only
@@ -131,10 +154,26 @@ impl Subscription {
 
     /// The next event, or why the subscription ended (after which it yields nothing useful).
     pub async fn next(&mut self) -> Result<Event, End> {
+        Ok(match self.next_item().await? {
+            Item::Stored(event) => event,
+            Item::Live(live) => live.event.clone(),
+        })
+    }
+
+    /// The next event in its wire form, or why the subscription ended: what the live stream's faces
+    /// send, made once per event for all of them.
+    pub async fn next_wire(&mut self) -> Result<Wire, End> {
+        Ok(match self.next_item().await? {
+            Item::Stored(event) => Wire { seq: event.seq, bytes: Bytes::from(event.to_wire()) },
+            Item::Live(live) => Wire { seq: live.event.seq, bytes: live.wire() },
+        })
+    }
+
+    async fn next_item(&mut self) -> Result<Item, End> {
         loop {
             if let Some(event) = self.buffer.pop_front() {
                 self.last = event.seq;
-                return Ok(event);
+                return Ok(Item::Stored(event));
             }
             if *self.closing.borrow() {
                 return Err(End::Shutdown { last_seq: self.last });
@@ -162,7 +201,7 @@ impl Subscription {
                         self.live_ok = true;
                         if live.event.seq > self.last && self.filter.matches(&live.message) {
                             self.last = live.event.seq;
-                            return Ok(live.event.clone());
+                            return Ok(Item::Live(live));
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) if !self.live_ok => self.catching_up = true,
@@ -175,6 +214,12 @@ impl Subscription {
             }
         }
     }
+}
+
+/// An event from the store (catching up) or from the live bus.
+enum Item {
+    Stored(Event),
+    Live(Arc<Live>),
 }
 
 impl Drop for Subscription {

@@ -9,6 +9,7 @@
 //! others); the daemon's endpoint keeps no session, so it sends nothing unasked. stdout carries
 //! protocol messages only; anything else goes to the log (stderr).
 
+use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -64,10 +65,10 @@ pub async fn run(options: Options) -> Result<()> {
         authorization: options.token.map(|t| format!("Bearer {t}")),
         base,
         settled: Mutex::new(None),
-        out: tokio::sync::Mutex::new(tokio::io::stdout()),
+        out: tokio::sync::Mutex::new(stdout()),
     });
     tracing::info!(url = %bridge.base, profile = %options.profile, "serving MCP on stdio");
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut lines = BufReader::new(stdin()).lines();
     let mut forwarding = tokio::task::JoinSet::new();
     loop {
         let line = match lines.next_line().await {
@@ -96,7 +97,30 @@ struct Bridge {
     authorization: Option<String>,
     /// The protocol version `initialize` settled (the initialize era), for the requests after it.
     settled: Mutex<Option<String>>,
-    out: tokio::sync::Mutex<tokio::io::Stdout>,
+    out: tokio::sync::Mutex<Output>,
+}
+
+type Input = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
+type Output = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+
+/// stdin. A pipe (how MCP clients start a server) is read without blocking, on the runtime's own
+/// thread; anything else (a file, a terminal) through tokio's stdin, whose every read is a hop to a
+/// thread of its blocking pool and back (most of the bridge's CPU per call when it was always used).
+fn stdin() -> Input {
+    let pipe = std::io::stdin().as_fd().try_clone_to_owned().and_then(tokio::net::unix::pipe::Receiver::from_owned_fd);
+    match pipe {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdin()),
+    }
+}
+
+/// stdout, as [`stdin`] reads stdin.
+fn stdout() -> Output {
+    let pipe = std::io::stdout().as_fd().try_clone_to_owned().and_then(tokio::net::unix::pipe::Sender::from_owned_fd);
+    match pipe {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdout()),
+    }
 }
 
 /// What the bridge reads of a message: enough to set its headers.
@@ -232,9 +256,11 @@ impl Bridge {
 
     async fn write(&self, line: &str) {
         let mut out = self.out.lock().await;
+        let mut framed = Vec::with_capacity(line.len() + 1);
+        framed.extend_from_slice(line.as_bytes());
+        framed.push(b'\n');
         let written = async {
-            out.write_all(line.as_bytes()).await?;
-            out.write_all(b"\n").await?;
+            out.write_all(&framed).await?;
             out.flush().await
         };
         if let Err(e) = written.await {

@@ -185,7 +185,7 @@ where
         .open_world(false);
     let definition = rmcp::model::Tool::new(name, description, input_schema)
         .with_title(title)
-        .with_raw_output_schema(objects_only(&schema_for_output::<O>()))
+        .with_raw_output_schema(Arc::new(flat(&objects_only(&schema_for_output::<O>()))))
         .with_annotations(annotations);
     let handler: Handler = Box::new(move |ctx, arguments| match parse::<I>(arguments) {
         Ok(input) => {
@@ -228,6 +228,98 @@ fn objects_only(schema: &JsonObject) -> Arc<JsonObject> {
     match value {
         Value::Object(map) => Arc::new(map),
         _ => unreachable!("an object stays an object"),
+    }
+}
+
+/// An output schema that clients validate cheaply, meaning the same: each `$ref` into `$defs` is
+/// inlined (a validator such as the Python SDK's resolves a reference at every use, which was most
+/// of its time per answer), `anyOf: [X, {"type": "null"}]` (an optional object or enum) becomes X
+/// with `null` among its types, and `$defs` goes once nothing refers to it. A recursive definition
+/// keeps its references (and `$defs`).
+pub(crate) fn flat(schema: &JsonObject) -> JsonObject {
+    let defs = match schema.get("$defs") {
+        Some(Value::Object(defs)) => defs.clone(),
+        _ => JsonObject::new(),
+    };
+    let mut value = Value::Object(schema.clone());
+    if let Value::Object(map) = &mut value {
+        map.remove("$defs");
+    }
+    let mut kept = false;
+    inline(&mut value, &defs, &mut Vec::new(), &mut kept);
+    fold_nullable(&mut value);
+    let Value::Object(mut map) = value else { unreachable!("an object stays an object") };
+    if kept {
+        let mut defs = Value::Object(defs);
+        fold_nullable(&mut defs);
+        map.insert("$defs".into(), defs);
+    }
+    map
+}
+
+/// Replaces `{"$ref": "#/$defs/NAME", ...}` with NAME's schema (the reference's own keywords, such
+/// as a description, win), except inside NAME itself.
+fn inline(value: &mut Value, defs: &JsonObject, within: &mut Vec<String>, kept: &mut bool) {
+    match value {
+        Value::Object(map) => {
+            let target = map.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/"));
+            if let Some(name) = target.map(str::to_owned) {
+                match defs.get(&name) {
+                    Some(Value::Object(def)) if !within.contains(&name) => {
+                        let mut merged = def.clone();
+                        map.remove("$ref");
+                        merged.extend(std::mem::take(map));
+                        *map = merged;
+                        within.push(name);
+                        map.values_mut().for_each(|v| inline(v, defs, within, kept));
+                        within.pop();
+                    }
+                    _ => *kept = true,
+                }
+                return;
+            }
+            map.values_mut().for_each(|v| inline(v, defs, within, kept));
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| inline(v, defs, within, kept)),
+        _ => {}
+    }
+}
+
+/// Folds `anyOf`/`oneOf` of one typed schema and `{"type": "null"}` into that schema, nullable.
+fn fold_nullable(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.values_mut().for_each(fold_nullable);
+            for keyword in ["anyOf", "oneOf"] {
+                let Some(Value::Array(branches)) = map.get(keyword) else { continue };
+                let is_null = |v: &Value| {
+                    v.as_object().is_some_and(|o| o.len() == 1 && o.get("type").is_some_and(|t| t == "null"))
+                };
+                let [a, b] = branches.as_slice() else { continue };
+                let other = match (is_null(a), is_null(b)) {
+                    (false, true) => a,
+                    (true, false) => b,
+                    _ => continue,
+                };
+                let Some(other) = other.as_object() else { continue };
+                let Some(kind) = other.get("type").and_then(Value::as_str) else { continue };
+                if other.contains_key("const") || other.keys().any(|k| k == "anyOf" || k == "oneOf") {
+                    continue;
+                }
+                let mut folded = other.clone();
+                folded.insert("type".into(), Value::Array(vec![Value::from(kind), Value::from("null")]));
+                if let Some(Value::Array(values)) = folded.get_mut("enum") {
+                    values.push(Value::Null);
+                }
+                map.remove(keyword);
+                // The outer schema's own keywords (a description) win.
+                folded.extend(std::mem::take(map));
+                *map = folded;
+                break;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(fold_nullable),
+        _ => {}
     }
 }
 
@@ -289,5 +381,63 @@ impl Registry {
         let i = self.tools.binary_search_by(|t| t.definition.name.as_ref().cmp(name)).ok()?;
         let tool = &self.tools[i];
         (profile == Profile::Coordinator || tool.lane == Lane::Lifecycle).then_some(tool)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    fn flat(schema: Value) -> Value {
+        Value::Object(super::flat(schema.as_object().unwrap()))
+    }
+
+    #[test]
+    fn references_are_inlined_and_optional_objects_folded() {
+        let schema = json!({
+            "$defs": {
+                "Lease": {"type": "object", "properties": {"agent_id": {"type": "string"}}, "required": ["agent_id"]},
+                "Status": {"type": "string", "enum": ["pending", "done"]},
+            },
+            "type": "object",
+            "properties": {
+                "lease": {"anyOf": [{"$ref": "#/$defs/Lease"}, {"type": "null"}], "description": "the lease"},
+                "status": {"$ref": "#/$defs/Status", "description": "where it is"},
+                "all": {"type": "array", "items": {"$ref": "#/$defs/Status"}},
+            },
+        });
+        assert_eq!(
+            flat(schema),
+            json!({
+                "type": "object",
+                "properties": {
+                    "lease": {
+                        "type": ["object", "null"], "properties": {"agent_id": {"type": "string"}},
+                        "required": ["agent_id"], "description": "the lease",
+                    },
+                    "status": {"type": "string", "enum": ["pending", "done"], "description": "where it is"},
+                    "all": {"type": "array", "items": {"type": "string", "enum": ["pending", "done"]}},
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn a_recursive_definition_keeps_its_references() {
+        let schema = json!({
+            "$defs": {"Node": {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}}}},
+            "type": "object",
+            "properties": {"root": {"$ref": "#/$defs/Node"}},
+        });
+        let flat = flat(schema);
+        assert_eq!(flat["properties"]["root"]["properties"]["children"]["items"], json!({"$ref": "#/$defs/Node"}));
+        assert!(flat["$defs"]["Node"].is_object());
+    }
+
+    #[test]
+    fn other_unions_are_left_alone() {
+        let union = json!({"anyOf": [{"type": "string"}, {"type": "integer"}]});
+        let schema = json!({"type": "object", "properties": {"either": union.clone()}});
+        assert_eq!(flat(schema)["properties"]["either"], union);
     }
 }

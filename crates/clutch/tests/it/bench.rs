@@ -1,7 +1,8 @@
 //! `clutch bench workflow` end to end, briefly: agents over each transport complete tasks, and the
 //! bench's own check (every task completed exactly once, by its claimer, with its checkpoint) passes.
 //! `clutch bench a2a` likewise, without the Python SDK's anchor: every A2A message answered with its
-//! task completed.
+//! task completed. `clutch bench fanout` and `clutch bench clients` briefly: every message to every
+//! subscriber in order; the SDK and lean clients measured side by side.
 
 use crate::support::{clutch, run};
 
@@ -48,6 +49,49 @@ fn bench_a2a_answers_every_message_with_a_completed_task() {
     // A round trip and a throughput line each for the daemon and the axum ceiling; no SDK.
     assert_eq!((lines("clutch "), lines("axum "), lines("a2a-sdk ")), (3, 2, 0), "{out:?}");
     assert!(out.stdout.contains("the a2a-sdk not measured (--no-sdk)"), "{out:?}");
+    assert!(!out.stdout.contains(" 0 calls/s"), "{out:?}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{out:?}");
+}
+
+#[test]
+fn bench_fanout_delivers_every_message_to_every_subscriber_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = clutch();
+    cmd.args(["bench", "fanout", "--subscribers", "3", "--rate", "50", "--duration", "2", "--dir"])
+        .arg(dir.path())
+        .args(["--transports", "ws,sse"]);
+    let out = run(cmd, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    for transport in ["ws ", "sse "] {
+        let line = out.stdout.lines().find(|l| l.trim_start().starts_with(transport)).unwrap_or_default();
+        // 100 messages to each of 3 subscribers, none lost, repeated or out of order.
+        assert!(line.contains("300/300 delivered, 0 lost, 0 out of order"), "{transport}: {out:?}");
+        assert!(line.contains("µs/delivery"), "{out:?}");
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{out:?}");
+}
+
+#[test]
+fn bench_clients_measures_the_sdk_beside_the_lean_client() {
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/venv/bin/python");
+    assert!(python.exists(), "{} is missing: run ./scripts/py-setup (the test command does)", python.display());
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = clutch();
+    cmd.args(["bench", "clients", "--clients", "2", "--agents", "2", "--tasks", "6", "--duration", "1", "--python"])
+        .arg(&python)
+        .arg("--dir")
+        .arg(dir.path());
+    let out = run(cmd, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let lines = |label: &str| out.stdout.lines().filter(|l| l.trim_start().starts_with(label)).count();
+    // Calls: lean, sdk http, lean paced, sdk stdio; workflow tasks: lean, sdk http, sdk stdio.
+    assert_eq!(
+        (lines("lean "), lines("sdk http "), lines("sdk stdio "), lines("lean paced ")),
+        (3, 2, 2, 1),
+        "{out:?}"
+    );
+    let bridge = out.stdout.lines().filter(|l| l.contains("bridge ") && l.contains("ms/call")).count();
+    assert_eq!(bridge, 1, "the bridge's CPU per call: {out:?}");
     assert!(!out.stdout.contains(" 0 calls/s"), "{out:?}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{out:?}");
 }

@@ -1,0 +1,83 @@
+//! Server processes the drivers measure from outside (`clutch serve`, `redis-server`), so that
+//! their CPU is read from `/proc` apart from the load driver's own.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::TcpStream;
+
+/// A server process being measured: `clutch serve` or `redis-server`.
+pub(super) struct Server {
+    child: tokio::process::Child,
+    pid: u32,
+    /// `host:port`.
+    pub(super) addr: String,
+}
+
+impl Server {
+    pub(super) async fn clutch(dir: &std::path::Path) -> anyhow::Result<Server> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut child = tokio::process::Command::new(std::env::current_exe()?)
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir)
+            .env_remove("CLUTCH_TOKEN")
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .context("cannot run `clutch serve`")?;
+        let stderr = child.stderr.take().context("no stderr")?;
+        let mut lines = BufReader::new(stderr).lines();
+        let addr = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(line) = lines.next_line().await? {
+                if let Some(url) = line.strip_prefix("clutch: listening on http://") {
+                    return Ok::<_, std::io::Error>(Some(url.trim().to_owned()));
+                }
+            }
+            Ok(None)
+        })
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .flatten()
+        .context("the daemon did not become ready")?;
+        // Keep draining its stderr so it never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let pid = child.id().context("the daemon has no pid")?;
+        Ok(Server { child, pid, addr })
+    }
+
+    pub(super) async fn redis(binary: &str) -> anyhow::Result<Server> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let child = tokio::process::Command::new(binary)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot run {binary:?}"))?;
+        let pid = child.id().context("redis-server has no pid")?;
+        let addr = format!("127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(&addr).await.is_err() {
+            if Instant::now() > deadline {
+                bail!("redis-server did not listen on {addr}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(Server { child, pid, addr })
+    }
+
+    pub(super) async fn stop(mut self) {
+        let _ = std::process::Command::new("kill").args(["-TERM", &self.pid.to_string()]).status();
+        if tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await.is_err() {
+            let _ = self.child.kill().await;
+        }
+    }
+
+    pub(super) fn cpu(&self) -> Option<Duration> {
+        super::process_cpu_of(&format!("/proc/{}/stat", self.pid))
+    }
+}
