@@ -13,9 +13,15 @@ use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::body::Bytes;
+use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use axum::http::{Method, Request, Response, Uri};
 use clutch_core::Refusal;
 use clutch_proto::ErrorCode;
-use futures_util::StreamExt;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -46,23 +52,17 @@ pub async fn run(options: Options) -> Result<()> {
     if !base.starts_with("http://") {
         return Err(Error::Config(format!("invalid daemon URL {:?}: only http://host:port is supported", options.url)));
     }
-    let http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true)
-        .pool_idle_timeout(Duration::from_secs(90))
-        .build()
-        .map_err(|e| Error::Config(format!("cannot make an HTTP client: {e}")))?;
+    let authority = base.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned();
+    let path = options.profile.path();
+    let daemon = Daemon::new(&authority, options.token.as_deref())
+        .ok_or_else(|| Error::Config(format!("invalid daemon URL {:?}", options.url)))?;
     // A plain health check first tells "nothing there" apart from a daemon that answers.
-    let health = http.get(format!("{base}/healthz")).timeout(Duration::from_secs(10)).send().await;
-    if let Err(e) = health
-        && (e.is_connect() || e.is_timeout())
-    {
+    if let Err(Unanswered::Connect(_)) = daemon.send(daemon.request(Method::GET, "/healthz", Bytes::new())).await {
         return Err(Error::NoDaemon { url: base });
     }
     let bridge = Arc::new(Bridge {
-        http,
-        endpoint: format!("{base}{}", options.profile.path()),
-        authorization: options.token.map(|t| format!("Bearer {t}")),
+        daemon,
+        endpoint: path,
         base,
         settled: Mutex::new(None),
         out: tokio::sync::Mutex::new(stdout()),
@@ -91,10 +91,10 @@ pub async fn run(options: Options) -> Result<()> {
 }
 
 struct Bridge {
-    http: reqwest::Client,
+    daemon: Daemon,
     base: String,
-    endpoint: String,
-    authorization: Option<String>,
+    /// The profile's path, `/mcp` or `/mcp/worker`.
+    endpoint: &'static str,
     /// The protocol version `initialize` settled (the initialize era), for the requests after it.
     settled: Mutex<Option<String>>,
     out: tokio::sync::Mutex<Output>,
@@ -120,6 +120,88 @@ fn stdout() -> Output {
     match pipe {
         Ok(pipe) => Box::new(pipe),
         Err(_) => Box::new(tokio::io::stdout()),
+    }
+}
+
+/// The daemon's HTTP/1.1 endpoint: keep-alive connections, one per request in flight, each kept
+/// for the next request once its answer is read. hyper's connection API rather than a general
+/// client: no URL to parse, no pool to look up, the fixed headers built once.
+struct Daemon {
+    /// `host:port`.
+    authority: String,
+    /// Host, content type, accept and the token: every request's.
+    headers: HeaderMap,
+    idle: Mutex<Vec<http1::SendRequest<Full<Bytes>>>>,
+}
+
+/// Why a request got no answer.
+#[derive(Debug, thiserror::Error)]
+enum Unanswered {
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    #[error("{0}")]
+    Http(#[from] hyper::Error),
+}
+
+impl Daemon {
+    fn new(authority: &str, token: Option<&str>) -> Option<Daemon> {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_str(authority).ok()?);
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+        if let Some(token) = token {
+            let mut value = HeaderValue::from_str(&format!("Bearer {token}")).ok()?;
+            value.set_sensitive(true);
+            headers.insert(header::AUTHORIZATION, value);
+        }
+        Some(Daemon { authority: authority.to_owned(), headers, idle: Mutex::new(Vec::new()) })
+    }
+
+    fn request(&self, method: Method, path: &'static str, body: Bytes) -> Request<Full<Bytes>> {
+        let mut request = Request::new(Full::new(body));
+        *request.method_mut() = method;
+        *request.uri_mut() = Uri::from_static(path);
+        *request.headers_mut() = self.headers.clone();
+        request
+    }
+
+    /// Sends on an idle connection, or a new one; the answer's head, and the connection to give
+    /// back with [`Daemon::keep`] once its body is read.
+    async fn send(
+        &self,
+        request: Request<Full<Bytes>>,
+    ) -> Result<(Response<Incoming>, http1::SendRequest<Full<Bytes>>), Unanswered> {
+        let idle = {
+            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            std::iter::from_fn(|| idle.pop()).find(|c| c.is_ready())
+        };
+        let mut connection = match idle {
+            Some(connection) => connection,
+            None => self.connect().await?,
+        };
+        let response = connection.send_request(request).await?;
+        Ok((response, connection))
+    }
+
+    fn keep(&self, connection: http1::SendRequest<Full<Bytes>>) {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(connection);
+    }
+
+    async fn connect(&self) -> Result<http1::SendRequest<Full<Bytes>>, Unanswered> {
+        let connect = tokio::net::TcpStream::connect(&self.authority);
+        let stream = match tokio::time::timeout(Duration::from_secs(5), connect).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => return Err(Unanswered::Connect(e.to_string())),
+            Err(_) => return Err(Unanswered::Connect("timed out".into())),
+        };
+        let _ = stream.set_nodelay(true);
+        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "a connection to the daemon closed");
+            }
+        });
+        Ok(sender)
     }
 }
 
@@ -150,14 +232,8 @@ impl Bridge {
         let head: Option<Head> = serde_json::from_str(&line).ok();
         let id = head.as_ref().and_then(|h| h.id.clone());
         let method = head.as_ref().and_then(|h| h.method.clone());
-        let mut request = self
-            .http
-            .post(&self.endpoint)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
-        if let Some(authorization) = &self.authorization {
-            request = request.header("authorization", authorization);
-        }
+        let mut request = self.daemon.request(Method::POST, self.endpoint, Bytes::from(line));
+        let headers = request.headers_mut();
         if let (Some(head), Some(method)) = (&head, &method) {
             let params = head.params.as_ref();
             let version = params
@@ -166,47 +242,56 @@ impl Bridge {
                 .and_then(Value::as_str)
                 .map(str::to_owned)
                 .or_else(|| self.settled.lock().unwrap_or_else(|e| e.into_inner()).clone());
+            let mut put = |name: &'static str, value: &str| {
+                if let Ok(value) = HeaderValue::from_str(value) {
+                    headers.insert(HeaderName::from_static(name), value);
+                }
+            };
             if let Some(version) = version.filter(|_| method != "initialize") {
-                request = request.header("mcp-protocol-version", version);
+                put("mcp-protocol-version", &version);
             }
-            request = request.header("mcp-method", header_value(method));
+            put("mcp-method", &header_value(method));
             let name = match method.as_str() {
                 "tools/call" | "prompts/get" => params.and_then(|p| p.name.as_ref()),
                 "resources/read" => params.and_then(|p| p.uri.as_ref()),
                 _ => None,
             };
             if let Some(name) = name.and_then(Value::as_str) {
-                request = request.header("mcp-name", header_value(name));
+                put("mcp-name", &header_value(name));
             }
         }
-        let response = match request.body(line).send().await {
-            Ok(r) => r,
-            Err(e) => return self.unreachable(id, method.as_deref(), &e.without_url().to_string()).await,
+        let (response, connection) = match self.daemon.send(request).await {
+            Ok(sent) => sent,
+            Err(e) => return self.unreachable(id, method.as_deref(), &e.to_string()).await,
         };
         let status = response.status();
         let is_stream = response
             .headers()
-            .get("content-type")
+            .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|t| t.starts_with("text/event-stream"));
+        let mut body = response.into_body();
         if is_stream {
-            let mut events = response.bytes_stream();
             let mut pending = Vec::new();
-            while let Some(chunk) = events.next().await {
-                let Ok(chunk) = chunk else {
+            while let Some(frame) = body.frame().await {
+                let Ok(frame) = frame else {
                     return self.unreachable(id, method.as_deref(), "the answer's stream was cut").await;
                 };
-                pending.extend_from_slice(&chunk);
+                if let Ok(chunk) = frame.into_data() {
+                    pending.extend_from_slice(&chunk);
+                }
                 for data in take_events(&mut pending) {
                     self.answered(method.as_deref(), &data).await;
                 }
             }
+            self.daemon.keep(connection);
             return;
         }
-        let body = match response.bytes().await {
-            Ok(b) => b,
-            Err(e) => return self.unreachable(id, method.as_deref(), &e.without_url().to_string()).await,
+        let body = match body.collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) => return self.unreachable(id, method.as_deref(), &e.to_string()).await,
         };
+        self.daemon.keep(connection);
         let text = String::from_utf8_lossy(&body);
         let text = text.trim();
         if text.starts_with('{') || text.starts_with('[') {
