@@ -69,7 +69,7 @@ pub(crate) fn tools() -> Vec<Tool> {
             "workflow_next_tasks",
             "Next available tasks",
             "The workflow's tasks that can start now: pending, not claimed, every dependency completed, \
-             in plan order, 50 a page (`limit` up to 500); when more follow, pass `next_cursor` back as \
+             in plan order, 10 a page (`limit` up to 500); when more follow, pass `next_cursor` back as \
              `cursor`. Claim one with `task_claim`. Changes nothing.",
             Lane::Lifecycle,
             READ,

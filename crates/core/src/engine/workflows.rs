@@ -17,7 +17,7 @@ use crate::workflow::{self, PlannedTask, Workflow, Workflows, context, dag, git}
 use crate::{Error, Refusal, Result, payload, view};
 
 /// `workflow_next_tasks`' page when the caller names none, and the largest it may ask for.
-pub const NEXT_PAGE: usize = 50;
+pub const NEXT_PAGE: usize = 10;
 pub const NEXT_PAGE_MAX: usize = 500;
 
 impl Engine {

@@ -178,7 +178,7 @@ pub enum TaskRef {
 pub struct NextTasks {
     /// The workflow id (`run_...`).
     pub workflow_id: String,
-    /// At most this many (default 50, at most 500).
+    /// At most this many (default 10, at most 500).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
     /// Where the previous page ended: its `next_cursor`.

@@ -667,13 +667,13 @@ async fn next_tasks_come_in_pages_each_ready_task_once() {
         e.workflow_next_tasks(&NextTasks { workflow_id: w.clone(), limit, cursor }).unwrap()
     };
 
-    // Fifty a page by default; the cursor walks the plan, and the last page has none.
+    // Ten a page by default; the cursor walks the plan, and the last page has none.
     let (mut seen, mut cursor, mut pages) = (Vec::new(), None, 0);
     loop {
         let answer = page(cursor.take(), None);
-        assert!(answer.tasks.len() <= 50);
+        assert!(answer.tasks.len() <= 10);
         pages += 1;
-        if pages == 3 {
+        if pages == 15 {
             // Tasks claimed meanwhile: those not yet listed drop out; nothing comes twice.
             for id in &ids[140..160] {
                 assert!(claim(e, id, "agent:a").await.success);
@@ -685,7 +685,7 @@ async fn next_tasks_come_in_pages_each_ready_task_once() {
             None => break,
         }
     }
-    assert_eq!(pages, 10, "490 tasks in pages of 50");
+    assert_eq!(pages, 49, "490 tasks in pages of 10");
     let unique: std::collections::HashSet<&String> = seen.iter().collect();
     assert_eq!(unique.len(), seen.len(), "no task is listed twice");
     let expected: Vec<String> =
