@@ -39,12 +39,16 @@ def structured(result, tool):
     return result.structured_content
 
 
-async def calls(clients, names, duration):
+async def register(clients, names):
     for client, name in zip(clients, names):
         structured(
             await client.call_tool("agent_register", {"name": name.removeprefix("agent:"), "runtime": "bench"}),
             "agent_register",
         )
+
+
+async def calls(clients, names, duration):
+    await register(clients, names)
     say(phase="start")
     start = cpu()
     until = time.monotonic() + duration
@@ -61,11 +65,7 @@ async def calls(clients, names, duration):
 
 
 async def workflow(clients, names, workflow_id):
-    for client, name in zip(clients, names):
-        structured(
-            await client.call_tool("agent_register", {"name": name.removeprefix("agent:"), "runtime": "bench"}),
-            "agent_register",
-        )
+    await register(clients, names)
     say(phase="start")
     start = cpu()
 

@@ -332,6 +332,17 @@ async fn lean_calls(
             })
         })
         .collect();
+    finish(loops, daemon, started, from).await
+}
+
+/// The phase the lean clients' `loops` (each answering its operations) made since `started`, when
+/// the daemon had used `from` of CPU.
+async fn finish(
+    loops: Vec<tokio::task::JoinHandle<anyhow::Result<u64>>>,
+    daemon: &Server,
+    started: Instant,
+    from: Option<Duration>,
+) -> anyhow::Result<Phase> {
     let mut ops = 0;
     for l in loops {
         ops += l.await??;
@@ -394,10 +405,5 @@ async fn lean_workflow(base: &str, daemon: &Server, agents: usize, workflow: &st
             })
         })
         .collect();
-    let mut ops = 0;
-    for l in loops {
-        ops += l.await??;
-    }
-    let daemon_cpu = daemon.cpu().zip(from).map(|(to, from)| to.saturating_sub(from)).unwrap_or_default();
-    Ok(Phase { ops, seconds: started.elapsed().as_secs_f64(), daemon_cpu, client_cpu: None, bridge_cpu: None })
+    finish(loops, daemon, started, from).await
 }
