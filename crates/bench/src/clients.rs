@@ -7,6 +7,7 @@
 //! daemon's CPU is read from `/proc` around each measured phase; the SDK driver reports its own CPU
 //! and, after its sessions close, its bridges'.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
@@ -233,7 +234,7 @@ async fn sdk(args: &ClientsArgs, daemon: &Server, kind: Kind, mode: &[&str]) -> 
             }
             Some("end") => {
                 let seconds = started.context("an end before a start")?.elapsed().as_secs_f64();
-                let daemon_cpu = daemon.cpu().zip(daemon_from).map(|(to, from)| to.saturating_sub(from));
+                let daemon_cpu = daemon.cpu_since(daemon_from);
                 phase = Some(Phase {
                     ops: said["ops"].as_u64().context("no ops")?,
                     seconds,
@@ -259,26 +260,30 @@ async fn sdk(args: &ClientsArgs, daemon: &Server, kind: Kind, mode: &[&str]) -> 
     phase.context("the SDK driver ended without figures")
 }
 
-/// A 2026-07-28 `tools/call` endpoint of the worker profile, and a call to it.
+/// A lean client: one HTTP/1 connection POSTing 2026-07-28 `tools/call`s to `/mcp`, each tool's
+/// endpoint (its headers) built once.
 struct Lean {
     conn: http1::Connection,
     target: http1::Target,
+    endpoints: HashMap<String, http1::Endpoint>,
     id: u64,
 }
 
 impl Lean {
     async fn connect(base: &str) -> anyhow::Result<Lean> {
         let target = http1::Target::new(base)?;
-        Ok(Lean { conn: target.connect().await?, target, id: 0 })
+        Ok(Lean { conn: target.connect().await?, target, endpoints: HashMap::new(), id: 0 })
     }
 
     /// The structured answer, or `Err` with the refusal's text.
-    async fn call(&mut self, path: &str, tool: &str, arguments: Value) -> anyhow::Result<Result<Value, String>> {
-        let endpoint = self
-            .target
-            .post(path, &[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", tool)])?;
+    async fn call(&mut self, tool: &str, arguments: Value) -> anyhow::Result<Result<Value, String>> {
+        if !self.endpoints.contains_key(tool) {
+            let headers = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", tool)];
+            self.endpoints.insert(tool.to_owned(), self.target.post("/mcp", &headers)?);
+        }
         self.id += 1;
-        let answer = self.conn.ok(&endpoint, Bytes::from(super::mcp::request(self.id, tool, arguments))).await?;
+        let body = Bytes::from(super::mcp::request(self.id, tool, arguments));
+        let answer = self.conn.ok(&self.endpoints[tool], body).await?;
         let mut answer: Value = serde_json::from_slice(&answer)?;
         let result = answer["result"].take();
         if result["isError"] != false {
@@ -288,7 +293,7 @@ impl Lean {
     }
 
     async fn ok(&mut self, tool: &str, arguments: Value) -> anyhow::Result<Value> {
-        self.call("/mcp", tool, arguments).await?.map_err(|e| anyhow::anyhow!("{tool} failed: {e}"))
+        self.call(tool, arguments).await?.map_err(|e| anyhow::anyhow!("{tool} failed: {e}"))
     }
 }
 
@@ -347,7 +352,7 @@ async fn finish(
     for l in loops {
         ops += l.await??;
     }
-    let daemon_cpu = daemon.cpu().zip(from).map(|(to, from)| to.saturating_sub(from)).unwrap_or_default();
+    let daemon_cpu = daemon.cpu_since(from).unwrap_or_default();
     Ok(Phase { ops, seconds: started.elapsed().as_secs_f64(), daemon_cpu, client_cpu: None, bridge_cpu: None })
 }
 
@@ -387,7 +392,7 @@ async fn lean_workflow(base: &str, daemon: &Server, agents: usize, workflow: &st
                     }
                     let task = tasks[(index * 7) % tasks.len()]["id"].as_str().context("a task without id")?.to_owned();
                     // A lost race answers `success: false`: a retry, not a task.
-                    let claim = lean.call("/mcp", "task_claim", json!({"task_id": task, "agent_id": agent})).await?;
+                    let claim = lean.call("task_claim", json!({"task_id": task, "agent_id": agent})).await?;
                     if !claim.is_ok_and(|c| c["success"] == true) {
                         continue;
                     }

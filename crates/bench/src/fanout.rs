@@ -107,7 +107,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<()> {
         let before = server.cpu();
         let total = u64::from(args.rate) * u64::from(alone);
         write(&args, transport, &server.addr, total, start).await?;
-        let cpu = server.cpu().zip(before).map(|(after, before)| after.saturating_sub(before)).unwrap_or_default();
+        let cpu = server.cpu_since(before).unwrap_or_default();
         outcome.writer_us = cpu.as_secs_f64() * 1e6 / total.max(1) as f64;
         results.push((transport, outcome));
         if let Some(redis) = redis {
@@ -210,7 +210,7 @@ async fn measure(args: &FanoutArgs, transport: Transport, server: &Server, start
         out_of_order += tally.out_of_order;
         latencies.extend(tally.latencies);
     }
-    let cpu = server.cpu().zip(cpu_before).map(|(after, before)| after.saturating_sub(before)).unwrap_or_default();
+    let cpu = server.cpu_since(cpu_before).unwrap_or_default();
     latencies.sort_unstable();
     let mut acks = acks;
     acks.sort_unstable();

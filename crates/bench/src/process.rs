@@ -80,4 +80,9 @@ impl Server {
     pub(super) fn cpu(&self) -> Option<Duration> {
         super::process_cpu_of(&format!("/proc/{}/stat", self.pid))
     }
+
+    /// The CPU time it used since it had used `from`.
+    pub(super) fn cpu_since(&self, from: Option<Duration>) -> Option<Duration> {
+        Some(self.cpu()?.saturating_sub(from?))
+    }
 }
