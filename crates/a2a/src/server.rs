@@ -403,7 +403,7 @@ impl Face {
             Op::Send => self.send(version, params, who).await.map(Reply::Json),
             Op::Get => {
                 let id = task_id(params)?;
-                visible(&self.engine, who, &id)?;
+                visible(&self.engine, who, &id).await?;
                 let history = history_length(params);
                 Ok(Reply::Json(wire::task_json(&self.task(&id, history).await?, version)))
             }
@@ -417,7 +417,7 @@ impl Face {
             }
             Op::Subscribe => {
                 let id = task_id(params)?;
-                visible(&self.engine, who, &id)?;
+                visible(&self.engine, who, &id).await?;
                 if self.task(&id, Some(0)).await?.state.is_terminal() {
                     return Err(RpcError::unsupported(format!("task {id} has ended: read it with GetTask")));
                 }
@@ -465,7 +465,7 @@ impl Face {
         .ok_or_else(|| RpcError::invalid_params("taskId: required, the task's id"))?;
         // Who may see the task may set its webhooks; to anyone else it does not exist, and an
         // unknown task's webhooks are not found, even to delete.
-        visible(&self.engine, who, &task)?;
+        visible(&self.engine, who, &task).await?;
         let shown = self.task(&task, Some(0)).await?;
         let config_id = || match version {
             Version::V10 => text(&["id"]),
@@ -692,7 +692,7 @@ impl Face {
 
     /// The client's message to the agent working `task`: what it asked for, or more to go on.
     async fn answer(&self, mut message: wire::Message, who: &Who, task: &str) -> Result<(), RpcError> {
-        visible(&self.engine, who, task)?;
+        visible(&self.engine, who, task).await?;
         let shown = self.task(task, Some(0)).await?;
         if shown.state.is_terminal() {
             return Err(RpcError::unsupported(format!("task {task} has ended: send a new message without its taskId")));
@@ -790,13 +790,13 @@ impl Face {
     /// `CancelTask` / `tasks/cancel`: the caller's cancel of a task it asked for.
     async fn cancel(&self, version: Version, params: &Map<String, Value>, who: &Who) -> Result<Value, RpcError> {
         let id = task_id(params)?;
-        visible(&self.engine, who, &id)?;
+        visible(&self.engine, who, &id).await?;
         let shown = self.task(&id, None).await?;
         if shown.state.is_terminal() {
             return Err(RpcError::not_cancelable(format!("task {id} has ended")));
         }
         let from = if who.sees_all {
-            requester_of(&self.engine, &id).unwrap_or_else(|| who.from.clone())
+            requester_of(&self.engine, &id).await.unwrap_or_else(|| who.from.clone())
         } else {
             who.from.clone()
         };
@@ -814,7 +814,12 @@ impl Face {
     /// events: its state (waiting for input while the agent's last progress asks for it and no reply
     /// came since), the A2A messages exchanged (its history), and the message that ended it.
     pub(crate) async fn task(&self, id: &str, history: Option<usize>) -> Result<wire::Task, RpcError> {
-        let view = self.engine.task(id).ok_or_else(|| RpcError::task_not_found(id))?;
+        let view = self
+            .engine
+            .find_task(id)
+            .await
+            .map_err(|e| RpcError::internal(e.to_string()))?
+            .ok_or_else(|| RpcError::task_not_found(id))?;
         let filter = Filter { task_id: Some(id.to_owned()), ..Filter::default() };
         let mut events = Vec::new();
         let mut after = 0;
@@ -980,13 +985,13 @@ fn message_of(params: &Map<String, Value>) -> Result<wire::Message, RpcError> {
 }
 
 /// Who asked for task `id`.
-fn requester_of(engine: &Engine, id: &str) -> Option<String> {
-    engine.task(id).and_then(|t| t.requester)
+async fn requester_of(engine: &Engine, id: &str) -> Option<String> {
+    engine.find_task(id).await.ok().flatten().and_then(|t| t.requester)
 }
 
 /// Task `id` as `who` may see it: its own (or any, for an admin); else it is not found.
-fn visible(engine: &Engine, who: &Who, id: &str) -> Result<(), RpcError> {
-    if who.sees_all || requester_of(engine, id).as_deref() == Some(who.from.as_str()) {
+async fn visible(engine: &Engine, who: &Who, id: &str) -> Result<(), RpcError> {
+    if who.sees_all || requester_of(engine, id).await.as_deref() == Some(who.from.as_str()) {
         Ok(())
     } else {
         Err(RpcError::task_not_found(id))

@@ -26,6 +26,7 @@ mod llm;
 mod mcp;
 mod positions;
 mod process;
+mod soak;
 mod tasks;
 mod tools;
 mod workflow;
@@ -98,6 +99,13 @@ pub enum Command {
   clutch bench clients --clients 16 --agents 8 --tasks 200 --duration 5
   clutch bench clients --no-stdio")]
     Clients(clients::ClientsArgs),
+    /// A daemon that runs for months, compressed: N tasks (request, accept, result) through a
+    /// `clutch serve` process over HTTP; its memory, append latency and the engine's longest lock
+    /// hold at each step, then its restart time.
+    #[command(after_help = "EXAMPLES:
+  clutch bench soak                                    # 1,000,000 tasks, a line per 100,000
+  clutch bench soak --tasks 200000 --every 20000 --writers 8")]
+    Soak(soak::SoakArgs),
     /// Built-in LLM agents against a fake provider in this process: the runtime's own time per turn,
     /// tasks/s with N agents while the provider takes 200 ms per answer, and memory per idle agent.
     #[command(after_help = "EXAMPLES:
@@ -174,6 +182,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Tools(args) => tools::run(args).await,
         Command::Fanout(args) => fanout::run(args).await,
         Command::Clients(args) => clients::run(args).await,
+        Command::Soak(args) => soak::run(args).await,
         Command::Llm(args) => llm::run(args).await,
         Command::Positions(args) => positions::run(args).await,
     }
@@ -326,7 +335,7 @@ async fn append(args: AppendArgs) -> anyhow::Result<()> {
             let schema = format!("bench_{stamp}");
             eprintln!("bench: anchor: plain PostgreSQL single-row insert loop for {anchor_seconds} s …");
             let anchor = pg_anchor(url, &schema, Duration::from_secs(anchor_seconds), args.payload_bytes).await?;
-            let options = clutch_store_postgres::Options { schema: Some(schema.clone()), pool_size: 8 };
+            let options = clutch_store_postgres::Options { schema: Some(schema.clone()), pool_size: 8, writer: true };
             let store = clutch_store_postgres::Store::open(url, options).await?;
             let what = "PostgreSQL (synchronous_commit=on)".to_string();
             (Arc::new(store), anchor, what, Cleanup::Schema(url.clone(), schema))

@@ -18,10 +18,16 @@ pub(super) struct Server {
 
 impl Server {
     pub(super) async fn clutch(dir: &std::path::Path) -> anyhow::Result<Server> {
+        Server::clutch_with(dir, &[]).await
+    }
+
+    /// `clutch serve` on `dir` with these environment variables (its configuration) set.
+    pub(super) async fn clutch_with(dir: &std::path::Path, env: &[(&str, String)]) -> anyhow::Result<Server> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let mut child = tokio::process::Command::new(std::env::current_exe()?)
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env_remove("CLUTCH_TOKEN")
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
@@ -75,6 +81,14 @@ impl Server {
         if tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await.is_err() {
             let _ = self.child.kill().await;
         }
+    }
+
+    /// Its resident memory, in bytes, from `/proc/PID/status`.
+    pub(super) fn rss(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
     }
 
     pub(super) fn cpu(&self) -> Option<Duration> {

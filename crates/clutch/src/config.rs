@@ -191,6 +191,13 @@ pub struct EngineTimers {
     pub queue_timeout_ms: u64,
     /// Runtime limit for agents whose card sets none (0 = none).
     pub default_max_runtime_ms: u64,
+    /// How long an ended task stays in memory; then it leaves, and reads of it come from the log.
+    pub ended_retention_ms: u64,
+    /// Ended tasks kept in memory at most: past this the oldest leave before their retention ends.
+    pub ended_max: usize,
+    /// Tombstones kept of tasks that left memory, so late messages about them are refused without a
+    /// lookup (about 40 bytes each; past them the log is asked).
+    pub tombstones: usize,
     /// Save a snapshot of the engine's state every this many events (0 = only on a clean stop): a start
     /// loads it and replays only the events after it.
     pub snapshot_every: u64,
@@ -214,6 +221,9 @@ impl Default for EngineTimers {
             retry_backoff_max_ms: ms(o.retry_backoff_max),
             queue_timeout_ms: ms(o.queue_timeout),
             default_max_runtime_ms: o.default_max_runtime.map_or(0, ms),
+            ended_retention_ms: ms(o.ended_retention),
+            ended_max: o.ended_max,
+            tombstones: o.tombstones,
             snapshot_every: o.snapshot_every,
             snapshot_interval_ms: ms(o.snapshot_interval),
         }
@@ -654,6 +664,9 @@ impl Config {
             retry_backoff_max: ms(e.retry_backoff_max_ms.max(e.retry_backoff_ms)),
             queue_timeout: ms(e.queue_timeout_ms),
             default_max_runtime: (e.default_max_runtime_ms > 0).then(|| ms(e.default_max_runtime_ms)),
+            ended_retention: ms(e.ended_retention_ms),
+            ended_max: e.ended_max,
+            tombstones: e.tombstones,
             snapshot_every: e.snapshot_every,
             snapshot_interval: ms(e.snapshot_interval_ms),
             // Checked on load: a policy that does not build here allows nothing beyond public addresses.

@@ -48,6 +48,7 @@ use crate::{Error, Refusal, Result};
 mod apply;
 mod approvals;
 mod client;
+mod evict;
 mod inbox;
 #[cfg(feature = "testing")]
 mod machine;
@@ -106,6 +107,13 @@ pub struct Options {
     /// The operator's policy (org.yaml, workflows.yaml): tool allowlists, budgets, signing keys,
     /// workflow steps and payload schemas.
     pub policy: Arc<Policy>,
+    /// How long an ended task stays in memory before it leaves (its reads then come from the log)...
+    pub ended_retention: Duration,
+    /// ...and how many ended tasks may stay at most: past this the oldest leave sooner, so a burst
+    /// of work never sits in memory for a whole retention.
+    pub ended_max: usize,
+    /// Tombstones kept of tasks that left memory (about 40 bytes each; past them the log is asked).
+    pub tombstones: usize,
     /// Save a snapshot of the state after this many events (0: only on a clean stop)...
     pub snapshot_every: u64,
     /// ...and not sooner than this after the start or the last one: saving stalls the writer in
@@ -138,6 +146,9 @@ impl Default for Options {
             queue_timeout: Duration::from_secs(300),
             default_max_runtime: None,
             policy: Arc::new(Policy::default()),
+            ended_retention: Duration::from_secs(300),
+            ended_max: 10_000,
+            tombstones: 100_000,
             snapshot_every: 100_000,
             snapshot_interval: Duration::from_secs(60),
             clock: Clock::system(),
@@ -175,10 +186,16 @@ struct Inner {
     saved_at: Mutex<std::time::Instant>,
     /// The `seq` of the snapshot loaded on start (0: none).
     snapshot_seq: u64,
-    /// How many refusals may still be recorded in the log: a burst of 20, then 2 a second.
+    /// How many refusals may still be recorded in the log: a burst of 20, then 2 a second...
     refusal_budget: Throttle,
+    /// ...and for each sender they claim to be from, a burst of 5, then one every 10 seconds, so
+    /// one sender's flood leaves the others their share.
+    refusal_budget_per_sender: crate::throttle::Throttles,
     /// The positions the runner serves, as it announced them (see [`Engine::set_positions`]).
     positions: std::sync::RwLock<Vec<Value>>,
+    /// The longest the engine's lock was held by its own work (a reactor pass, a snapshot), in
+    /// microseconds: the longest the writer could have waited for it.
+    longest_hold_us: AtomicU64,
 }
 
 #[derive(Default, serde::Serialize, serde::Deserialize)]
@@ -195,14 +212,32 @@ struct State {
     tasks: HashMap<String, Task>,
     /// Each task's events, in order.
     histories: HashMap<String, Vec<Step>>,
+    /// (ended ms, task id) of the ended tasks still in memory: they leave `ended_retention` later.
+    #[serde(default)]
+    ended: BTreeSet<(i64, String)>,
+    /// The tasks that left memory (see `evict`); not saved: past a restart the log is asked.
+    #[serde(skip)]
+    tombstones: evict::Tombstones,
+    /// What the last eviction took out of memory, to be freed outside the lock.
+    #[serde(skip)]
+    evicted: Vec<(Task, Option<Vec<Step>>)>,
+    /// The creation time (ms, from its id) of the newest task that left memory: a lifecycle message
+    /// about an unknown task no newer than this may concern one.
+    #[serde(default)]
+    evicted_ms: u64,
     /// Task ids per run, in the order they appeared.
     runs: HashMap<String, Run>,
     /// (due ms, task id) of every task timer.
     due: BTreeSet<(i64, String)>,
     /// (queued since ms, task id) of tasks waiting for an agent.
     queued: BTreeSet<(i64, String)>,
-    /// Something changed that may let a queued task be routed (a slot freed, an agent came back).
-    capacity_changed: bool,
+    /// Agents that may take more now (a slot freed, back online, a new card): the queued tasks one
+    /// of them could take are routed again, and no others.
+    #[serde(default)]
+    freed: BTreeSet<String>,
+    /// Queued tasks woken to be routed again, in all (for tests).
+    #[serde(skip)]
+    woken: u64,
     /// Counts routed deliveries: the round-robin clock.
     routing_clock: u64,
     next_agent_check_ms: i64,
@@ -216,7 +251,7 @@ struct State {
     sessions: Sessions,
 }
 
-#[derive(Default, serde::Serialize, serde::Deserialize)]
+#[derive(Default, Clone, serde::Serialize, serde::Deserialize)]
 struct Run {
     tasks: Vec<String>,
     /// When its first task event happened (its wall time counts from here).
@@ -224,6 +259,9 @@ struct Run {
     usage: Usage,
     budget_exhausted: bool,
     budget_notice_sent: bool,
+    /// How many of its tasks ended and left memory.
+    #[serde(default)]
+    evicted: u64,
 }
 
 impl Engine {
@@ -250,6 +288,11 @@ impl Engine {
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Notes that the engine's own work held its lock for `held`.
+    fn held(&self, held: Duration) {
+        self.inner.longest_hold_us.fetch_max(held.as_micros() as u64, Ordering::Relaxed);
     }
 
     fn agent_status(&self, agent_id: &str) -> Result<Status> {

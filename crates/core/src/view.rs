@@ -62,6 +62,50 @@ pub struct Removed {
     pub seq: u64,
 }
 
+/// What the engine holds in memory: in-flight work, ended work still within its retention, and the
+/// tombstones of what left. A daemon's footprint follows these, not its age.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Footprint {
+    /// Routed tasks in memory, ended or not.
+    pub tasks: u64,
+    /// Of those, the ended ones waiting out their retention.
+    pub ended_in_memory: u64,
+    /// Tasks that ended and left memory, remembered by id and final state.
+    pub tombstones: u64,
+    pub runs: u64,
+    pub agents: u64,
+    /// The longest the engine's own work (a reactor pass, a snapshot) held its lock since the start,
+    /// in microseconds: the longest an append could have waited for it.
+    pub longest_hold_us: u64,
+}
+
+impl Footprint {
+    /// As Prometheus gauges.
+    pub fn render(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        for (name, help, value) in [
+            ("clutch_engine_tasks", "Routed tasks in memory, ended or not.", self.tasks as f64),
+            (
+                "clutch_engine_ended_tasks",
+                "Ended tasks in memory, waiting out their retention.",
+                self.ended_in_memory as f64,
+            ),
+            ("clutch_engine_tombstones", "Ended tasks that left memory, remembered by id.", self.tombstones as f64),
+            ("clutch_engine_runs", "Runs in memory.", self.runs as f64),
+            ("clutch_engine_agents", "Agents registered.", self.agents as f64),
+            (
+                "clutch_engine_longest_hold_seconds",
+                "Longest hold of the engine's lock by its own work since the start.",
+                self.longest_hold_us as f64 / 1e6,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+        }
+        out
+    }
+}
+
 /// A heartbeat taken: the agent is online until it has been silent too long.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Heartbeat {

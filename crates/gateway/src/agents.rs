@@ -64,7 +64,7 @@ pub(crate) async fn heartbeat(
 }
 
 pub(crate) async fn task(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let task = state.engine.task(&id).ok_or_else(|| {
+    let task = state.engine.find_task(&id).await?.ok_or_else(|| {
         ApiError::new(ErrorCode::TaskNotFound, format!("no task `{id}`: tasks begin with a task.request"))
             .field("task_id")
     })?;
@@ -74,7 +74,8 @@ pub(crate) async fn task(State(state): State<AppState>, Path(id): Path<String>) 
 pub(crate) async fn run_tasks(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let tree = state
         .engine
-        .run_tasks(&id)
+        .find_run_tasks(&id)
+        .await?
         .ok_or_else(|| ApiError::new(ErrorCode::RunNotFound, format!("run `{id}` has no task")).field("run_id"))?;
     Ok(axum::Json(tree).into_response())
 }

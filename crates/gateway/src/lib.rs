@@ -176,7 +176,9 @@ async fn health(State(state): State<AppState>) -> Result<Response, ApiError> {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.log.metrics().render()).into_response()
+    let mut text = state.log.metrics().render();
+    text.push_str(&state.engine.footprint().render());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 /// No route: a caller without a known token learns not even that (401), any other gets 404.

@@ -28,7 +28,11 @@ pub(crate) fn created(task_id: &str) -> CreateTaskResult {
 /// answer with the task's state and the message that ended it (`isError` unless it completed).
 pub(crate) async fn get(engine: &Engine, caller: &Caller, task_id: &str) -> Result<GetTaskResult, ErrorData> {
     caller.may(Access::Read).map_err(|r| ErrorData::invalid_request(r.message, None))?;
-    let task = engine.task(task_id).ok_or_else(|| unknown(task_id))?;
+    let task = engine
+        .find_task(task_id)
+        .await
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+        .ok_or_else(|| unknown(task_id))?;
     let session = engine.sessions_list(Some(&task.run_id)).sessions.pop();
     let created = task.history.as_ref().and_then(|h| h.first()).map(|s| s.ts.clone()).unwrap_or_default();
     let updated = task.history.as_ref().and_then(|h| h.last()).map(|s| s.ts.clone()).unwrap_or_default();

@@ -66,6 +66,13 @@ pub fn check(kind: Kind, s: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The 128-bit value of an id of `kind` (its ULID), or `None` when `s` is not one (see [`check`]).
+/// Its top 48 bits are the id's creation time in milliseconds.
+pub fn value(kind: Kind, s: &str) -> Option<u128> {
+    check(kind, s).ok()?;
+    ulid::Ulid::from_string(&s[kind.prefix().len()..]).ok().map(|u| u.0)
+}
+
 fn is_crockford(c: char) -> bool {
     matches!(c, '0'..='9' | 'A'..='H' | 'J' | 'K' | 'M' | 'N' | 'P'..='T' | 'V'..='Z')
 }
@@ -177,6 +184,8 @@ mod tests {
             let b = generate_at(kind, t1);
             check(kind, &a).unwrap();
             assert!(a < b, "{a} should sort before {b}");
+            assert_eq!(value(kind, &a).map(|v| (v >> 80) as u64), Some(1_700_000_000_000), "{a}");
+            assert!(value(kind, &a) < value(kind, &b));
         }
     }
 
@@ -187,6 +196,7 @@ mod tests {
         assert!(check(Kind::Run, "run_01HX00000000000000000000IL").unwrap_err().contains("Crockford"));
         assert!(check(Kind::Run, "run_81HX000000000000000000000A").unwrap_err().contains("128 bits"));
         assert!(check(Kind::Run, "run_01hx000000000000000000000a").is_err());
+        assert_eq!(value(Kind::Task, "run_01HX0000000000000000000000"), None);
     }
 
     #[test]

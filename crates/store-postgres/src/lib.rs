@@ -24,6 +24,10 @@ pub struct Options {
     pub schema: Option<String>,
     /// The most connections the store keeps open at once; at least 1.
     pub pool_size: usize,
+    /// Hold the schema's writer lock while the store is open (a session advisory lock on a
+    /// connection of its own): another store opened with it on the same schema fails with
+    /// [`Error::Busy`]. What `clutch serve` does, until several daemons on one database are supported.
+    pub writer: bool,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -44,6 +48,12 @@ pub enum Error {
          upgrade Clutch or use another schema"
     )]
     TooNew { schema: String, found: i64, known: i64 },
+    #[error(
+        "another Clutch daemon is already serving schema `{schema}` of the PostgreSQL database at {target} \
+         ({holder}); several daemons on one database are not supported yet: stop that one first, or give \
+         this one a database of its own"
+    )]
+    Busy { target: String, schema: String, holder: String },
 }
 
 /// The event log and artifact store in one PostgreSQL schema.
@@ -53,6 +63,9 @@ pub struct Store {
     closed: AtomicBool,
     /// Identifies this store's schema in the advisory locks (see [`lock_key`]).
     lock_key: i32,
+    /// The session holding the writer lock, when the store was opened with [`Options::writer`]:
+    /// closing it (on [`Backend::close`] or drop) releases the lock.
+    writer: std::sync::Mutex<Option<tokio_postgres::Client>>,
 }
 
 impl Store {
@@ -79,12 +92,16 @@ impl Store {
             migrate::Error::TooNew { found, known } => Error::TooNew { schema: schema.clone(), found, known },
         })?;
 
+        let writer = match options.writer {
+            true => Some(claim_writer(&config, &target, &schema, lock_key).await?),
+            false => None,
+        };
         let pool = build_pool(config, &schema, options.pool_size)
             .map_err(|reason| Error::Options(format!("cannot build the connection pool: {reason}")))?;
         // Fail now, not on the first request, if pooled connections cannot be set up.
         drop(pool.get().await.map_err(|e| Error::Connect { target: target.clone(), reason: describe_pool(&e) })?);
         tracing::info!(server = %target, schema = %schema, pool_size = options.pool_size, "opened PostgreSQL store");
-        Ok(Store { pool, closed: AtomicBool::new(false), lock_key })
+        Ok(Store { pool, closed: AtomicBool::new(false), lock_key, writer: std::sync::Mutex::new(writer) })
     }
 
     async fn client(&self) -> clutch_store::Result<deadpool_postgres::Client> {
@@ -253,6 +270,7 @@ impl Backend for Store {
     async fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.pool.close();
+        drop(self.writer.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
 }
 
@@ -365,6 +383,63 @@ const POOL_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The schema's half of the advisory-lock keys: FNV-1a of its name, so stores on different schemas of one
 /// database do not wait for each other while daemons sharing a schema do.
+/// How long opening a writer waits for the writer lock before it says another daemon holds it.
+const WRITER_WAIT: Duration = Duration::from_secs(3);
+
+/// Takes the schema's writer lock on a session of its own, held for as long as the returned client
+/// lives. Its key is the two-part `(lock_key, 1)`, a space apart from the one-part key of appends
+/// and migrations, so it never waits on them nor they on it.
+async fn claim_writer(
+    config: &tokio_postgres::Config,
+    target: &str,
+    schema: &str,
+    lock_key: i32,
+) -> Result<tokio_postgres::Client> {
+    let connect = |e: tokio_postgres::Error| Error::Connect { target: target.to_owned(), reason: describe(&e) };
+    let (client, connection) = config.connect(NoTls).await.map_err(connect)?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(error = %e, "the PostgreSQL session holding the writer lock ended");
+        }
+    });
+    // A daemon that was just killed holds it until the server sees its session end: a moment.
+    let deadline = std::time::Instant::now() + WRITER_WAIT;
+    loop {
+        let row = client.query_one("SELECT pg_try_advisory_lock($1, 1)", &[&lock_key]).await.map_err(connect)?;
+        if row.get::<_, bool>(0) {
+            return Ok(client);
+        }
+        if std::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let holder = client
+        .query_opt(
+            "SELECT a.pid, host(a.client_addr), to_char(a.backend_start, 'YYYY-MM-DD HH24:MI:SS TZ') \
+             FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+             WHERE l.locktype = 'advisory' AND l.granted AND l.classid::int4 = $1 AND l.objid = 1 AND l.objsubid = 2",
+            &[&lock_key],
+        )
+        .await
+        .ok()
+        .flatten()
+        .map_or_else(
+            || "its session could not be identified".to_owned(),
+            |row| {
+                let pid: i32 = row.get(0);
+                let from: Option<String> = row.get(1);
+                let since: Option<String> = row.get(2);
+                format!(
+                    "PostgreSQL backend pid {pid}, from {}, connected since {}",
+                    from.as_deref().unwrap_or("a local socket"),
+                    since.as_deref().unwrap_or("an unknown time")
+                )
+            },
+        );
+    Err(Error::Busy { target: target.to_owned(), schema: schema.to_owned(), holder })
+}
+
 fn lock_key(schema: &str) -> i32 {
     let hash = schema.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
     i32::from_ne_bytes(hash.to_ne_bytes())

@@ -95,3 +95,22 @@ fn bench_clients_measures_the_sdk_beside_the_lean_client() {
     assert!(!out.stdout.contains(" 0 calls/s"), "{out:?}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{out:?}");
 }
+
+#[test]
+fn bench_soak_reports_each_step_and_reads_ended_work_back_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = clutch();
+    cmd.args(["bench", "soak", "--tasks", "3000", "--every", "1000", "--writers", "2", "--batch", "50"])
+        .args(["--retention-ms", "0", "--dir"])
+        .arg(dir.path());
+    let out = run(cmd, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    // A line per 1,000 tasks (the last one at 3,000), each with the daemon's RSS.
+    let steps =
+        out.stdout.lines().filter(|l| l.trim_start().chars().next().is_some_and(|c| c.is_ascii_digit())).count();
+    assert!(steps >= 3, "{out:?}");
+    assert!(out.stdout.lines().any(|l| l.trim_start().starts_with("3,000 ")), "{out:?}");
+    assert!(out.stdout.contains("read back from the log; a late message about it refused"), "{out:?}");
+    assert!(out.stdout.contains("restart: ready in"), "{out:?}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{out:?}");
+}

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
-use crate::support::{Daemon, clutch, message, post, run, run_id};
+use crate::support::{Daemon, FreshDatabase, clutch, message, pg_url, post, run, run_id};
 
 #[tokio::test]
 async fn starts_without_config_and_stops_cleanly_on_sigterm() {
@@ -77,4 +77,31 @@ fn a_bad_store_is_a_clear_error() {
     let out = run(cmd, "");
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(out.stderr.contains("cannot open the SQLite store"), "{out:?}");
+}
+
+#[tokio::test]
+async fn a_second_daemon_on_one_postgres_database_refuses_to_start_and_says_why() {
+    let Some(url) = pg_url() else { return };
+    let database = FreshDatabase::create(&url).await;
+    let db = database.url.clone();
+    let serve = move || {
+        let mut cmd = clutch();
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--db"]).arg(&db);
+        cmd
+    };
+    let first = Daemon::spawn(serve());
+    let second = serve.clone();
+    let out = tokio::task::spawn_blocking(move || run(second(), "")).await.unwrap();
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("another Clutch daemon is already serving schema `public`"), "{out:?}");
+    assert!(out.stderr.contains("not supported yet"), "{out:?}");
+    // The first one serves on, and once it stops the database is free again.
+    let http = reqwest::Client::new();
+    let (status, _) = post(&http, &first.url, &message(&run_id(), "still here")).await;
+    assert_eq!(status, 201);
+    let (status, stderr) = first.terminate();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let again = Daemon::spawn(serve());
+    let (status, stderr) = again.terminate();
+    assert_eq!(status.code(), Some(0), "{stderr}");
 }

@@ -112,6 +112,7 @@ impl State {
         self.account(options, &mut task, message, &before, at);
         if task.phase.is_terminal() && !before.0.is_terminal() {
             self.sessions.task_ended(&task.run_id, &task.id);
+            self.ended(&task);
         }
         if task.phase == Phase::Queued {
             self.queued.insert((task.since_ms, task.id.clone()));
@@ -155,6 +156,7 @@ impl State {
         before: &(Phase, Option<String>, Option<i64>),
         at: i64,
     ) {
+        evict::task_usage(task, message, before, at);
         let (old_phase, old_agent, old_accepted) = before;
         if old_phase.is_in_flight()
             && let Some(a) = old_agent.as_ref().and_then(|a| self.agents.get_mut(a))
@@ -162,11 +164,9 @@ impl State {
         {
             a.in_flight.remove(&task.id);
             if let Some(accepted) = old_accepted {
-                let worked = (at - accepted).max(0) as u64;
-                a.usage.wall_ms += worked;
-                task.usage.get_or_insert_default().wall_ms += worked;
+                a.usage.wall_ms += (at - accepted).max(0) as u64;
             }
-            self.capacity_changed = true;
+            self.freed.insert(a.card.agent_id.clone());
             match task.phase {
                 Phase::Completed => a.record_outcome(true),
                 Phase::Failed | Phase::Retrying | Phase::TimedOut => a.record_outcome(false),
@@ -199,7 +199,6 @@ impl State {
         run.usage.wall_ms = run.usage.wall_ms.max((at - first).max(0) as u64);
         if let Some(usage) = usage {
             run.usage.add(usage);
-            task.usage.get_or_insert_default().add(usage);
         }
         if !run.budget_exhausted && run_budget(options).crossed(&run.usage).is_some() {
             run.budget_exhausted = true;
@@ -226,13 +225,14 @@ impl State {
                 agent.status = status;
                 if status == Status::Online {
                     agent.last_seen_ms = agent.last_seen_ms.max(at);
-                    self.capacity_changed = true;
+                    self.freed.insert(agent_id.clone());
                 }
             }
             return;
         }
         let Ok(card) = serde_json::from_value::<AgentCard>(Value::Object(message.payload.clone())) else { return };
         let id = card.agent_id.clone();
+        self.freed.insert(id.clone());
         let budget = Agent::card_budget(&card);
         match self.agents.get_mut(&id) {
             Some(agent) => {
@@ -251,7 +251,6 @@ impl State {
                 self.agents.insert(id, agent);
             }
         }
-        self.capacity_changed = true;
     }
 }
 

@@ -19,6 +19,8 @@ impl Engine {
                 answers[i] = Some(self.heartbeat(&message.from.agent_id).await.map(Ack::Heartbeat));
             } else if let Some(Err(refusal)) = self.check_message_endpoints(&message).await {
                 answers[i] = Some(Err(refusal.into()));
+            } else if let Err(e) = self.recall(&message).await {
+                answers[i] = Some(Err(e));
             } else {
                 positions.push(i);
                 to_store.push(message);
@@ -201,7 +203,13 @@ impl Engine {
     pub async fn report_refusal(&self, message: &Message, refusal: &Refusal) {
         let metrics = self.inner.log.metrics();
         metrics.refusals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let Some(unrecorded) = self.inner.refusal_budget.take() else {
+        let sender = &message.from.agent_id;
+        let Some(unrecorded) = self
+            .inner
+            .refusal_budget_per_sender
+            .take(sender)
+            .and_then(|own| Some(own + self.inner.refusal_budget.take()?))
+        else {
             metrics.refusals_unrecorded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::debug!(id = %message.id, from = %message.from.agent_id, "message refused (not recorded: over budget)");
             return;

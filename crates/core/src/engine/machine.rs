@@ -59,6 +59,7 @@ impl Machine {
         // Each round changes the state the next one reads; a round with nothing to do ends it.
         for _ in 0..1000 {
             let (actions, _) = self.state.collect(&self.options, self.options.clock.now_ms());
+            self.state.evicted.clear();
             if actions.is_empty() {
                 return emitted;
             }
@@ -86,6 +87,11 @@ impl Machine {
     /// The `seq` of the last event applied.
     pub fn seq(&self) -> u64 {
         self.state.seq
+    }
+
+    /// How many times a queued task was woken to be routed again.
+    pub fn woken(&self) -> u64 {
+        self.state.woken
     }
 
     /// Vets one message alone and applies it at the next `seq`, stamped with the clock's time.

@@ -11,7 +11,14 @@ impl Engine {
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         loop {
-            let (actions, next) = self.state().collect(&self.inner.options, self.inner.options.clock.now_ms());
+            let (actions, next, evicted) = {
+                let mut state = self.state();
+                let pass = std::time::Instant::now();
+                let (actions, next) = state.collect(&self.inner.options, self.inner.options.clock.now_ms());
+                self.held(pass.elapsed());
+                (actions, next, std::mem::take(&mut state.evicted))
+            };
+            drop(evicted);
             let busy = !actions.is_empty();
             // One append for all of them: one commit, however many tasks arrived at once (one
             // append each made routing wait a commit per task queued before it).
@@ -97,6 +104,7 @@ impl State {
 
     /// What the reactor should do now, and when to look again.
     pub(super) fn collect(&mut self, options: &Options, now: i64) -> (Vec<Action>, i64) {
+        let evicted = self.evict(options, now);
         let mut actions = Vec::new();
         let mut to_route: Vec<String> = Vec::new();
         let mut messages = Vec::new();
@@ -145,9 +153,11 @@ impl State {
                 _ => {}
             }
         }
-        if self.capacity_changed {
-            self.capacity_changed = false;
-            to_route.extend(self.queued.iter().map(|(_, id)| id.clone()));
+        if !self.freed.is_empty() {
+            let freed = std::mem::take(&mut self.freed);
+            let woken = self.wakeable(options, &freed);
+            self.woken += woken.len() as u64;
+            to_route.extend(woken);
         }
         if !messages.is_empty() {
             actions.push(Action { label: "timers", messages, retry: fired.clone() });
@@ -175,8 +185,32 @@ impl State {
         if !budget.is_empty() {
             actions.push(Action { label: "budgets", messages: budget, retry: Vec::new() });
         }
-        let next = self.due.first().map_or(now + 1000, |(at, _)| *at).min(self.next_agent_check_ms);
+        let mut next = self.due.first().map_or(now + 1000, |(at, _)| *at).min(self.next_agent_check_ms);
+        if let Some(at) = self.next_eviction(options) {
+            // More than a pass's worth due: the next pass comes at once.
+            next = next.min(if evicted > 0 { now } else { at });
+        }
         (actions, next)
+    }
+
+    /// The queued tasks one of the `freed` agents could take now (the router would pick it if it
+    /// were the only agent): those are worth routing again; the rest still wait for theirs.
+    pub(super) fn wakeable(&self, options: &Options, freed: &BTreeSet<String>) -> Vec<String> {
+        if self.queued.is_empty() {
+            return Vec::new();
+        }
+        let candidates: Vec<Candidate<'_>> =
+            self.candidates(options, &[]).into_iter().filter(|c| freed.contains(&c.profile.agent_id)).collect();
+        if candidates.is_empty() {
+            return Vec::new();
+        }
+        self.queued
+            .iter()
+            .filter_map(|(_, id)| {
+                let task = self.tasks.get(id)?;
+                router::route(&ask(options, task), &candidates).selected.map(|_| id.clone())
+            })
+            .collect()
     }
 
     /// Every agent (removed ones aside, and those `skip` names) as the router sees it now.

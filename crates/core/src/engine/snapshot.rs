@@ -45,6 +45,10 @@ impl Engine {
                 };
                 state.apply(&options, event.seq, &message);
             }
+            // Ended work leaves as the replay goes, so a long log never sits in memory whole.
+            while state.evict(&options, started_ms) > 0 {
+                state.evicted.clear();
+            }
         }
         state.seq = after;
         for agent in state.agents.values_mut() {
@@ -55,6 +59,7 @@ impl Engine {
             events_replayed = after - from_snapshot,
             agents = state.agents.len(),
             tasks = state.tasks.len(),
+            ended_in_memory = state.ended.len(),
             ms = started.elapsed().as_millis() as u64,
             "engine state rebuilt"
         );
@@ -68,7 +73,9 @@ impl Engine {
             saved_at: Mutex::new(std::time::Instant::now()),
             snapshot_seq: from_snapshot,
             refusal_budget: Throttle::new(20, 2.0),
+            refusal_budget_per_sender: crate::throttle::Throttles::new(5, 0.1, 4096),
             positions: std::sync::RwLock::new(Vec::new()),
+            longest_hold_us: AtomicU64::new(0),
         };
         Ok(Engine { inner: Arc::new(inner) })
     }
@@ -79,16 +86,21 @@ impl Engine {
     }
 
     /// Saves the state as a snapshot in the store, so the next start replays only the events after it.
-    /// The state is serialized under its lock (the writer waits meanwhile); the store write is not.
+    /// The state is copied under its lock (the writer waits meanwhile: the state holds in-flight work
+    /// and at most `ended_max` ended tasks, and a task's request is shared, not copied); the copy is
+    /// serialized and written without it.
     pub async fn save_snapshot(&self) -> Result<u64> {
-        let serializing = std::time::Instant::now();
-        let (seq, body) = {
+        let (copy, locked) = {
             let state = self.state();
-            let saved = Saved { format: SNAPSHOT_FORMAT, fingerprint: self.inner.fingerprint.clone(), state: &*state };
-            let body = serde_json::to_vec(&saved).map_err(|e| Error::task(format!("engine snapshot: {e}")))?;
-            (state.seq, body)
+            let copying = std::time::Instant::now();
+            (state.copy(), copying.elapsed())
         };
-        let locked_ms = serializing.elapsed().as_millis() as u64;
+        self.held(locked);
+        let locked_ms = locked.as_millis() as u64;
+        let seq = copy.seq;
+        let saved = Saved { format: SNAPSHOT_FORMAT, fingerprint: self.inner.fingerprint.clone(), state: &copy };
+        let body = serde_json::to_vec(&saved).map_err(|e| Error::task(format!("engine snapshot: {e}")))?;
+        drop(copy);
         let started = std::time::Instant::now();
         let bytes = body.len();
         self.inner.log.set_snapshot(SNAPSHOT, &Snapshot { seq, body: body.into() }).await?;
@@ -124,6 +136,32 @@ impl Engine {
 }
 
 impl State {
+    /// What a snapshot saves of the state (what it rebuilds on load is left out).
+    fn copy(&self) -> State {
+        State {
+            seq: self.seq,
+            schemas: Registry::default(),
+            registered_schemas: self.registered_schemas.clone(),
+            agents: self.agents.clone(),
+            tasks: self.tasks.clone(),
+            histories: self.histories.clone(),
+            ended: self.ended.clone(),
+            tombstones: evict::Tombstones::default(),
+            evicted_ms: self.evicted_ms,
+            evicted: Vec::new(),
+            runs: self.runs.clone(),
+            due: self.due.clone(),
+            queued: self.queued.clone(),
+            freed: self.freed.clone(),
+            woken: 0,
+            routing_clock: self.routing_clock,
+            next_agent_check_ms: self.next_agent_check_ms,
+            workflows: self.workflows.clone(),
+            approvals: self.approvals.clone(),
+            sessions: self.sessions.clone(),
+        }
+    }
+
     /// The state a snapshot holds, if it was saved in this format, under the same options, and is not
     /// ahead of the log (a store restored from an older backup).
     pub(super) fn load(saved: &Snapshot, fingerprint: &str, head: u64, options: &Options) -> Option<State> {
@@ -174,7 +212,7 @@ pub(super) const SNAPSHOT: &str = "engine";
 
 /// Bump whenever what [`State`] holds or how events are applied to it changes: snapshots of another
 /// format are ignored and the state is rebuilt from the whole log.
-pub(super) const SNAPSHOT_FORMAT: u32 = 5;
+pub(super) const SNAPSHOT_FORMAT: u32 = 6;
 
 /// A snapshot as stored (JSON).
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -190,6 +228,10 @@ pub(super) fn fingerprint(options: &Options) -> String {
     let relevant = Options {
         snapshot_every: 0,
         snapshot_interval: Duration::ZERO,
+        // Which ended tasks are still in memory changes no answer: any retention fits any snapshot.
+        ended_retention: Duration::ZERO,
+        ended_max: 0,
+        tombstones: 0,
         clock: Clock::system(),
         outbound: Arc::default(),
         workspace_roots: Roots::default(),

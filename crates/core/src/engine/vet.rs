@@ -25,6 +25,11 @@ impl State {
             let agents = &self.agents;
             return self.workflows.check(flows, &|a| agents.get(a).map(|x| x.status), message);
         }
+        if !staged.contains_key(message.task_id.as_str())
+            && let Some(refusal) = self.tombstone(message)
+        {
+            return Err(refusal);
+        }
         if Sessions::concerns(message) {
             let task = staged.get(message.task_id.as_str()).or_else(|| self.tasks.get(&message.task_id));
             self.sessions.check(message, task.and_then(|t| t.agent.as_deref()), options.clock.now_ms())?;

@@ -52,41 +52,37 @@ impl Engine {
     }
 
     /// The message that ended task `task_id` (read from the log), or `None` while it has not ended
-    /// (or is unknown): what a face shows as the task's outcome.
+    /// (or is unknown): what a face shows as the task's outcome. A task that ended and left memory
+    /// is read from the log too.
     pub async fn task_end(&self, task_id: &str) -> Result<Option<view::Ended>> {
-        if self.state().tasks.get(task_id).is_none_or(|t| !t.phase.is_terminal()) {
-            return Ok(None);
+        {
+            let state = self.state();
+            let ended = match state.tasks.get(task_id) {
+                Some(task) => task.phase.is_terminal(),
+                None => !state.workflows.knows(task_id),
+            };
+            if !ended {
+                return Ok(None);
+            }
         }
         let filter = Filter { task_id: Some(task_id.to_owned()), ..Filter::default() };
-        let (mut after, mut last) = (0, None);
-        loop {
-            let page = self.inner.log.read(&filter, after, 1000).await?;
-            let Some(tail) = page.last() else { break };
-            after = tail.seq;
-            let full = page.len() == 1000;
-            for event in page {
-                let m = event.message()?;
-                if matches!(
-                    m.kind,
-                    MessageType::TaskResult
-                        | MessageType::TaskError
-                        | MessageType::TaskTimeout
-                        | MessageType::TaskCancel
-                ) {
-                    last = Some(view::Ended {
-                        seq: event.seq,
-                        id: m.id.clone(),
-                        kind: m.kind,
-                        from: m.from.agent_id.clone(),
-                        ts: m.ts.clone(),
-                        payload: Value::Object(m.payload.clone()),
-                    });
-                }
+        let mut last = None;
+        self.each_event(&filter, |seq, m| {
+            if matches!(
+                m.kind,
+                MessageType::TaskResult | MessageType::TaskError | MessageType::TaskTimeout | MessageType::TaskCancel
+            ) {
+                last = Some(view::Ended {
+                    seq,
+                    id: m.id.clone(),
+                    kind: m.kind,
+                    from: m.from.agent_id.clone(),
+                    ts: m.ts.clone(),
+                    payload: Value::Object(m.payload.clone()),
+                });
             }
-            if !full {
-                break;
-            }
-        }
+        })
+        .await?;
         Ok(last)
     }
 
@@ -120,39 +116,55 @@ impl Engine {
                 workflow_id: Some(w.id.clone()),
             });
         };
-        let mut children: HashMap<&str, Vec<&Task>> = HashMap::new();
-        let mut roots = Vec::new();
-        for id in &run.tasks {
-            let Some(task) = state.tasks.get(id) else { continue };
-            match task.parent_task_id.as_deref().filter(|p| state.tasks.get(*p).is_some_and(|p| p.run_id == run_id)) {
-                Some(parent) => children.entry(parent).or_default().push(task),
-                None => roots.push(task),
-            }
+        Some(run_tree(
+            run_id,
+            &run.tasks,
+            |id| state.tasks.get(id),
+            view::Usage::from(&run.usage),
+            run.budget_exhausted,
+        ))
+    }
+}
+
+/// A run's tasks (`ids`, in the order they appeared, found by `task`) as a tree by
+/// `parent_task_id`, with their counts by state.
+pub(super) fn run_tree<'a>(
+    run_id: &str,
+    ids: &'a [String],
+    task: impl Fn(&str) -> Option<&'a Task>,
+    usage: view::Usage,
+    budget_exhausted: bool,
+) -> view::RunTasks {
+    let mut children: HashMap<&str, Vec<&Task>> = HashMap::new();
+    let mut roots = Vec::new();
+    for id in ids {
+        let Some(t) = task(id) else { continue };
+        match t.parent_task_id.as_deref().filter(|p| task(p).is_some_and(|p| p.run_id == run_id)) {
+            Some(parent) => children.entry(parent).or_default().push(t),
+            None => roots.push(t),
         }
-        fn node(task: &Task, children: &HashMap<&str, Vec<&Task>>, depth: usize) -> view::Task {
-            let mut v = task_view(task);
-            let kids: Vec<view::Task> = if depth > 64 {
-                Vec::new()
-            } else {
-                children.get(task.id.as_str()).into_iter().flatten().map(|t| node(t, children, depth + 1)).collect()
-            };
-            v.children = Some(kids);
-            v
-        }
-        let mut counts: BTreeMap<view::TaskState, u64> = BTreeMap::new();
-        for id in &run.tasks {
-            if let Some(t) = state.tasks.get(id) {
-                *counts.entry(t.phase.into()).or_default() += 1;
-            }
-        }
-        Some(view::RunTasks {
-            run_id: run_id.to_owned(),
-            tasks: roots.iter().map(|t| node(t, &children, 0)).collect(),
-            counts,
-            usage: Some(view::Usage::from(&run.usage)),
-            budget_exhausted: Some(run.budget_exhausted),
-            workflow_id: None,
-        })
+    }
+    fn node(task: &Task, children: &HashMap<&str, Vec<&Task>>, depth: usize) -> view::Task {
+        let mut v = task_view(task);
+        let kids: Vec<view::Task> = if depth > 64 {
+            Vec::new()
+        } else {
+            children.get(task.id.as_str()).into_iter().flatten().map(|t| node(t, children, depth + 1)).collect()
+        };
+        v.children = Some(kids);
+        v
+    }
+    let mut counts: BTreeMap<view::TaskState, u64> = BTreeMap::new();
+    for t in ids.iter().filter_map(|id| task(id)) {
+        *counts.entry(t.phase.into()).or_default() += 1;
+    }
+    view::RunTasks {
+        run_id: run_id.to_owned(),
+        tasks: roots.iter().map(|t| node(t, &children, 0)).collect(),
+        counts,
+        usage: Some(usage),
+        budget_exhausted: Some(budget_exhausted),
+        workflow_id: None,
     }
 }
 

@@ -733,3 +733,105 @@ async fn an_inbox_waits_for_work_and_a_reply_moves_the_task_as_its_holder() {
     assert_eq!((end.kind.as_str(), end.payload["reason"].as_str()), ("task.cancel", Some("enough")));
     h.stop().await;
 }
+
+/// Waits until the engine holds `tombstones` tombstones.
+async fn until_tombstones(h: &Hub, tombstones: u64) {
+    tokio::time::timeout(GUARD, async {
+        while h.core().engine.footprint().tombstones != tombstones {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("never {tombstones} tombstones: {:?}", h.core().engine.footprint()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_tasks_leave_memory_and_are_still_read_refused_and_deduplicated() {
+    let retention = Options { ended_retention: Duration::from_millis(300), ..fast() };
+    let mut h = hub(retention.clone()).await;
+    h.register("w", json!({"capabilities": [{"id": "skill:x"}], "limits": {"max_concurrency": 4}})).await;
+    let done = new_task();
+    // A second task of the same run, still at work when the first leaves memory.
+    let working = Task { task: id::generate(Kind::Task), ..new_task() };
+    let working = Task { run: done.run.clone(), thread: done.thread.clone(), ..working };
+    for t in [&done, &working] {
+        h.send(t.request(&["skill:x"])).await.unwrap();
+        h.wait(&t.task, 0, |v| delivered_to(v).is_some()).await;
+        h.send(t.msg("agent:w", "task.accept", json!({}))).await.unwrap();
+    }
+    h.send(done.msg("agent:w", "task.progress", json!({"percent": 40, "usage": {"tokens": 70}}))).await.unwrap();
+    let mut result = done.msg("agent:w", "task.result", json!({"usage": {"tokens": 50, "cost_usd": 0.5}}));
+    result["id"] = json!(id::generate(Kind::Message));
+    let stored = seq(h.send(result.clone()).await.unwrap());
+    let engine = h.core().engine.clone();
+    let task_before = engine.task(&done.task).unwrap();
+    let run_before = engine.run_tasks(&done.run).unwrap();
+    assert_eq!(engine.footprint().ended_in_memory, 1, "within its retention an ended task stays");
+
+    until_tombstones(&h, 1).await;
+    let footprint = engine.footprint();
+    assert_eq!((footprint.tasks, footprint.ended_in_memory, footprint.runs), (1, 0, 1), "{footprint:?}");
+    assert!(engine.task(&done.task).is_none(), "the ended task left memory");
+    // Every read answers as before, from the log.
+    assert_eq!(engine.find_task(&done.task).await.unwrap().unwrap(), task_before);
+    assert_eq!(engine.find_run_tasks(&done.run).await.unwrap().unwrap(), run_before);
+    assert_eq!(engine.task_end(&done.task).await.unwrap().unwrap().seq, stored);
+    // A late lifecycle message is refused; a retry of a stored one is a duplicate.
+    let late = || done.msg("agent:w", "task.progress", json!({}));
+    assert_eq!(code(h.send(late()).await.unwrap_err()), "INVALID_TRANSITION");
+    assert_eq!(code(h.send(done.request(&["skill:x"])).await.unwrap_err()), "INVALID_TRANSITION");
+    let duplicate = |a: Ack| matches!(a, Ack::Stored(o) if o.duplicate && o.seq == stored);
+    assert!(duplicate(h.send(result.clone()).await.unwrap()));
+
+    // After a restart (from the snapshot, without tombstones, and none kept at all) the log says.
+    h.restart(Options { tombstones: 0, ..retention.clone() }).await;
+    assert!(h.core().engine.loaded_snapshot_seq() > 0);
+    assert_eq!(h.core().engine.footprint().tombstones, 0);
+    assert_eq!(code(h.send(late()).await.unwrap_err()), "INVALID_TRANSITION");
+    assert!(duplicate(h.send(result.clone()).await.unwrap()));
+    assert_eq!(h.core().engine.find_task(&done.task).await.unwrap().unwrap(), task_before);
+
+    // A rebuild from the whole log lets ended work leave as it goes.
+    h.restart(Options { queue_timeout: Duration::from_secs(301), ..retention }).await;
+    assert_eq!(h.core().engine.loaded_snapshot_seq(), 0);
+    let footprint = h.core().engine.footprint();
+    assert_eq!((footprint.tasks, footprint.tombstones), (1, 1), "{footprint:?}");
+    assert_eq!(h.core().engine.find_run_tasks(&done.run).await.unwrap().unwrap(), run_before);
+    // The task at work is untouched: it still ends as usual.
+    h.send(working.msg("agent:w", "task.result", json!({}))).await.unwrap();
+    until_tombstones(&h, 2).await;
+    let run = h.core().engine.find_run_tasks(&done.run).await.unwrap().unwrap();
+    assert_eq!(run.counts, BTreeMap::from([(TaskState::Completed, 2)]));
+    assert_eq!(h.core().engine.footprint().runs, 0, "a run leaves with its last task");
+    let gone = h.core().engine.find_run_tasks(&done.run).await.unwrap().unwrap();
+    assert_eq!(gone.usage.unwrap().tokens, 120);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_gives_every_agent_a_grace_period_before_it_goes_stale() {
+    let clock = clutch_core::clock::Clock::manual(SystemTime::now());
+    let stale = Duration::from_secs(30);
+    let options = Options { clock: clock.clone(), stale_after: stale, offline_after: stale * 3, ..fast() };
+    let mut h = hub(options.clone()).await;
+    h.register("a", json!({"capabilities": [{"id": "skill:x"}]})).await;
+    h.core().engine.heartbeat("agent:a").await.unwrap();
+    // The daemon is down far longer than the agent may be silent.
+    h.core.take().unwrap().stop().await.unwrap();
+    clock.advance(stale * 10);
+    h.core = Some(open(h.dir.path(), options).await);
+    let status = |h: &Hub| h.core().engine.agent("agent:a").unwrap().status;
+    clock.advance(stale / 2);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(status(&h), Status::Online, "silent only because the daemon was down: not stale");
+    // Past the grace period, silence counts as usual.
+    clock.advance(stale);
+    tokio::time::timeout(GUARD, async {
+        while status(&h) != Status::Stale {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("silence past the grace period never made the agent stale");
+    h.stop().await;
+}

@@ -158,3 +158,40 @@ fn a_silent_agent_goes_stale_then_offline_and_its_task_moves_to_a_live_one() {
     assert_eq!(b.machine.agent("agent:quiet").unwrap().status, Status::Online);
     assert_eq!(b.machine.heartbeat("agent:quiet"), None, "online already: nothing to record");
 }
+
+#[test]
+fn a_freed_slot_wakes_only_the_queued_tasks_its_agent_could_take() {
+    let mut b = bench(Options::default());
+    b.agent("x", json!({"capabilities": [{"id": "skill:x"}], "limits": {"max_concurrency": 1}}));
+    b.agent("y", json!({"capabilities": [{"id": "skill:y"}], "limits": {"max_concurrency": 1}}));
+    // Each agent busy with one task; 20 more wait for x, one more for y.
+    let (busy_x, busy_y) = (new_task(), new_task());
+    b.send(busy_x.request(&["skill:x"])).unwrap();
+    b.send(busy_y.request(&["skill:y"])).unwrap();
+    b.after(0);
+    let for_x: Vec<Task> = (0..20).map(|_| new_task()).collect();
+    for t in &for_x {
+        b.send(t.request(&["skill:x"])).unwrap();
+    }
+    let for_y = new_task();
+    b.send(for_y.request(&["skill:y"])).unwrap();
+    let queued = b.after(0);
+    assert_eq!(queued.iter().filter(|l| l.starts_with("routing.failure")).count(), 21, "{queued:?}");
+    let before = b.machine.woken();
+
+    // y frees its slot: only y's queued task is routed again, not x's twenty.
+    b.send(busy_y.msg("agent:y", "task.accept")).unwrap();
+    b.send(busy_y.msg("agent:y", "task.result")).unwrap();
+    assert_eq!(
+        b.after(0),
+        ["routing.decision agent:orchestrator -> ", "task.request agent:orchestrator -> agent:y #1"]
+    );
+    assert_eq!(b.machine.woken() - before, 1);
+    assert_eq!(b.machine.task(&for_y.task).unwrap().state, TaskState::Routed);
+    // x frees its slot: one of its twenty is routed; all twenty were worth a look.
+    b.send(busy_x.msg("agent:x", "task.accept")).unwrap();
+    b.send(busy_x.msg("agent:x", "task.result")).unwrap();
+    let routed = b.after(0);
+    assert_eq!(routed.iter().filter(|l| l.starts_with("task.request")).count(), 1, "{routed:?}");
+    assert_eq!(b.machine.woken() - before, 21);
+}

@@ -561,8 +561,9 @@ mod signatures {
         let key = clutch_proto::sign::generate();
         let dir = tempfile::tempdir().unwrap();
         let org = format!(
-            "agents:\n  agent:ken:\n    keys: [{{kid: k1, public_key: {}}}]\n    require_signature: true\n",
-            key.public_key()
+            "agents:\n  agent:ken:\n    keys: [{{kid: k1, public_key: {k}}}]\n    require_signature: true\n  \
+             agent:ann:\n    keys: [{{kid: k1, public_key: {k}}}]\n    require_signature: true\n",
+            k = key.public_key()
         );
         std::fs::write(dir.path().join("org.yaml"), org).unwrap();
         let policy = Arc::new(clutch_core::config::Policy::load(dir.path()).unwrap());
@@ -574,10 +575,18 @@ mod signatures {
         let refused = answers["results"].as_array().unwrap().iter().filter(|r| r["error"]["code"] == "UNAUTHORIZED");
         assert_eq!(refused.count(), 500, "every message is refused");
         let recorded = d.log.head().await.unwrap();
-        assert!((1..=25).contains(&recorded), "a burst is recorded, the rest only counted: {recorded} events");
+        assert!((1..=6).contains(&recorded), "a sender's burst is recorded, the rest only counted: {recorded} events");
         let metrics = d.log.metrics();
         assert_eq!(metrics.refusals.load(std::sync::atomic::Ordering::Relaxed), 500);
         assert_eq!(metrics.refusals_unrecorded.load(std::sync::atomic::Ordering::Relaxed), 500 - recorded);
+        // Another sender's refusal is still recorded: ken's flood used up only ken's share.
+        let mut other = msg(&run_id(), "chat.message");
+        other["from"]["agent_id"] = json!("agent:ann");
+        assert_eq!(d.post(&other).await.0, 401);
+        assert_eq!(d.log.head().await.unwrap(), recorded + 1);
+        let last = d.log.read(&clutch_store::Filter::default(), recorded, 1).await.unwrap();
+        let last: serde_json::Value = serde_json::from_str(&last[0].to_wire()).unwrap();
+        assert_eq!(last["payload"]["claimed_from"], "agent:ann", "{last}");
         d.shutdown().await;
     }
 
@@ -631,4 +640,47 @@ mod signatures {
         assert_eq!(d.post(&m).await.0, 201);
         d.shutdown().await;
     }
+}
+
+#[tokio::test]
+async fn ended_work_that_left_memory_is_read_from_the_log() {
+    // No ended task stays in memory: each leaves as soon as it ends.
+    let engine = clutch_core::engine::Options { ended_max: 0, ..Default::default() };
+    let d = crate::start_full(Default::default(), engine, Default::default()).await;
+    let card = json!({"agent_id": "agent:w", "capabilities": [{"id": "skill:x"}]});
+    assert_eq!(d.http.post(format!("{}/v1/agents", d.url)).json(&card).send().await.unwrap().status(), 201);
+    let run = run_id();
+    let mut request = msg(&run, "task.request");
+    request["to"] = json!([{"agent_id": "agent:w"}]);
+    let task = request["task_id"].as_str().unwrap().to_owned();
+    let said = |kind: &str| {
+        let mut m = request.clone();
+        m["type"] = json!(kind);
+        m["from"] = json!({"agent_id": "agent:w"});
+        m["to"] = json!([]);
+        m
+    };
+    for m in [request.clone(), said("task.accept"), said("task.result")] {
+        assert_eq!(d.post(&m).await.0, 201);
+    }
+    let gone = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let metrics = d.http.get(format!("{}/metrics", d.url)).send().await.unwrap().text().await.unwrap();
+            if metrics.contains("\nclutch_engine_tombstones 1\n") {
+                return metrics;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the ended task never left memory");
+    assert!(gone.contains("\nclutch_engine_tasks 0\n"), "{gone}");
+    let (status, shown) = d.get(&format!("/v1/tasks/{task}")).await;
+    assert_eq!((status, shown["state"].as_str()), (200, Some("completed")), "{shown}");
+    assert_eq!(shown["history"].as_array().unwrap().len(), 3, "{shown}");
+    let (status, tree) = d.get(&format!("/v1/runs/{run}/tasks")).await;
+    assert_eq!((status, &tree["counts"]), (200, &json!({"completed": 1})), "{tree}");
+    let (status, late) = d.post(&said("task.progress")).await;
+    assert_eq!((status, late["error"]["code"].as_str()), (409, Some("INVALID_TRANSITION")), "{late}");
+    d.shutdown().await;
 }

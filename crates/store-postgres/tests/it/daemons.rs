@@ -96,7 +96,7 @@ async fn a_schema_from_a_newer_clutch_is_refused() {
     let Some(h) = harness().await else { return };
     h.store().await.close().await;
     h.client().await.execute("INSERT INTO clutch_migrations (version) VALUES (999)", &[]).await.unwrap();
-    let options = Options { schema: Some(h.schema().to_owned()), pool_size: 1 };
+    let options = Options { schema: Some(h.schema().to_owned()), pool_size: 1, writer: false };
     match Store::open(h.url(), options).await {
         Err(e @ Error::TooNew { found: 999, .. }) => assert!(e.to_string().contains("upgrade Clutch"), "{e}"),
         other => panic!("expected TooNew, got {other:?}"),
@@ -112,4 +112,41 @@ async fn schemas_keep_their_logs_apart() {
     }
     assert_eq!(b.append_messages(&[fresh()]).await.unwrap()[0].as_ref().unwrap().seq, 1);
     assert_eq!((a.head().await.unwrap(), b.head().await.unwrap()), (2, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_writer_on_one_schema_is_refused_until_the_first_closes() {
+    let Some(h) = harness().await else { return };
+    let options = |writer| Options { schema: Some(h.schema().to_owned()), pool_size: 1, writer };
+    let first = Store::open(h.url(), options(true)).await.unwrap();
+    match Store::open(h.url(), options(true)).await {
+        Err(e @ Error::Busy { .. }) => {
+            let said = e.to_string();
+            assert!(
+                said.contains("another Clutch daemon is already serving") && said.contains("backend pid"),
+                "{said}"
+            );
+        }
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    // The writer lock is a space apart from the appends' own lock: the writer appends as before, and
+    // a store that does not claim it opens beside it.
+    first.append_messages(&[fresh()]).await.unwrap();
+    let beside = Store::open(h.url(), options(false)).await.unwrap();
+    assert_eq!(beside.head().await.unwrap(), 1);
+    beside.close().await;
+    first.close().await;
+    // Its session ends as the store closes; then the next writer gets the lock.
+    let next = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            match Store::open(h.url(), options(true)).await {
+                Ok(store) => return store,
+                Err(Error::Busy { .. }) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await
+    .expect("the lock was never released");
+    next.close().await;
 }

@@ -1,0 +1,353 @@
+//! Ended work leaving memory. A routed task that ended (completed, failed, cancelled, timed out)
+//! stays in the engine's state for `ended_retention`, then leaves it with its history; a run leaves
+//! with its last task (unless the operator set a run budget, which must keep counting). What stays is
+//! a tombstone: the task's 128-bit id and final phase, enough for the gate to refuse a late lifecycle
+//! message as `INVALID_TRANSITION` (a retry of a stored message is still answered as a duplicate:
+//! the log's dedup sees it first). Tombstones are bounded (`tombstones`, the oldest dropped first);
+//! past them, a lifecycle message about a task id no newer than the newest one evicted is checked
+//! against the log before it is appended ([`Engine::recall`]), which puts the tombstone back.
+//!
+//! Reads of ended work that left memory replay its events from the log, through the log's indexes by
+//! task and run ([`Engine::find_task`], [`Engine::find_run_tasks`]), with the same rules that built
+//! the state: a replayed task is what the state held before it left.
+
+use std::collections::{HashSet, VecDeque};
+
+use clutch_proto::id::{self, Kind};
+
+use super::*;
+use crate::view;
+
+/// Ended tasks evicted per pass, so that one pass holds the engine's lock briefly.
+const EVICT_CHUNK: usize = 256;
+
+/// Events read per page when replaying from the log.
+const PAGE: usize = 1000;
+
+/// The tasks that left memory, by id value, with their final phase: at most `max`, the oldest
+/// dropped first. About 40 bytes each.
+#[derive(Default)]
+pub(super) struct Tombstones {
+    phases: HashMap<u128, Phase>,
+    order: VecDeque<u128>,
+}
+
+impl Tombstones {
+    fn insert(&mut self, id: u128, phase: Phase, max: usize) {
+        if max == 0 {
+            return;
+        }
+        if self.phases.insert(id, phase).is_none() {
+            self.order.push_back(id);
+        }
+        while self.order.len() > max {
+            if let Some(oldest) = self.order.pop_front() {
+                self.phases.remove(&oldest);
+            }
+        }
+    }
+
+    pub(super) fn get(&self, task_id: &str) -> Option<Phase> {
+        if self.phases.is_empty() {
+            return None;
+        }
+        self.phases.get(&id::value(Kind::Task, task_id)?).copied()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.phases.len()
+    }
+}
+
+/// Whether `kind` moves a task through its life (what an ended task refuses).
+pub(super) fn is_lifecycle(kind: MessageType) -> bool {
+    matches!(
+        kind,
+        MessageType::TaskRequest
+            | MessageType::TaskAccept
+            | MessageType::TaskProgress
+            | MessageType::TaskResult
+            | MessageType::TaskError
+            | MessageType::TaskCancel
+            | MessageType::TaskTimeout
+    )
+}
+
+impl State {
+    /// Notes that `task` has just ended: it leaves memory `ended_retention` after `since_ms`.
+    pub(super) fn ended(&mut self, task: &Task) {
+        self.ended.insert((task.since_ms, task.id.clone()));
+    }
+
+    /// Evicts the ended tasks whose retention has passed as of `now`, at most [`EVICT_CHUNK`] of
+    /// them; returns how many left.
+    pub(super) fn evict(&mut self, options: &Options, now: i64) -> usize {
+        let cutoff = now.saturating_sub(options.ended_retention.as_millis() as i64);
+        let mut gone: HashMap<String, HashSet<String>> = HashMap::new();
+        let mut count = 0;
+        while count < EVICT_CHUNK
+            && self.ended.first().is_some_and(|(at, _)| *at <= cutoff || self.ended.len() > options.ended_max)
+        {
+            let Some((_, id)) = self.ended.pop_first() else { break };
+            let Some(task) = self.tasks.get(&id).filter(|t| t.phase.is_terminal()) else { continue };
+            if task.due_ms.is_some() || task.cancel_to_forward {
+                // Something is still to be said about it: look again after another retention.
+                self.ended.insert((now, id));
+                continue;
+            }
+            let Some(task) = self.tasks.remove(&id) else { continue };
+            let history = self.histories.remove(&id);
+            if let Some(value) = id::value(Kind::Task, &id) {
+                self.tombstones.insert(value, task.phase, options.tombstones);
+                self.evicted_ms = self.evicted_ms.max((value >> 80) as u64);
+            }
+            gone.entry(task.run_id.clone()).or_default().insert(id);
+            // Freed by the caller once the lock is released: freeing is most of an eviction's cost.
+            self.evicted.push((task, history));
+            count += 1;
+        }
+        // A run budget counts what the run's tasks used: its run must stay to keep counting.
+        let keep_runs = !run_budget(options).is_unlimited();
+        for (run_id, ids) in gone {
+            let Some(run) = self.runs.get_mut(&run_id) else { continue };
+            run.tasks.retain(|t| !ids.contains(t));
+            run.evicted += ids.len() as u64;
+            if run.tasks.is_empty() && !keep_runs {
+                self.runs.remove(&run_id);
+            }
+        }
+        count
+    }
+
+    /// When the next ended task is due to leave.
+    pub(super) fn next_eviction(&self, options: &Options) -> Option<i64> {
+        if self.ended.len() > options.ended_max {
+            return Some(0);
+        }
+        self.ended.first().map(|(at, _)| at + options.ended_retention.as_millis() as i64)
+    }
+
+    /// The refusal of a lifecycle message about a task that ended and left memory.
+    pub(super) fn tombstone(&self, message: &Message) -> Option<Refusal> {
+        if !is_lifecycle(message.kind) || self.tasks.contains_key(&message.task_id) {
+            return None;
+        }
+        let phase = self.tombstones.get(&message.task_id)?;
+        Some(tasks::ended(&message.task_id, message.kind, phase))
+    }
+
+    /// Whether a lifecycle message about `task_id` may concern a task that left memory without a
+    /// tombstone (so the log must say): no tombstone, not in memory, and not newer than the newest
+    /// task evicted.
+    fn may_be_forgotten(&self, message: &Message) -> bool {
+        is_lifecycle(message.kind)
+            && self.evicted_ms > 0
+            && !self.tasks.contains_key(&message.task_id)
+            && !self.workflows.knows(&message.task_id)
+            && self.tombstones.get(&message.task_id).is_none()
+            && id::value(Kind::Task, &message.task_id).is_some_and(|v| (v >> 80) as u64 <= self.evicted_ms)
+    }
+}
+
+/// Tasks rebuilt from their events, by the rules that build the engine's state (without agents'
+/// slots, which ended tasks no longer hold).
+#[derive(Default)]
+pub(super) struct Replay {
+    /// Each task with its history, in the order their requests appeared.
+    tasks: HashMap<String, (Task, Vec<Step>)>,
+    order: Vec<String>,
+    /// The first and last task event's time (a run's wall time).
+    span: Option<(i64, i64)>,
+}
+
+impl Replay {
+    fn feed(&mut self, options: &Options, seq: u64, message: &Message) {
+        let kind = message.kind;
+        if !is_lifecycle(kind) && !matches!(kind, MessageType::RoutingDecision | MessageType::RoutingFailure) {
+            return;
+        }
+        // A workflow's own requests (its tasks live in memory, read from there).
+        if message.payload_type.as_deref().is_some_and(|p| p.starts_with("clutch.workflow")) {
+            return;
+        }
+        // As [`State::apply`] has it: the event's own time, never later than now.
+        let now = options.clock.now_ms();
+        let at = crate::clock::ts_ms(&message.ts).map_or(now, |t| t.min(now));
+        let daemon = message.from.agent_id == ORCHESTRATOR;
+        let step = |phase| Step {
+            seq,
+            id: message.id.clone(),
+            kind,
+            from: message.from.agent_id.clone(),
+            ts: message.ts.clone(),
+            phase,
+        };
+        match self.tasks.get_mut(&message.task_id) {
+            None if kind == MessageType::TaskRequest => {
+                let task = new_task(message, at);
+                let first = step(task.phase);
+                self.order.push(task.id.clone());
+                self.tasks.insert(task.id.clone(), (task, vec![first]));
+            }
+            None => return,
+            Some((task, history)) => {
+                let retries = Retries { max_routings: options.max_routings };
+                let Ok(effect) = tasks::next(task, message, daemon, retries) else { return };
+                let before = (task.phase, task.agent.clone(), task.accepted_ms);
+                transition(task, message, effect, at);
+                task_usage(task, message, &before, at);
+                history.push(step(task.phase));
+            }
+        }
+        let (first, last) = self.span.get_or_insert((at, at));
+        *first = (*first).min(at);
+        *last = (*last).max(at);
+    }
+}
+
+/// What a task's own usage gains from `message`, which moved it from `before`: its agent's
+/// accepted-to-ended time when it leaves the agent, and what its progress and result report.
+pub(super) fn task_usage(task: &mut Task, message: &Message, before: &(Phase, Option<String>, Option<i64>), at: i64) {
+    let (old_phase, old_agent, old_accepted) = before;
+    if old_phase.is_in_flight()
+        && (!task.phase.is_in_flight() || task.agent != *old_agent)
+        && let Some(accepted) = old_accepted
+    {
+        task.usage.get_or_insert_default().wall_ms += (at - accepted).max(0) as u64;
+    }
+    if matches!(message.kind, MessageType::TaskProgress | MessageType::TaskResult)
+        && let Some(usage) = Usage::from_payload(&message.payload)
+    {
+        task.usage.get_or_insert_default().add(usage);
+    }
+}
+
+impl Engine {
+    /// Every event `filter` selects, oldest first, through `f`, a page at a time (up to the visible
+    /// head).
+    pub(super) async fn each_event(&self, filter: &Filter, mut f: impl FnMut(u64, &Message)) -> Result<()> {
+        let mut after = 0;
+        loop {
+            let page = self.inner.log.read(filter, after, PAGE).await?;
+            let Some(last) = page.last() else { return Ok(()) };
+            after = last.seq;
+            for event in &page {
+                match event.message() {
+                    Ok(message) => f(event.seq, &message),
+                    Err(e) => tracing::warn!(seq = event.seq, error = %e, "unreadable event skipped"),
+                }
+            }
+            if page.len() < PAGE {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Replays the tasks of the events `filter` selects.
+    async fn replay(&self, filter: Filter) -> Result<Replay> {
+        let options = &self.inner.options;
+        let mut replay = Replay::default();
+        self.each_event(&filter, |seq, message| replay.feed(options, seq, message)).await?;
+        Ok(replay)
+    }
+
+    /// A task with its history, as [`Engine::task`] shows it, whether it is in memory or ended and
+    /// left it (then read from the log).
+    pub async fn find_task(&self, task_id: &str) -> Result<Option<view::Task>> {
+        if let Some(task) = self.task(task_id) {
+            return Ok(Some(task));
+        }
+        let filter = Filter { task_id: Some(task_id.to_owned()), ..Filter::default() };
+        let mut replay = self.replay(filter).await?;
+        // In memory by now (applied, not yet visible when the log was read): memory says.
+        if let Some(task) = self.task(task_id) {
+            return Ok(Some(task));
+        }
+        Ok(replay.tasks.remove(task_id).map(|(task, history)| {
+            let mut view = task_view(&task);
+            view.history = Some(history.iter().map(step_view).collect());
+            view
+        }))
+    }
+
+    /// A run's tasks as a tree, as [`Engine::run_tasks`] shows them, whether or not some of them
+    /// ended and left memory (then read from the log, with the tasks still in memory as memory has
+    /// them).
+    pub async fn find_run_tasks(&self, run_id: &str) -> Result<Option<view::RunTasks>> {
+        let in_memory = {
+            let state = self.state();
+            match state.runs.get(run_id) {
+                Some(run) => run.evicted == 0,
+                None => state.workflows.workflow(run_id).is_some(),
+            }
+        };
+        if in_memory {
+            return Ok(self.run_tasks(run_id));
+        }
+        let filter = Filter { run_id: Some(run_id.to_owned()), ..Filter::default() };
+        let Replay { mut tasks, mut order, span } = self.replay(filter).await?;
+        let state = self.state();
+        let run = state.runs.get(run_id);
+        for id in run.map(|r| r.tasks.as_slice()).unwrap_or_default() {
+            let Some(live) = state.tasks.get(id) else { continue };
+            match tasks.get_mut(id) {
+                Some(replayed) => replayed.0 = live.clone(),
+                None => {
+                    order.push(id.clone());
+                    tasks.insert(id.clone(), (live.clone(), Vec::new()));
+                }
+            }
+        }
+        if order.is_empty() {
+            return Ok(None);
+        }
+        let (usage, budget_exhausted) = match run {
+            Some(run) => (run.usage, run.budget_exhausted),
+            None => {
+                let mut usage = Usage::default();
+                for (task, _) in tasks.values() {
+                    if let Some(u) = task.usage {
+                        usage.add(Usage { wall_ms: 0, ..u });
+                    }
+                }
+                usage.wall_ms = span.map_or(0, |(first, last)| (last - first).max(0) as u64);
+                (usage, false)
+            }
+        };
+        let usage = view::Usage::from(&usage);
+        Ok(Some(run_tree(run_id, &order, |id| tasks.get(id).map(|(t, _)| t), usage, budget_exhausted)))
+    }
+
+    /// Before a client's message is appended: when it may concern a task that left memory without a
+    /// tombstone, the log says whether that task ended; if so its tombstone is put back, for the
+    /// gate to refuse the message.
+    pub(super) async fn recall(&self, message: &Message) -> Result<()> {
+        if !self.state().may_be_forgotten(message) {
+            return Ok(());
+        }
+        let filter = Filter { task_id: Some(message.task_id.clone()), ..Filter::default() };
+        let mut replay = self.replay(filter).await?;
+        if let Some((task, _)) = replay.tasks.remove(&message.task_id).filter(|(t, _)| t.phase.is_terminal())
+            && let Some(value) = id::value(Kind::Task, &task.id)
+        {
+            let mut state = self.state();
+            if !state.tasks.contains_key(&task.id) {
+                state.tombstones.insert(value, task.phase, self.inner.options.tombstones.max(1));
+            }
+        }
+        Ok(())
+    }
+
+    /// What the engine holds in memory now: for operators watching a long-lived daemon, and for tests.
+    pub fn footprint(&self) -> view::Footprint {
+        let state = self.state();
+        view::Footprint {
+            tasks: state.tasks.len() as u64,
+            ended_in_memory: state.ended.len() as u64,
+            tombstones: state.tombstones.len() as u64,
+            runs: state.runs.len() as u64,
+            agents: state.agents.len() as u64,
+            longest_hold_us: self.inner.longest_hold_us.load(Ordering::Relaxed),
+        }
+    }
+}
