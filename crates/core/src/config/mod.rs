@@ -75,6 +75,28 @@ impl Policy {
         self.org.agents.get(agent_id)
     }
 
+    /// The card an agent registers, as org.yaml completes and bounds it: the declared capabilities
+    /// when the card names none, the declared limits over the card's measure by measure (the
+    /// operator's word wins, as for budgets), and the declared display name when the card has none.
+    pub fn declared(&self, mut card: clutch_proto::AgentCard) -> clutch_proto::AgentCard {
+        let Some(agent) = self.agent(&card.agent_id) else { return card };
+        if card.capabilities.is_empty() {
+            card.capabilities = agent.capabilities.clone();
+        }
+        if let Some(declared) = &agent.limits {
+            let limits =
+                card.limits.get_or_insert(clutch_proto::card::Limits { max_concurrency: None, max_runtime_sec: None });
+            limits.max_concurrency = declared.max_concurrency.or(limits.max_concurrency);
+            limits.max_runtime_sec = declared.max_runtime_sec.or(limits.max_runtime_sec);
+        }
+        if card.display.is_none()
+            && let Some(name) = &agent.display
+        {
+            card.display = Some(clutch_proto::card::Display { name: name.clone(), desc: None });
+        }
+        card
+    }
+
     /// The tools `agent_id` may use: its own list, else its role's. `None` when neither sets one (or
     /// the agent is not configured).
     pub fn tool_allowlist(&self, agent_id: &str) -> Option<&[String]> {

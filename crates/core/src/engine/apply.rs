@@ -231,6 +231,7 @@ impl State {
             return;
         }
         let Ok(card) = serde_json::from_value::<AgentCard>(Value::Object(message.payload.clone())) else { return };
+        let card = options.policy.declared(card);
         let id = card.agent_id.clone();
         self.freed.insert(id.clone());
         let budget = Agent::card_budget(&card);

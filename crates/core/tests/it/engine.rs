@@ -835,3 +835,29 @@ async fn a_restart_gives_every_agent_a_grace_period_before_it_goes_stale() {
     .expect("silence past the grace period never made the agent stale");
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_declared_agent_completes_and_bounds_its_card() {
+    let org = "agents:\n  agent:w:\n    display: Worker\n    capabilities: [{id: skill:x, version: 2.0.0}]\n    \
+               limits: {max_concurrency: 1}\n";
+    let h = hub(Options { policy: policy(org, "workflows: []\n"), ..fast() }).await;
+    // The card names no capability, and asks for more at once than the operator allows.
+    h.register("w", json!({"limits": {"max_concurrency": 8, "max_runtime_sec": 60}})).await;
+    let agent = h.core().engine.agent("agent:w").unwrap();
+    assert_eq!(agent.card.display.as_ref().map(|d| d.name.as_str()), Some("Worker"));
+    assert_eq!(agent.card.capabilities.len(), 1);
+    assert_eq!(agent.load, Load { in_flight: 0, max_concurrency: Some(1) });
+    assert_eq!(
+        agent.card.limits.as_ref().and_then(|l| l.max_runtime_sec),
+        Some(60),
+        "the card's own where none is declared"
+    );
+    // The router takes the declared capability: the task goes to it, a second one waits.
+    let (first, second) = (new_task(), new_task());
+    h.send(first.request(&["skill:x@^2"])).await.unwrap();
+    h.wait(&first.task, 0, |v| delivered_to(v) == Some("agent:w")).await;
+    h.send(second.request(&["skill:x"])).await.unwrap();
+    let queued = h.wait(&second.task, 0, |v| kind(v) == "routing.failure").await;
+    assert_eq!(queued["payload"]["queued"], true, "{queued}");
+    h.stop().await;
+}
