@@ -142,6 +142,10 @@ pub struct AppendArgs {
     /// Where SQLite files go (the disk being measured).
     #[arg(long, default_value = ".clutch-bench", value_name = "DIR")]
     pub dir: PathBuf,
+    /// The `redis-server` of the second anchor: as many clients as writers, each `XADD`ing the same
+    /// messages (a batch pipelined) with `appendfsync always`, in --dir. Skipped when there is none.
+    #[arg(long, default_value = "redis-server", value_name = "PATH")]
+    pub redis_server: String,
 }
 
 #[derive(Debug, Args)]
@@ -342,6 +346,8 @@ async fn append(args: AppendArgs) -> anyhow::Result<()> {
         }
     };
 
+    let redis = redis_anchor(&args, &args.dir.join(format!("append-redis-{stamp}")), Duration::from_secs(anchor_seconds))
+        .await;
     let daemon = Daemon::start(backend).await?;
     eprintln!(
         "bench: {} writers posting batches of {} for 1 s warm-up + {} s …",
@@ -402,13 +408,96 @@ async fn append(args: AppendArgs) -> anyhow::Result<()> {
     println!("append through the HTTP API: {} writers, {} message(s) per request, {what}", args.writers, args.batch);
     println!("{}", clutch.line("clutch", "msgs"));
     println!("{}", anchor.line("anchor", "rows"));
+    match &redis {
+        Ok(redis) => println!("{}", redis.line("redis", "msgs")),
+        Err(why) => println!("  redis    not measured: {why:#}"),
+    }
     println!(
         "  ratio    {:.2}× the anchor (plain single-row durable insert loop, 1 writer, same disk); \
          {:.1} messages per group commit, {per_sync:.1} per flush; {commits}",
         clutch.rate() / anchor.rate(),
         appended as f64 / batches.max(1) as f64
     );
+    if let Ok(redis) = &redis {
+        println!(
+            "  ratio    {:.2}× Redis (XADD, appendfsync always, {} clients, same messages, same disk)",
+            clutch.rate() / redis.rate(),
+            args.writers
+        );
+    }
     Ok(())
+}
+
+/// The second anchor: `redis-server` with `appendfsync always` in `dir` (removed afterwards), as
+/// many clients as writers, each `XADD`ing the messages a writer posts (a batch pipelined) and
+/// waiting for the replies, for `duration` after a second of warm-up.
+async fn redis_anchor(args: &AppendArgs, dir: &Path, duration: Duration) -> anyhow::Result<Summary> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    eprintln!("bench: anchor: Redis XADD with appendfsync always, {} clients for {} s …", args.writers, duration.as_secs());
+    let server = process::Server::redis_durable(&args.redis_server, dir)
+        .await
+        .with_context(|| format!("no `{}` to run (--redis-server)", args.redis_server))?;
+    let run = id::generate(Kind::Run);
+    let warm_until = Instant::now() + Duration::from_secs(1);
+    let until = warm_until + duration;
+    let clients: Vec<_> = (0..args.writers)
+        .map(|_| {
+            let (addr, run, batch, payload) = (server.addr.clone(), run.clone(), args.batch, args.payload_bytes);
+            tokio::spawn(async move {
+                let stream = tokio::net::TcpStream::connect(&addr).await?;
+                stream.set_nodelay(true)?;
+                let (read, mut write) = stream.into_split();
+                let mut read = BufReader::new(read);
+                let (mut latencies, mut acked, mut line) = (Vec::new(), 0usize, String::new());
+                loop {
+                    let now = Instant::now();
+                    if now >= until {
+                        break;
+                    }
+                    let mut commands = Vec::new();
+                    for _ in 0..batch {
+                        let body = serde_json::to_string(&message(&run, payload))?;
+                        commands.extend_from_slice(
+                            format!("*5\r\n$4\r\nXADD\r\n$6\r\nclutch\r\n$1\r\n*\r\n$1\r\nm\r\n${}\r\n{body}\r\n", body.len())
+                                .as_bytes(),
+                        );
+                    }
+                    write.write_all(&commands).await?;
+                    for _ in 0..batch {
+                        // A bulk string: `$<len>`, then the entry id.
+                        line.clear();
+                        read.read_line(&mut line).await?;
+                        if !line.starts_with('$') {
+                            bail!("XADD answered {line:?}");
+                        }
+                        line.clear();
+                        read.read_line(&mut line).await?;
+                    }
+                    if now >= warm_until {
+                        latencies.push(now.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                        acked += batch;
+                    }
+                }
+                Ok::<_, anyhow::Error>((latencies, acked))
+            })
+        })
+        .collect();
+    let (mut latencies, mut acked, mut failure) = (Vec::new(), 0, None);
+    for client in clients {
+        match client.await? {
+            Ok((l, a)) => {
+                latencies.extend(l);
+                acked += a;
+            }
+            Err(e) => failure = Some(e),
+        }
+    }
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(Summary::new(latencies, acked, duration.as_secs_f64()))
 }
 
 /// How the log's writer committed: in one step with the flush, or (falling behind) overlapped with one.

@@ -56,9 +56,22 @@ impl Server {
     }
 
     pub(super) async fn redis(binary: &str) -> anyhow::Result<Server> {
+        Server::redis_with(binary, &["--appendonly", "no"]).await
+    }
+
+    /// `redis-server` writing an append-only file in `dir` and fsyncing it before each reply
+    /// (`appendfsync always`): Redis as durable as a Clutch append.
+    pub(super) async fn redis_durable(binary: &str, dir: &std::path::Path) -> anyhow::Result<Server> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let dir = dir.to_str().context("the directory is not UTF-8")?;
+        Server::redis_with(binary, &["--appendonly", "yes", "--appendfsync", "always", "--dir", dir]).await
+    }
+
+    async fn redis_with(binary: &str, args: &[&str]) -> anyhow::Result<Server> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let child = tokio::process::Command::new(binary)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
