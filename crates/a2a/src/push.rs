@@ -415,7 +415,8 @@ pub(crate) async fn run(face: Face, stop: impl Future<Output = ()>) {
 /// Whether `config` has nothing left to deliver: its task is gone, or has ended with no event after
 /// the worker's saved position (its end was delivered before a restart).
 async fn finished(face: &Face, config: &Config) -> bool {
-    let Some(view) = face.engine.task(&config.task_id) else { return true };
+    // Read from the log once the task has left the engine's memory: its end may still be undelivered.
+    let Ok(Some(view)) = face.engine.find_task(&config.task_id).await else { return true };
     if !view.state.is_final() {
         return false;
     }

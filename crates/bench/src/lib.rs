@@ -346,8 +346,8 @@ async fn append(args: AppendArgs) -> anyhow::Result<()> {
         }
     };
 
-    let redis = redis_anchor(&args, &args.dir.join(format!("append-redis-{stamp}")), Duration::from_secs(anchor_seconds))
-        .await;
+    let redis =
+        redis_anchor(&args, &args.dir.join(format!("append-redis-{stamp}")), Duration::from_secs(anchor_seconds)).await;
     let daemon = Daemon::start(backend).await?;
     eprintln!(
         "bench: {} writers posting batches of {} for 1 s warm-up + {} s …",
@@ -433,7 +433,11 @@ async fn append(args: AppendArgs) -> anyhow::Result<()> {
 /// waiting for the replies, for `duration` after a second of warm-up.
 async fn redis_anchor(args: &AppendArgs, dir: &Path, duration: Duration) -> anyhow::Result<Summary> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    eprintln!("bench: anchor: Redis XADD with appendfsync always, {} clients for {} s …", args.writers, duration.as_secs());
+    eprintln!(
+        "bench: anchor: Redis XADD with appendfsync always, {} clients for {} s …",
+        args.writers,
+        duration.as_secs()
+    );
     let server = process::Server::redis_durable(&args.redis_server, dir)
         .await
         .with_context(|| format!("no `{}` to run (--redis-server)", args.redis_server))?;
@@ -458,8 +462,11 @@ async fn redis_anchor(args: &AppendArgs, dir: &Path, duration: Duration) -> anyh
                     for _ in 0..batch {
                         let body = serde_json::to_string(&message(&run, payload))?;
                         commands.extend_from_slice(
-                            format!("*5\r\n$4\r\nXADD\r\n$6\r\nclutch\r\n$1\r\n*\r\n$1\r\nm\r\n${}\r\n{body}\r\n", body.len())
-                                .as_bytes(),
+                            format!(
+                                "*5\r\n$4\r\nXADD\r\n$6\r\nclutch\r\n$1\r\n*\r\n$1\r\nm\r\n${}\r\n{body}\r\n",
+                                body.len()
+                            )
+                            .as_bytes(),
                         );
                     }
                     write.write_all(&commands).await?;

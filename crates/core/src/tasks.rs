@@ -220,14 +220,11 @@ pub fn is_person(assignee: &str) -> bool {
     assignee.starts_with("user:")
 }
 
-/// The refusal of a lifecycle message about a task that has ended in `phase`.
-pub fn ended(task_id: &str, kind: MessageType, phase: Phase) -> Refusal {
-    Refusal::new(
-        ErrorCode::InvalidTransition,
-        format!("{} refused: task {task_id} has ended ({})", kind.as_str(), phase.as_str()),
-    )
-    .field("task_id")
-    .next(Next::ShowTask { task_id: task_id.to_owned() })
+/// The refusal of a lifecycle message about a task that has ended in `state` (a phase's name).
+pub fn ended(task_id: &str, kind: MessageType, state: &str) -> Refusal {
+    Refusal::new(ErrorCode::InvalidTransition, format!("{} refused: task {task_id} has ended ({state})", kind.as_str()))
+        .field("task_id")
+        .next(Next::ShowTask { task_id: task_id.to_owned() })
 }
 
 fn invalid(task: &Task, kind: MessageType, why: String) -> Refusal {

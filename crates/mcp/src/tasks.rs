@@ -79,7 +79,7 @@ pub(crate) async fn cancel(engine: &Engine, caller: &Caller, task_id: &str) -> R
         .acting_agent(None)
         .map_err(|r| ErrorData::invalid_request(r.message, None))?
         .unwrap_or_else(|| "user:mcp".to_owned());
-    if engine.task(task_id).is_none() {
+    if engine.find_task(task_id).await.map_err(|e| ErrorData::internal_error(e.to_string(), None))?.is_none() {
         return Err(unknown(task_id));
     }
     match engine.task_cancel(&from, task_id, "cancelled by its MCP client").await {

@@ -133,7 +133,7 @@ impl State {
             return None;
         }
         let phase = self.tombstones.get(&message.task_id)?;
-        Some(tasks::ended(&message.task_id, message.kind, phase))
+        Some(tasks::ended(&message.task_id, message.kind, phase.as_str()))
     }
 
     /// Whether a lifecycle message about `task_id` may concern a task that left memory without a
@@ -316,6 +316,19 @@ impl Engine {
         };
         let usage = view::Usage::from(&usage);
         Ok(Some(run_tree(run_id, &order, |id| tasks.get(id).map(|(t, _)| t), usage, budget_exhausted)))
+    }
+
+    /// The refusal of `kind` about `task_id` when that routed task ended and left memory (read from
+    /// the log); `None` when it is in memory, a workflow's, or unknown.
+    pub(super) async fn ended_elsewhere(&self, task_id: &str, kind: MessageType) -> Result<Option<Refusal>> {
+        {
+            let state = self.state();
+            if state.tasks.contains_key(task_id) || state.workflows.knows(task_id) {
+                return Ok(None);
+            }
+        }
+        let Some(task) = self.find_task(task_id).await? else { return Ok(None) };
+        Ok(task.state.is_final().then(|| tasks::ended(task_id, kind, task.state.as_str())))
     }
 
     /// Before a client's message is appended: when it may concern a task that left memory without a

@@ -65,6 +65,9 @@ impl Engine {
     /// `failed` with a `task.error`. Answers the task as it is after the reply.
     pub async fn task_reply(&self, agent_id: &str, task_id: &str, reply: Reply) -> Result<view::Task> {
         sender(Some(agent_id), false)?;
+        if let Some(refusal) = self.ended_elsewhere(task_id, MessageType::TaskResult).await? {
+            return Err(refusal.into());
+        }
         let refuse = |field: &str, why: String| -> Error {
             Refusal::new(ErrorCode::ValidationFailed, why).field(field.to_owned()).into()
         };
@@ -158,6 +161,9 @@ impl Engine {
     /// the gate refuses from anyone but the requester and for a task that has ended.
     pub async fn task_cancel(&self, from: &str, task_id: &str, reason: &str) -> Result<view::Task> {
         sender(Some(from), false)?;
+        if let Some(refusal) = self.ended_elsewhere(task_id, MessageType::TaskCancel).await? {
+            return Err(refusal.into());
+        }
         let message = {
             let state = self.state();
             let task = state.tasks.get(task_id).ok_or_else(|| {

@@ -861,3 +861,33 @@ async fn the_operators_declared_agent_completes_and_bounds_its_card() {
     assert_eq!(queued["payload"]["queued"], true, "{queued}");
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_and_cancels_about_work_that_left_memory_say_it_ended() {
+    let h = hub(Options { ended_max: 0, ..fast() }).await;
+    h.register("w", json!({"capabilities": [{"id": "skill:x"}]})).await;
+    let t = new_task();
+    h.send(t.request(&["skill:x"])).await.unwrap();
+    h.wait(&t.task, 0, |v| delivered_to(v).is_some()).await;
+    h.send(t.msg("agent:w", "task.result", json!({}))).await.unwrap();
+    until_tombstones(&h, 1).await;
+    let engine = &h.core().engine;
+    let reply = clutch_core::inbox::Reply {
+        status: clutch_core::inbox::Status::Completed,
+        text: Some("again".into()),
+        result: None,
+        error: None,
+        retryable: false,
+    };
+    for refused in [
+        engine.task_reply("agent:w", &t.task, reply).await.unwrap_err(),
+        engine.task_cancel("user:ada", &t.task, "too late").await.unwrap_err(),
+    ] {
+        let clutch_core::Error::Refused(r) = refused else { panic!("not refused: {refused:?}") };
+        assert_eq!(r.code.as_str(), "INVALID_TRANSITION");
+        assert!(r.message.contains("has ended (completed)"), "{}", r.message);
+    }
+    let unknown = engine.task_cancel("user:ada", &id::generate(Kind::Task), "never was").await.unwrap_err();
+    assert_eq!(code(unknown), "TASK_NOT_FOUND");
+    h.stop().await;
+}
