@@ -104,6 +104,11 @@ impl Server {
         Some(kb * 1024)
     }
 
+    /// Pulls the plug: SIGKILL, nothing saved on the way out.
+    pub(super) async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+
     pub(super) fn cpu(&self) -> Option<Duration> {
         super::process_cpu_of(&format!("/proc/{}/stat", self.pid))
     }

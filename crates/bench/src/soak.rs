@@ -3,8 +3,9 @@
 //! its `task.accept`, its `task.result`), in batched `POST /v1/messages` from several writers, a run
 //! per batch. At each step it prints the daemon's resident memory, the p99 and longest append, what
 //! the engine holds in memory and the longest hold of its lock (from `/metrics`). At the end it stops
-//! the daemon, starts it again on the same store, and reports its start-to-ready time; then it reads
-//! the first task back (long gone from memory) and checks that a late message about it is refused.
+//! the daemon (SIGKILL, then SIGTERM), starts it again on the same store each time, and reports its
+//! start-to-ready time; after the first it reads the first task back (long gone from memory) and
+//! checks that a late message about it is refused.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -146,19 +147,25 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
         thousands((3.0 * done as f64 / seconds) as u64)
     );
 
-    // A clean stop (the engine saves its snapshot), then a start on the same store.
+    // The plug pulled (the start replays what came after the last periodic snapshot), then a clean
+    // stop (the engine saves its snapshot on the way out): each followed by a start on the same store.
+    daemon.kill().await;
+    let starting = Instant::now();
+    let daemon = Server::clutch_with(&dir, &env).await?;
+    let after_kill = starting.elapsed();
+    let url = format!("http://{}", daemon.addr);
+    let checked = read_back(&shared, &url).await;
     daemon.stop().await;
     let starting = Instant::now();
     let daemon = Server::clutch_with(&dir, &env).await?;
     let restart = starting.elapsed();
     let rss = daemon.rss().unwrap_or(0);
-    let url = format!("http://{}", daemon.addr);
-    let checked = read_back(&shared, &url).await;
     daemon.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
     let checked = checked?;
-    println!("  restart: ready in {:.0} ms, RSS {:.1} MB; {checked}", restart.as_secs_f64() * 1e3, mb(rss));
-    verdict(&rows, restart);
+    println!("  after SIGKILL: ready in {:.0} ms; {checked}", after_kill.as_secs_f64() * 1e3);
+    println!("  restart after SIGTERM: ready in {:.0} ms, RSS {:.1} MB", restart.as_secs_f64() * 1e3, mb(rss));
+    verdict(&rows, restart.max(after_kill));
     Ok(())
 }
 
@@ -302,7 +309,7 @@ fn verdict(rows: &[Row], restart: Duration) {
     println!("  p99 highest / lowest: {:.2}× (≤ 1.5×: {})", high / low.max(1e-9), mark(high <= 1.5 * low));
     println!("  longest engine lock hold: {hold:.2} ms (≤ 10 ms: {})", mark(hold <= 10.0));
     println!(
-        "  restart: {:.0} ms (< 200 ms: {})",
+        "  slower restart: {:.0} ms (< 200 ms: {})",
         restart.as_secs_f64() * 1e3,
         mark(restart < Duration::from_millis(200))
     );

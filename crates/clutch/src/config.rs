@@ -201,8 +201,8 @@ pub struct EngineTimers {
     /// Save a snapshot of the engine's state every this many events (0 = only on a clean stop): a start
     /// loads it and replays only the events after it.
     pub snapshot_every: u64,
-    /// ...but not sooner than this after the start or the last snapshot (saving stalls appends in
-    /// proportion to the engine's state).
+    /// ...but not sooner than this after the start or the last snapshot (a snapshot holds the work in
+    /// flight; appends wait only while it is copied).
     pub snapshot_interval_ms: u64,
 }
 

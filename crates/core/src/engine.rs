@@ -116,9 +116,9 @@ pub struct Options {
     pub tombstones: usize,
     /// Save a snapshot of the state after this many events (0: only on a clean stop)...
     pub snapshot_every: u64,
-    /// ...and not sooner than this after the start or the last one: saving stalls the writer in
-    /// proportion to the state, so under a steady load it happens at most once per interval. A
-    /// start replays at most about `snapshot_every` events or an interval's worth.
+    /// ...and not sooner than this after the start or the last one. A snapshot holds the work in
+    /// flight (ended tasks are saved as gone), and the writer waits only for its copy. A start
+    /// after a crash replays at most about `snapshot_every` events or an interval's worth.
     pub snapshot_interval: Duration,
     /// Where "now" comes from: the system clock, or a manual one in tests.
     pub clock: Clock,
@@ -149,8 +149,8 @@ impl Default for Options {
             ended_retention: Duration::from_secs(300),
             ended_max: 10_000,
             tombstones: 100_000,
-            snapshot_every: 100_000,
-            snapshot_interval: Duration::from_secs(60),
+            snapshot_every: 10_000,
+            snapshot_interval: Duration::from_secs(1),
             clock: Clock::system(),
             outbound: Arc::new(guard::Policy::default()),
             workspace_roots: Roots::default(),
@@ -225,6 +225,9 @@ struct State {
     /// about an unknown task no newer than this may concern one.
     #[serde(default)]
     evicted_ms: u64,
+    /// The creation time (ms, from its id) of the newest task that ended since the start.
+    #[serde(skip)]
+    ended_id_ms: u64,
     /// Task ids per run, in the order they appeared.
     runs: HashMap<String, Run>,
     /// (due ms, task id) of every task timer.

@@ -111,6 +111,7 @@ fn bench_soak_reports_each_step_and_reads_ended_work_back_after_a_restart() {
     assert!(steps >= 3, "{out:?}");
     assert!(out.stdout.lines().any(|l| l.trim_start().starts_with("3,000 ")), "{out:?}");
     assert!(out.stdout.contains("read back from the log; a late message about it refused"), "{out:?}");
-    assert!(out.stdout.contains("restart: ready in"), "{out:?}");
+    assert!(out.stdout.contains("after SIGKILL: ready in"), "{out:?}");
+    assert!(out.stdout.contains("restart after SIGTERM: ready in"), "{out:?}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{out:?}");
 }

@@ -77,6 +77,9 @@ impl State {
     /// Notes that `task` has just ended: it leaves memory `ended_retention` after `since_ms`.
     pub(super) fn ended(&mut self, task: &Task) {
         self.ended.insert((task.since_ms, task.id.clone()));
+        if let Some(value) = id::value(Kind::Task, &task.id) {
+            self.ended_id_ms = self.ended_id_ms.max((value >> 80) as u64);
+        }
     }
 
     /// Evicts the ended tasks whose retention has passed as of `now`, at most [`EVICT_CHUNK`] of
@@ -90,7 +93,7 @@ impl State {
         {
             let Some((_, id)) = self.ended.pop_first() else { break };
             let Some(task) = self.tasks.get(&id).filter(|t| t.phase.is_terminal()) else { continue };
-            if task.due_ms.is_some() || task.cancel_to_forward {
+            if !may_leave(task) {
                 // Something is still to be said about it: look again after another retention.
                 self.ended.insert((now, id));
                 continue;
@@ -106,16 +109,7 @@ impl State {
             self.evicted.push((task, history));
             count += 1;
         }
-        // A run budget counts what the run's tasks used: its run must stay to keep counting.
-        let keep_runs = !run_budget(options).is_unlimited();
-        for (run_id, ids) in gone {
-            let Some(run) = self.runs.get_mut(&run_id) else { continue };
-            run.tasks.retain(|t| !ids.contains(t));
-            run.evicted += ids.len() as u64;
-            if run.tasks.is_empty() && !keep_runs {
-                self.runs.remove(&run_id);
-            }
-        }
+        forget_in_runs(options, &mut self.runs, gone);
         count
     }
 
@@ -146,6 +140,30 @@ impl State {
             && !self.workflows.knows(&message.task_id)
             && self.tombstones.get(&message.task_id).is_none()
             && id::value(Kind::Task, &message.task_id).is_some_and(|v| (v >> 80) as u64 <= self.evicted_ms)
+    }
+}
+
+/// Whether an ended task may leave memory: nothing is still to be said about it (no timer, no
+/// cancel to forward).
+pub(super) fn may_leave(task: &Task) -> bool {
+    task.phase.is_terminal() && task.due_ms.is_none() && !task.cancel_to_forward
+}
+
+/// Takes the tasks that left (`gone`, by run) out of their runs' lists; a run leaves with its last
+/// task, unless a run budget counts what its tasks used (then it must stay to keep counting).
+pub(super) fn forget_in_runs(
+    options: &Options,
+    runs: &mut HashMap<String, Run>,
+    gone: HashMap<String, HashSet<String>>,
+) {
+    let keep_runs = !run_budget(options).is_unlimited();
+    for (run_id, ids) in gone {
+        let Some(run) = runs.get_mut(&run_id) else { continue };
+        run.tasks.retain(|t| !ids.contains(t));
+        run.evicted += ids.len() as u64;
+        if run.tasks.is_empty() && !keep_runs {
+            runs.remove(&run_id);
+        }
     }
 }
 

@@ -93,7 +93,7 @@ impl Engine {
         let (copy, locked) = {
             let state = self.state();
             let copying = std::time::Instant::now();
-            (state.copy(), copying.elapsed())
+            (state.copy(&self.inner.options), copying.elapsed())
         };
         self.held(locked);
         let locked_ms = locked.as_millis() as u64;
@@ -136,20 +136,45 @@ impl Engine {
 }
 
 impl State {
-    /// What a snapshot saves of the state (what it rebuilds on load is left out).
-    fn copy(&self) -> State {
+    /// What a snapshot saves of the state: the work in flight. What it rebuilds on load is left out,
+    /// and so are the ended tasks that may leave memory: saved as already gone (their reads and late
+    /// messages go to the log), they keep the snapshot the size of the work in flight.
+    fn copy(&self, options: &Options) -> State {
+        // Only what stays is copied: the lock is held for the work in flight, not for what ended.
+        let mut tasks = HashMap::new();
+        let mut histories = HashMap::new();
+        for (id, task) in self.tasks.iter().filter(|(_, t)| !evict::may_leave(t)) {
+            tasks.insert(id.clone(), task.clone());
+            if let Some(history) = self.histories.get(id) {
+                histories.insert(id.clone(), history.clone());
+            }
+        }
+        let ended = self.ended.iter().filter(|(_, id)| tasks.contains_key(id)).cloned().collect();
+        let keep_runs = !run_budget(options).is_unlimited();
+        let mut runs = HashMap::new();
+        for (id, run) in &self.runs {
+            let kept: Vec<String> = run.tasks.iter().filter(|t| tasks.contains_key(*t)).cloned().collect();
+            if kept.is_empty() && !keep_runs {
+                continue;
+            }
+            let evicted = run.evicted + (run.tasks.len() - kept.len()) as u64;
+            runs.insert(id.clone(), Run { tasks: kept, evicted, ..*run });
+        }
+        // Every task saved as gone ended, so the newest ended one bounds their ids.
+        let evicted_ms = self.evicted_ms.max(self.ended_id_ms);
         State {
             seq: self.seq,
             schemas: Registry::default(),
             registered_schemas: self.registered_schemas.clone(),
             agents: self.agents.clone(),
-            tasks: self.tasks.clone(),
-            histories: self.histories.clone(),
-            ended: self.ended.clone(),
+            tasks,
+            histories,
+            ended,
             tombstones: evict::Tombstones::default(),
-            evicted_ms: self.evicted_ms,
+            evicted_ms,
+            ended_id_ms: 0,
             evicted: Vec::new(),
-            runs: self.runs.clone(),
+            runs,
             due: self.due.clone(),
             queued: self.queued.clone(),
             freed: self.freed.clone(),

@@ -571,13 +571,18 @@ async fn conversation_about_an_ended_task_goes_on() {
     h.stop().await;
 }
 
-/// What a restart must bring back the same way, whether from a snapshot or from the whole log.
-fn views(h: &Hub, tasks: &[&Task]) -> Value {
+/// What a restart must bring back the same way, whether from a snapshot or from the whole log (an
+/// ended task from memory or from the log).
+async fn views(h: &Hub, tasks: &[&Task]) -> Value {
     let mut agents = h.core().engine.agents();
     for a in &mut agents {
         a.last_seen.clear();
     }
-    let tasks: Vec<view::Task> = tasks.iter().map(|t| h.core().engine.task(&t.task).unwrap()).collect();
+    let mut found = Vec::new();
+    for t in tasks {
+        found.push(h.core().engine.find_task(&t.task).await.unwrap().unwrap());
+    }
+    let tasks: Vec<view::Task> = found;
     json!({"agents": agents, "tasks": tasks, "schemas": h.core().engine.schemas()})
 }
 
@@ -594,13 +599,13 @@ async fn a_snapshot_restores_the_state_a_full_rebuild_would_and_the_tail_is_repl
     }
     h.send(done.msg("agent:w", "task.accept", json!({}))).await.unwrap();
     h.send(done.msg("agent:w", "task.result", json!({"usage": {"tokens": 120}}))).await.unwrap();
-    let before = views(&h, &[&done, &pending]);
+    let before = views(&h, &[&done, &pending]).await;
 
     // A clean stop saves a snapshot at the head; the next start loads it and replays nothing.
     let head = h.core().log.head().await.unwrap();
     h.restart(fast()).await;
     assert_eq!(h.core().engine.loaded_snapshot_seq(), head);
-    assert_eq!(views(&h, &[&done, &pending]), before);
+    assert_eq!(views(&h, &[&done, &pending]).await, before);
 
     // Events the engine never saw (written straight to the store, as after a crash between
     // snapshots) are replayed on top of the snapshot.
@@ -620,16 +625,16 @@ async fn a_snapshot_restores_the_state_a_full_rebuild_would_and_the_tail_is_repl
     assert_eq!(h.core().engine.loaded_snapshot_seq(), head, "the snapshot is older than the two events");
     assert_eq!(h.core().engine.task(&pending.task).unwrap().state, TaskState::Accepted);
     h.wait(&late.task, 0, |v| delivered_to(v) == Some("agent:v")).await;
-    let with_tail = views(&h, &[&done, &pending, &late]);
+    let with_tail = views(&h, &[&done, &pending, &late]).await;
 
     // Other options (a timer changed) make the snapshot unusable: the state is rebuilt from the whole
     // log, and comes out the same.
     h.restart(fast()).await;
-    let snapshot_view = views(&h, &[&done, &pending, &late]);
+    let snapshot_view = views(&h, &[&done, &pending, &late]).await;
     let other = Options { queue_timeout: Duration::from_secs(301), ..fast() };
     h.restart(other).await;
     assert_eq!(h.core().engine.loaded_snapshot_seq(), 0, "a snapshot saved under other options is ignored");
-    assert_eq!(views(&h, &[&done, &pending, &late]), snapshot_view);
+    assert_eq!(views(&h, &[&done, &pending, &late]).await, snapshot_view);
     assert_eq!(snapshot_view["tasks"][0], with_tail["tasks"][0]);
     h.stop().await;
 }
