@@ -150,7 +150,7 @@ impl Default for Options {
             ended_max: 10_000,
             tombstones: 100_000,
             snapshot_every: 10_000,
-            snapshot_interval: Duration::from_secs(1),
+            snapshot_interval: Duration::from_millis(500),
             clock: Clock::system(),
             outbound: Arc::new(guard::Policy::default()),
             workspace_roots: Roots::default(),
