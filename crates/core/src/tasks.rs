@@ -126,6 +126,25 @@ pub enum Effect {
     Stay,
 }
 
+/// Whether `kind` moves a task through its life (what an ended task refuses).
+pub fn is_lifecycle(kind: MessageType) -> bool {
+    matches!(
+        kind,
+        MessageType::TaskRequest
+            | MessageType::TaskAccept
+            | MessageType::TaskProgress
+            | MessageType::TaskResult
+            | MessageType::TaskError
+            | MessageType::TaskCancel
+            | MessageType::TaskTimeout
+    )
+}
+
+/// Whether `kind` may change a task's state: its lifecycle, and the router's events about it.
+pub fn moves_task(kind: MessageType) -> bool {
+    is_lifecycle(kind) || matches!(kind, MessageType::RoutingDecision | MessageType::RoutingFailure)
+}
+
 /// Options of the state machine that come from the retry policy.
 #[derive(Debug, Clone, Copy)]
 pub struct Retries {
@@ -141,16 +160,7 @@ pub fn next(task: &Task, message: &Message, daemon: bool, retries: Retries) -> R
     let assignee = task.agent.as_deref();
     let phase = task.phase;
     let refuse = |why: String| Err(invalid(task, message.kind, why));
-    let lifecycle = matches!(
-        message.kind,
-        T::TaskRequest
-            | T::TaskAccept
-            | T::TaskProgress
-            | T::TaskResult
-            | T::TaskError
-            | T::TaskCancel
-            | T::TaskTimeout
-    );
+    let lifecycle = is_lifecycle(message.kind);
     // Conversation and tool traffic about a task may go on after it ends; its lifecycle may not.
     if phase.is_terminal() && lifecycle && !(daemon && message.kind == T::TaskCancel) {
         return refuse(format!("task {} has ended ({})", task.id, phase.as_str()));

@@ -72,19 +72,7 @@ impl State {
             self.workflows.apply(seq, message);
             return;
         }
-        let is_task_kind = matches!(
-            message.kind,
-            MessageType::TaskRequest
-                | MessageType::TaskAccept
-                | MessageType::TaskProgress
-                | MessageType::TaskResult
-                | MessageType::TaskError
-                | MessageType::TaskCancel
-                | MessageType::TaskTimeout
-                | MessageType::RoutingFailure
-                | MessageType::RoutingDecision
-        );
-        if !is_task_kind {
+        if !tasks::moves_task(message.kind) {
             return;
         }
         let daemon = message.from.agent_id == ORCHESTRATOR;

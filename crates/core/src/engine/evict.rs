@@ -59,20 +59,6 @@ impl Tombstones {
     }
 }
 
-/// Whether `kind` moves a task through its life (what an ended task refuses).
-pub(super) fn is_lifecycle(kind: MessageType) -> bool {
-    matches!(
-        kind,
-        MessageType::TaskRequest
-            | MessageType::TaskAccept
-            | MessageType::TaskProgress
-            | MessageType::TaskResult
-            | MessageType::TaskError
-            | MessageType::TaskCancel
-            | MessageType::TaskTimeout
-    )
-}
-
 impl State {
     /// Notes that `task` has just ended: it leaves memory `ended_retention` after `since_ms`.
     pub(super) fn ended(&mut self, task: &Task) {
@@ -123,7 +109,7 @@ impl State {
 
     /// The refusal of a lifecycle message about a task that ended and left memory.
     pub(super) fn tombstone(&self, message: &Message) -> Option<Refusal> {
-        if !is_lifecycle(message.kind) || self.tasks.contains_key(&message.task_id) {
+        if !tasks::is_lifecycle(message.kind) || self.tasks.contains_key(&message.task_id) {
             return None;
         }
         let phase = self.tombstones.get(&message.task_id)?;
@@ -134,7 +120,7 @@ impl State {
     /// tombstone (so the log must say): no tombstone, not in memory, and not newer than the newest
     /// task evicted.
     fn may_be_forgotten(&self, message: &Message) -> bool {
-        is_lifecycle(message.kind)
+        tasks::is_lifecycle(message.kind)
             && self.evicted_ms > 0
             && !self.tasks.contains_key(&message.task_id)
             && !self.workflows.knows(&message.task_id)
@@ -181,7 +167,7 @@ pub(super) struct Replay {
 impl Replay {
     fn feed(&mut self, options: &Options, seq: u64, message: &Message) {
         let kind = message.kind;
-        if !is_lifecycle(kind) && !matches!(kind, MessageType::RoutingDecision | MessageType::RoutingFailure) {
+        if !tasks::moves_task(kind) {
             return;
         }
         // A workflow's own requests (its tasks live in memory, read from there).

@@ -153,18 +153,7 @@ impl View<'_> {
 }
 
 pub(super) fn is_lifecycle(kind: MessageType) -> bool {
-    matches!(
-        kind,
-        MessageType::TaskRequest
-            | MessageType::TaskAccept
-            | MessageType::TaskProgress
-            | MessageType::TaskResult
-            | MessageType::TaskError
-            | MessageType::TaskCancel
-            | MessageType::TaskTimeout
-            | MessageType::RoutingDecision
-            | MessageType::RoutingFailure
-    )
+    crate::tasks::moves_task(kind)
 }
 
 impl Workflows {
