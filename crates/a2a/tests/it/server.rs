@@ -502,3 +502,30 @@ async fn the_http_json_binding_serves_the_same_operations() {
     worker.abort();
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_left_memory_is_still_got_from_the_log_and_not_cancelable() {
+    // No ended task stays in memory: each leaves as soon as it ends.
+    let d = crate::start_with(clutch_core::engine::Options { ended_max: 0, ..Default::default() }).await;
+    register(&d.engine, "kim", "skill:answer").await;
+    let worker = kim_works(d.engine.clone());
+    let sent = d.rpc(Some("1.0"), "SendMessage", json!({"message": message("6 × 7?", Some("skill:answer"))})).await;
+    let task = sent["result"]["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
+    let id = task["id"].as_str().unwrap().to_owned();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while d.engine.task(&id).is_some() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the ended task never left memory");
+    let got = d.rpc(Some("1.0"), "GetTask", json!({"id": id})).await;
+    assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED", "{got}");
+    assert_eq!(got["result"]["artifacts"], task["artifacts"], "{got}");
+    assert_eq!(got["result"]["history"][0]["parts"], json!([{"text": "6 × 7?"}]), "{got}");
+    let cancel = d.rpc(Some("1.0"), "CancelTask", json!({"id": id})).await;
+    assert_eq!(cancel["error"]["code"], -32002, "{cancel}");
+    worker.abort();
+    d.stop().await;
+}
