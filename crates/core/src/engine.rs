@@ -196,6 +196,9 @@ struct Inner {
     /// The longest the engine's lock was held by its own work (a reactor pass, a snapshot), in
     /// microseconds: the longest the writer could have waited for it.
     longest_hold_us: AtomicU64,
+    /// The state's `evicted_ms`, readable without the lock: a client's message about a task newer
+    /// than this cannot concern one that left memory, so submitting it takes no lock for that.
+    evicted_ms: AtomicU64,
 }
 
 #[derive(Default, serde::Serialize, serde::Deserialize)]

@@ -116,16 +116,9 @@ impl State {
         Some(tasks::ended(&message.task_id, message.kind, phase.as_str()))
     }
 
-    /// Whether a lifecycle message about `task_id` may concern a task that left memory without a
-    /// tombstone (so the log must say): no tombstone, not in memory, and not newer than the newest
-    /// task evicted.
-    fn may_be_forgotten(&self, message: &Message) -> bool {
-        tasks::is_lifecycle(message.kind)
-            && self.evicted_ms > 0
-            && !self.tasks.contains_key(&message.task_id)
-            && !self.workflows.knows(&message.task_id)
-            && self.tombstones.get(&message.task_id).is_none()
-            && id::value(Kind::Task, &message.task_id).is_some_and(|v| (v >> 80) as u64 <= self.evicted_ms)
+    /// Whether nothing in memory knows `task_id`: not a task, a workflow's, or a tombstone.
+    fn forgot(&self, task_id: &str) -> bool {
+        !self.tasks.contains_key(task_id) && !self.workflows.knows(task_id) && self.tombstones.get(task_id).is_none()
     }
 }
 
@@ -339,7 +332,11 @@ impl Engine {
     /// tombstone, the log says whether that task ended; if so its tombstone is put back, for the
     /// gate to refuse the message.
     pub(super) async fn recall(&self, message: &Message) -> Result<()> {
-        if !self.state().may_be_forgotten(message) {
+        // Only a lifecycle message about a task no newer than the newest one evicted may concern one
+        // that left memory; that much is known without the lock.
+        let newest = self.inner.evicted_ms.load(Ordering::Relaxed);
+        let old = id::value(Kind::Task, &message.task_id).is_some_and(|v| (v >> 80) as u64 <= newest);
+        if newest == 0 || !old || !tasks::is_lifecycle(message.kind) || !self.state().forgot(&message.task_id) {
             return Ok(());
         }
         let filter = Filter { task_id: Some(message.task_id.clone()), ..Filter::default() };

@@ -16,6 +16,7 @@ impl Engine {
                 let pass = std::time::Instant::now();
                 let (actions, next) = state.collect(&self.inner.options, self.inner.options.clock.now_ms());
                 self.held(pass.elapsed());
+                self.inner.evicted_ms.store(state.evicted_ms, Ordering::Relaxed);
                 (actions, next, std::mem::take(&mut state.evicted))
             };
             drop(evicted);

@@ -63,6 +63,7 @@ impl Engine {
             ms = started.elapsed().as_millis() as u64,
             "engine state rebuilt"
         );
+        let evicted_ms = state.evicted_ms;
         let inner = Inner {
             state: Mutex::new(state),
             options,
@@ -76,6 +77,7 @@ impl Engine {
             refusal_budget_per_sender: crate::throttle::Throttles::new(5, 0.1, 4096),
             positions: std::sync::RwLock::new(Vec::new()),
             longest_hold_us: AtomicU64::new(0),
+            evicted_ms: AtomicU64::new(evicted_ms),
         };
         Ok(Engine { inner: Arc::new(inner) })
     }
