@@ -267,6 +267,30 @@ impl Backend for Store {
         row.map(|row| column::<Vec<u8>>(&row, 0).map(Bytes::from)).transpose()
     }
 
+    async fn remove_run(&self, run_id: &str, limit: usize) -> clutch_store::Result<usize> {
+        let mut client = self.client().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let tx = client.build_transaction().isolation_level(IsolationLevel::ReadCommitted).start().await.map_err(db)?;
+        // Under the appends' lock, so that no append computes the head between the floor and the delete.
+        let lock = tx.prepare_cached(sql::LOCK_APPEND).await.map_err(db)?;
+        tx.execute(&lock, &[&APPEND_LOCK_CLASS, &self.lock_key]).await.map_err(db)?;
+        let seqs = tx.prepare_cached(sql::RUN_OLDEST).await.map_err(db)?;
+        let seqs: Vec<i64> = tx.query(&seqs, &[&run_id, &limit]).await.map_err(db)?.iter().map(|r| r.get(0)).collect();
+        if seqs.is_empty() {
+            return Ok(0);
+        }
+        for statement in [sql::RAISE_FLOOR, sql::REMOVE_RECIPIENTS, sql::REMOVE_EVENTS] {
+            let stmt = tx.prepare_cached(statement).await.map_err(db)?;
+            if statement == sql::RAISE_FLOOR {
+                tx.execute(&stmt, &[]).await.map_err(db)?;
+            } else {
+                tx.execute(&stmt, &[&seqs]).await.map_err(db)?;
+            }
+        }
+        tx.commit().await.map_err(db)?;
+        Ok(seqs.len())
+    }
+
     async fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.pool.close();
@@ -343,7 +367,17 @@ async fn insert(tx: &Transaction<'_>, rows: &append::Rows<'_>) -> clutch_store::
 /// The statements of the hot paths, prepared once per pooled connection.
 mod sql {
     pub(crate) const LOCK_APPEND: &str = "SELECT pg_advisory_xact_lock($1::int4, $2::int4)";
-    pub(crate) const HEAD: &str = "SELECT coalesce(max(seq), 0) FROM events";
+    /// The newest event's `seq`, or the highest retention removed (`log_floor`): `seq` never goes back.
+    pub(crate) const HEAD: &str =
+        "SELECT GREATEST(coalesce((SELECT max(seq) FROM events), 0), (SELECT seq FROM log_floor))";
+    pub(crate) const RUN_OLDEST: &str = "SELECT seq FROM events WHERE run_id = $1 ORDER BY seq LIMIT $2";
+    pub(crate) const RAISE_FLOOR: &str = "UPDATE log_floor SET seq = \
+        GREATEST(seq, coalesce((SELECT max(seq) FROM events), 0))";
+    pub(crate) const REMOVE_RECIPIENTS: &str = "DELETE FROM recipients r USING events e, \
+        jsonb_array_elements(CASE WHEN jsonb_typeof(e.body::jsonb->'to') = 'array' THEN e.body::jsonb->'to' \
+        ELSE '[]'::jsonb END) t \
+        WHERE e.seq = ANY($1::int8[]) AND r.seq = e.seq AND r.agent_id = t->>'agent_id'";
+    pub(crate) const REMOVE_EVENTS: &str = "DELETE FROM events WHERE seq = ANY($1::int8[])";
     pub(crate) const BY_IDS: &str = "SELECT id, seq, run_id, body FROM events WHERE id = ANY($1::text[])";
     pub(crate) const BY_KEYS: &str = "SELECT e.run_id, e.idempotency_key, e.id, e.seq \
         FROM UNNEST($1::text[], $2::text[]) AS k(run_id, key) \

@@ -13,6 +13,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("../migrations/0004_cursors.sql")),
     (5, include_str!("../migrations/0005_snapshots.sql")),
     (6, include_str!("../migrations/0006_records.sql")),
+    (7, include_str!("../migrations/0007_log_floor.sql")),
 ];
 
 pub(crate) enum Error {

@@ -219,6 +219,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0004_snapshots.sql"),
     include_str!("../migrations/0005_deferred_indexes.sql"),
     include_str!("../migrations/0006_records.sql"),
+    include_str!("../migrations/0007_log_floor.sql"),
 ];
 
 fn migrate(c: &Connection, path: &Path) -> Result<(), Error> {
@@ -483,6 +484,11 @@ impl Backend for Store {
                     .map(|n| n > 0)
             })
             .await
+    }
+
+    async fn remove_run(&self, run_id: &str, limit: usize) -> clutch_store::Result<usize> {
+        let run_id = run_id.to_string();
+        self.inner.with_writer(true, move |conn| log::remove_run(conn, &run_id, limit)).await
     }
 
     async fn close(&self) {

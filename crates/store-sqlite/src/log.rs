@@ -55,8 +55,7 @@ pub(crate) fn append(
     index_chunk: u64,
 ) -> rusqlite::Result<Vec<Result<Outcome, Error>>> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let mut next: u64 =
-        tx.prepare_cached("SELECT coalesce(max(seq), 0) FROM events")?.query_row([], |r| r.get::<_, i64>(0))? as u64;
+    let mut next: u64 = tx.prepare_cached(HEAD)?.query_row([], |r| r.get::<_, i64>(0))? as u64;
     let mut out = Vec::with_capacity(rows.len());
     {
         let mut insert = tx.prepare_cached(
@@ -141,10 +140,50 @@ pub(crate) fn get(c: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
     c.prepare_cached("SELECT seq, body FROM events WHERE id = ?1")?.query_row([id], event).optional()
 }
 
+/// The highest `seq` assigned: the newest event's, or, when retention removed the newest events, the
+/// highest it removed (`log_floor`), so that `seq` never goes back.
+const HEAD: &str = "SELECT max(coalesce((SELECT max(seq) FROM events), 0), (SELECT seq FROM log_floor))";
+
 pub(crate) fn head(c: &Connection) -> rusqlite::Result<u64> {
-    c.prepare_cached("SELECT coalesce(max(seq), 0) FROM events")?
-        .query_row([], |r| r.get::<_, i64>(0))
-        .map(|n| n as u64)
+    c.prepare_cached(HEAD)?.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+}
+
+/// Removes the oldest `limit` events of `run_id` and their recipients' rows in one transaction,
+/// first raising `log_floor` to the head so that `seq` never goes back (see `Backend::remove_run`).
+pub(crate) fn remove_run(conn: &mut Connection, run_id: &str, limit: usize) -> rusqlite::Result<usize> {
+    #[derive(serde::Deserialize)]
+    struct To {
+        #[serde(default)]
+        to: Vec<Recipient>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Recipient {
+        agent_id: String,
+    }
+    // Read before the transaction (a read opens one of its own): the caller holds the writer
+    // connection, the only one that writes, so nothing changes in between.
+    let filter = Filter { run_id: Some(run_id.to_string()), ..Filter::default() };
+    let events = read(conn, &filter, 0, limit)?;
+    if events.is_empty() {
+        return Ok(0);
+    }
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    tx.prepare_cached(&format!("UPDATE log_floor SET seq = ({HEAD})"))?.execute([])?;
+    {
+        let mut event = tx.prepare_cached("DELETE FROM events WHERE seq = ?1")?;
+        let mut recipient = tx.prepare_cached("DELETE FROM recipients WHERE agent_id = ?1 AND seq = ?2")?;
+        for e in &events {
+            let seq = e.seq as i64;
+            event.execute([seq])?;
+            // A body that does not parse has no recipients this could name; its rows, if any, are
+            // unreachable once the event is gone (an inbox read joins the events).
+            for r in serde_json::from_str::<To>(&e.json).map(|t| t.to).unwrap_or_default() {
+                recipient.execute(params![r.agent_id, seq])?;
+            }
+        }
+    }
+    tx.commit()?;
+    Ok(events.len())
 }
 
 pub(crate) fn read(c: &Connection, f: &Filter, after: u64, limit: usize) -> rusqlite::Result<Vec<Event>> {

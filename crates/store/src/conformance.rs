@@ -32,7 +32,7 @@ macro_rules! conformance_tests {
             conflict_does_not_spoil_the_batch, artifacts_round_trip, large_run_pages_in_order,
             reopen_keeps_everything, closed_store_refuses, inbox_reads_by_recipient,
             cursors_are_saved_and_replaced, snapshots_are_saved_and_replaced, records_are_kept_apart, written_batches_chain_and_sync,
-            blocking_writes_answer_as_the_async_ones);
+            blocking_writes_answer_as_the_async_ones, removing_a_run_keeps_the_rest);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
@@ -518,4 +518,63 @@ pub async fn records_are_kept_apart(h: &impl Harness) {
     assert_eq!(kept, vec![("t1/c1".to_owned(), Bytes::from_static(b"one again"))], "records survive a reopen");
     assert_eq!(s.records("other").await.unwrap().len(), 1, "spaces are apart");
     assert_eq!(s.head().await.unwrap(), 0, "records are not in the log");
+}
+
+/// Retention's removal: a run's events go oldest first, in chunks, with their inbox rows; other runs,
+/// the dedup of what remains and the head stay, and `seq` never goes back, even when the newest
+/// events were removed and the store reopened.
+pub async fn removing_a_run_keeps_the_rest(h: &impl Harness) {
+    let s = h.open().await;
+    let (old, t, k) = ids();
+    let (kept, t2, k2) = ids();
+    let mut batch = Vec::new();
+    for i in 0..5 {
+        let mut m = message(&old, &t, &k, "agent:x", MessageType::ChatMessage);
+        m.to = vec![recipient("agent:a")];
+        batch.push(m);
+        let mut m = message(&kept, &t2, &k2, "agent:x", MessageType::ChatMessage);
+        m.to = vec![recipient("agent:a")];
+        m.idempotency_key = Some(format!("kept-{i}"));
+        batch.push(m);
+    }
+    // The log's newest event belongs to the removed run.
+    batch.push(message(&old, &t, &k, "agent:x", MessageType::ChatMessage));
+    for o in s.append_messages(&batch).await.unwrap() {
+        o.unwrap();
+    }
+    assert_eq!(s.head().await.unwrap(), 11);
+    let run = |r: &str| Filter { run_id: Some(r.to_owned()), ..Filter::default() };
+    let inbox = Filter { to: Some("agent:a".into()), ..Filter::default() };
+    assert_eq!(s.remove_run(&old, 2).await.unwrap(), 2, "the oldest two first");
+    let left: Vec<u64> = s.read(&run(&old), 0, 100).await.unwrap().iter().map(|e| e.seq).collect();
+    assert_eq!(left, [5, 7, 9, 11]);
+    assert_eq!(s.remove_run(&old, 100).await.unwrap(), 4);
+    assert_eq!(s.remove_run(&old, 100).await.unwrap(), 0, "nothing is left to remove");
+    assert!(s.read(&run(&old), 0, 100).await.unwrap().is_empty());
+    assert!(s.get(&batch[0].id).await.unwrap().is_none());
+    let inbox_seqs: Vec<u64> = s.read(&inbox, 0, 100).await.unwrap().iter().map(|e| e.seq).collect();
+    assert_eq!(inbox_seqs, [2, 4, 6, 8, 10], "the removed run's inbox rows went with it");
+    let all: Vec<u64> = s.read(&Filter::default(), 0, 100).await.unwrap().iter().map(|e| e.seq).collect();
+    assert_eq!(all, [2, 4, 6, 8, 10]);
+    assert_eq!(s.head().await.unwrap(), 11, "the head does not move back");
+    // What remains still dedups, by id and by idempotency key.
+    assert_eq!(append_one(&*s, &batch[1]).await.unwrap().seq, 2);
+    let mut again = message(&kept, &t2, &k2, "agent:y", MessageType::ChatMessage);
+    again.idempotency_key = Some("kept-4".into());
+    assert_eq!(append_one(&*s, &again).await.unwrap(), crate::Outcome { id: batch[9].id.clone(), seq: 10, duplicate: true });
+    let next = append_one(&*s, &simple()).await.unwrap();
+    assert_eq!(next.seq, 12, "the next append continues after the highest seq ever assigned");
+    s.close().await;
+    let s = h.open().await;
+    assert_eq!(s.head().await.unwrap(), 12);
+    let (a, b) = (simple(), simple());
+    s.remove_run(&a.run_id, 10).await.unwrap();
+    for m in [&a, &b] {
+        append_one(&*s, m).await.unwrap();
+    }
+    s.remove_run(&b.run_id, 10).await.unwrap();
+    s.close().await;
+    let s = h.open().await;
+    assert_eq!(s.head().await.unwrap(), 14, "removing the newest event keeps its seq taken across a reopen");
+    assert_eq!(append_one(&*s, &simple()).await.unwrap().seq, 15);
 }

@@ -16,7 +16,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// A stored message: its place in the log and its canonical JSON.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
-    /// Global, gap-free, strictly increasing position in the log, from 1.
+    /// Global, strictly increasing position in the log, from 1; gap-free as appended (gaps appear
+    /// only where retention removed a run's events, [`Backend::remove_run`]).
     pub seq: u64,
     /// The message's canonical JSON ([`Message::to_canonical_json`]).
     pub json: Arc<str>,
@@ -227,6 +228,13 @@ pub trait Backend: Send + Sync + 'static {
     async fn delete_record(&self, space: &str, key: &str) -> Result<bool>;
 
     /// Flushes and releases resources; later calls answer [`Error::Closed`].
+    /// Removes the oldest `limit` events of `run_id` (with their recipients' rows) in one durable
+    /// transaction, for retention; answers how many went (0: none is left). The head never moves
+    /// back: the highest `seq` ever assigned is kept, so the next append continues after it and
+    /// cursors past removed events stay valid. Other runs' events, and the dedup of every event
+    /// that remains, are untouched.
+    async fn remove_run(&self, run_id: &str, limit: usize) -> Result<usize>;
+
     async fn close(&self);
 }
 

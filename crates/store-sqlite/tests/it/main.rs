@@ -156,7 +156,7 @@ async fn a_store_from_before_deferred_indexes_is_migrated_and_read_through_them(
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .unwrap();
-    assert_eq!((version, upto, unindexed), (6, 30, 0), "the rows already stored are indexed");
+    assert_eq!((version, upto, unindexed), (7, 30, 0), "the rows already stored are indexed");
     store.append_messages(&messages[30..]).await.unwrap();
     let m = &messages[0];
     let filter = Filter { agent_id: Some(m.from.agent_id.clone()), ..Filter::default() };
