@@ -110,7 +110,7 @@ impl Builder {
             Some(options) => clutch_gateway::router_with(core.log.clone(), core.engine.clone(), options, routes, open),
             None => routes.merge(open),
         };
-        let workers = self
+        let mut workers: Vec<Task<()>> = self
             .faces
             .iter()
             .filter_map(|face| {
@@ -119,6 +119,10 @@ impl Builder {
                 Some(Task { name: face.name(), stop, task: tokio::spawn(work) })
             })
             .collect();
+        // Retention of the log: a pass now and then, when the operator set a policy.
+        let (stop, stopped) = oneshot::channel();
+        let retention = clutch_core::retention::run(core.engine.clone(), face::Stop::new(stopped));
+        workers.push(Task { name: "retention", stop, task: tokio::spawn(retention) });
         Ok(App { log: core.log.clone(), engine: core.engine.clone(), router, core, workers, servers: Vec::new() })
     }
 }

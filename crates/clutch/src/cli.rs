@@ -119,6 +119,11 @@ pub enum RunsCommand {
     /// Print a run's tasks as a tree by parent task, with counts per state.
     #[command(after_help = crate::tasks::RUN_TASKS_EXAMPLES)]
     Tasks(crate::tasks::RunTasksArgs),
+    /// Archive and remove the runs the retention policy says are old enough (`[retention]` in
+    /// clutch.toml, `retention:` in org.yaml), now rather than at the daemon's next pass; with
+    /// --dry-run, only say which would go.
+    #[command(after_help = crate::prune::EXAMPLES)]
+    Prune(crate::prune::PruneArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -315,8 +320,12 @@ pub struct ReplayArgs {
     #[command(flatten)]
     pub client: ClientArgs,
     /// The run to replay.
-    #[arg(value_name = "RUN_ID")]
-    pub run: String,
+    #[arg(value_name = "RUN_ID", required_unless_present = "file")]
+    pub run: Option<String>,
+    /// Replay a run archived by retention (`<run>.ndjson.gz`, or any NDJSON of events) instead of
+    /// asking the daemon: no daemon is needed.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["run", "reexecute"])]
+    pub file: Option<std::path::PathBuf>,
     /// Start after this seq.
     #[arg(long, value_name = "SEQ")]
     pub after: Option<u64>,
@@ -422,7 +431,9 @@ const RUNS_EXAMPLES: &str = "EXAMPLES:
   clutch runs replay run_01J... --json > run.ndjson
   clutch runs replay run_01J... --after 120
   clutch runs replay run_01J... --reexecute      its LLM agents' tasks worked again from the log
-  clutch runs tasks run_01J...                   the run's task tree";
+  clutch runs tasks run_01J...                   the run's task tree
+  clutch runs replay --file .clutch/archive/2026-10-01/run_01J....ndjson.gz   an archived run
+  clutch runs prune --dry-run                    which ended runs retention would archive and remove";
 
 const MCP_EXAMPLES: &str = "EXAMPLES:
   claude mcp add clutch -- clutch mcp                   add Clutch to Claude Code (stdio)

@@ -39,6 +39,7 @@ pub struct Config {
     pub outbound: Outbound,
     pub workspaces: Workspaces,
     pub positions: Positions,
+    pub retention: Retention,
     pub a2a: A2a,
     /// The MCP servers whose tools agents may call (`[[mcp_servers]]`: `name`, and `command` with
     /// `args` and `env`, or `url` with `headers`; `connect_timeout_ms`, `call_timeout_ms`). File only.
@@ -230,6 +231,44 @@ impl Default for EngineTimers {
     }
 }
 
+/// Retention of the log: runs whose newest event is older than `after_days` and that have no work in
+/// flight are archived (gzip-compressed NDJSON, one file per run) and/or removed, in the background.
+/// Off until `after_days` is set (or org.yaml's `retention.workflows` names workflows of their own).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Retention {
+    /// Days since a run's last event after which it goes (0 = never, but for org.yaml's workflows).
+    pub after_days: u64,
+    /// Write each run to `<archive_dir>/<day of its last event>/<run>.ndjson.gz` before it goes
+    /// (`clutch runs replay --file` reads it).
+    pub archive: bool,
+    /// Where archives go (default: `<data_dir>/archive`).
+    pub archive_dir: Option<PathBuf>,
+    /// Remove the run's events from the log (after archiving them, when `archive`).
+    pub remove: bool,
+    /// Seconds between passes.
+    pub interval_secs: u64,
+    /// Events removed per transaction (the longest the log's writer waits for one).
+    pub chunk: u64,
+    /// Events a pass reads at most, per age: the next pass continues.
+    pub scan_max: u64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        let o = clutch_core::retention::Options::default();
+        Retention {
+            after_days: 0,
+            archive: true,
+            archive_dir: None,
+            remove: o.remove,
+            interval_secs: o.interval.as_secs(),
+            chunk: o.chunk as u64,
+            scan_max: o.scan_max as u64,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
@@ -273,6 +312,7 @@ impl Default for Config {
             outbound: Outbound::default(),
             workspaces: Workspaces::default(),
             positions: Positions::default(),
+            retention: Retention::default(),
             a2a: A2a::default(),
             mcp_servers: Vec::new(),
             hooks: Vec::new(),
@@ -539,11 +579,20 @@ impl Config {
             ("log_service.queue", self.log_service.queue),
             ("log_service.subscriber_buffer", self.log_service.subscriber_buffer),
             ("stream.keepalive_secs", self.stream.keepalive_secs),
+            ("retention.interval_secs", self.retention.interval_secs),
+            ("retention.chunk", self.retention.chunk),
+            ("retention.scan_max", self.retention.scan_max),
         ];
         for (key, value) in positive {
             if value == 0 {
                 bail!("`{key}` must be at least 1");
             }
+        }
+        if !self.retention.archive && !self.retention.remove {
+            bail!("`retention`: with neither `archive` nor `remove` a pass would do nothing; set one to true");
+        }
+        if self.retention.after_days > 36_500 {
+            bail!("`retention.after_days` must be at most 36500 (100 years); 0 turns retention off");
         }
         if self.data_dir.as_os_str().is_empty() {
             bail!("`data_dir` must not be empty");
@@ -671,7 +720,21 @@ impl Config {
             snapshot_interval: ms(e.snapshot_interval_ms),
             // Checked on load: a policy that does not build here allows nothing beyond public addresses.
             outbound: std::sync::Arc::new(self.outbound_policy().unwrap_or_default()),
+            retention: self.retention_options(),
             ..clutch_core::engine::Options::default()
+        }
+    }
+
+    /// Retention of the log as the engine takes it.
+    pub fn retention_options(&self) -> clutch_core::retention::Options {
+        let r = &self.retention;
+        clutch_core::retention::Options {
+            after: (r.after_days > 0).then(|| Duration::from_secs(r.after_days.saturating_mul(86_400))),
+            archive_dir: r.archive.then(|| r.archive_dir.clone().unwrap_or_else(|| self.data_dir.join("archive"))),
+            remove: r.remove,
+            chunk: saturating(r.chunk),
+            scan_max: saturating(r.scan_max),
+            interval: Duration::from_secs(r.interval_secs),
         }
     }
 
@@ -910,6 +973,7 @@ mod tests {
                 "mcp.allowed_origins" => "https://a.example, http://b.example:8080",
                 "outbound.allow" => "10.0.0.0/8, agents.internal",
                 "outbound.allow_loopback" | "a2a.conformance" => "true",
+                "retention.archive" | "retention.remove" => "false",
                 "workspaces.roots" => "/srv/a:/srv/b",
                 _ => "7",
             };

@@ -12,6 +12,7 @@ mod keys;
 mod mcp;
 mod policy;
 mod positions;
+mod prune;
 mod render;
 mod replay;
 mod send;
@@ -106,6 +107,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Tail(args) => tail::run(args).await,
                     Command::Runs { command: RunsCommand::Replay(args) } => replay::run(args).await,
                     Command::Runs { command: RunsCommand::Tasks(args) } => tasks::run_tree(args).await,
+                    Command::Runs { command: RunsCommand::Prune(args) } => prune::run(args).await,
                     Command::Agents { command } => agents::run(command).await,
                     Command::Tasks { command } => tasks::run(command).await,
                     Command::Tools { command } => tools::run(command).await,

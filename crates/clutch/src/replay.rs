@@ -14,11 +14,15 @@ use crate::client::{self, Client};
 use crate::render;
 
 pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
+    if let Some(file) = &args.file {
+        return from_file(file, args.after, args.json);
+    }
+    let run = args.run.as_deref().context("name the run to replay, or --file")?;
     let client = Client::connect(&args.client)?;
     if args.reexecute {
-        return reexecute(&client, &args.run, args.positions.as_deref()).await;
+        return reexecute(&client, run, args.positions.as_deref()).await;
     }
-    let mut request = client.get(&format!("/v1/runs/{}/events", client::path_segment(&args.run)));
+    let mut request = client.get(&format!("/v1/runs/{}/events", client::path_segment(run)));
     if let Some(after) = args.after {
         request = request.query(&[("after", after)]);
     }
@@ -37,6 +41,29 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
         out.flush()?;
     }
     print_line(&mut out, &pending, args.json, color)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Prints a run archived by retention (or any NDJSON of events) as the daemon's replay would.
+fn from_file(file: &std::path::Path, after: Option<u64>, json: bool) -> anyhow::Result<()> {
+    let color = render::stdout_color();
+    let mut out = BufWriter::new(std::io::stdout());
+    let mut failure = None;
+    let read = clutch_core::retention::read_archive(file, |line| {
+        let seq = serde_json::from_str::<Value>(line).ok().and_then(|e| e["seq"].as_u64());
+        if after.is_some_and(|a| seq.is_some_and(|s| s <= a)) {
+            return Ok(());
+        }
+        print_line(&mut out, line.as_bytes(), json, color).map_err(|e| {
+            failure = Some(e);
+            std::io::Error::other("stopped")
+        })
+    });
+    if let Some(e) = failure {
+        return Err(e.context(format!("{} holds an event that is not JSON", file.display())));
+    }
+    read.with_context(|| format!("cannot read {}", file.display()))?;
     out.flush()?;
     Ok(())
 }

@@ -20,6 +20,8 @@ pub enum Access {
     Write,
     /// A person who may approve or deny tool calls: an admin or an approver.
     Approve,
+    /// The operator's own work (a retention pass): an admin.
+    Admin,
 }
 
 impl Access {
@@ -29,6 +31,7 @@ impl Access {
             Access::Read => "read",
             Access::Write => "write",
             Access::Approve => "approve",
+            Access::Admin => "admin",
         }
     }
 }
@@ -86,6 +89,7 @@ impl Caller {
             Access::Open | Access::Read => Ok(()),
             Access::Write => self.may_write(),
             Access::Approve => self.may_approve(),
+            Access::Admin => self.may_administer(),
         }
     }
 
@@ -118,6 +122,18 @@ impl Caller {
         match named {
             Some(agent) => self.may_act_as(agent, field),
             None => Ok(()),
+        }
+    }
+
+    /// May the caller run the operator's own work (a retention pass)? An admin (anyone, without
+    /// tokens).
+    pub fn may_administer(&self) -> Result<(), Refusal> {
+        match &self.0 {
+            Some(g) if g.role != Role::Admin => Err(Refusal::new(
+                ErrorCode::Forbidden,
+                format!("token `{}` is an {}: only admins run the operator's passes", g.name, g.role),
+            )),
+            _ => Ok(()),
         }
     }
 

@@ -130,6 +130,8 @@ pub struct Options {
     pub workspace_roots: Roots,
     /// The adapters that carry tool calls out (see [`crate::adapter`]); the faces list their tools.
     pub adapters: crate::adapter::Registry,
+    /// Retention of the log: which ended runs are archived and removed (see [`crate::retention`]).
+    pub retention: crate::retention::Options,
 }
 
 impl Default for Options {
@@ -155,6 +157,7 @@ impl Default for Options {
             outbound: Arc::new(guard::Policy::default()),
             workspace_roots: Roots::default(),
             adapters: crate::adapter::Registry::default(),
+            retention: crate::retention::Options::default(),
         }
     }
 }
@@ -199,6 +202,8 @@ struct Inner {
     /// The state's `evicted_ms`, readable without the lock: a client's message about a task newer
     /// than this cannot concern one that left memory, so submitting it takes no lock for that.
     evicted_ms: AtomicU64,
+    /// Held by a retention pass, so that two never run at once.
+    pub(crate) retention: tokio::sync::Mutex<()>,
 }
 
 #[derive(Default, serde::Serialize, serde::Deserialize)]

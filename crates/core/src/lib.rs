@@ -18,6 +18,7 @@ pub mod payload;
 pub mod published;
 pub mod push;
 pub mod registry;
+pub mod retention;
 pub mod roots;
 pub mod router;
 mod running;
@@ -53,6 +54,9 @@ pub enum Error {
     /// A background task of the core panicked.
     #[error("a core task failed: {0}")]
     Task(String),
+    /// Retention could not write a run's archive (nothing of the run was removed).
+    #[error("cannot write a retention archive: {0}")]
+    Archive(String),
 }
 
 impl Error {
@@ -62,7 +66,7 @@ impl Error {
             Error::ShuttingDown => ErrorCode::Unavailable,
             Error::ArtifactTooLarge { .. } => ErrorCode::PayloadTooLarge,
             Error::Refused(r) => r.code,
-            Error::Task(_) => ErrorCode::Internal,
+            Error::Task(_) | Error::Archive(_) => ErrorCode::Internal,
         }
     }
 
@@ -79,6 +83,10 @@ impl Error {
             Error::ShuttingDown => Refusal::new(ErrorCode::Unavailable, "the daemon is shutting down; retry shortly"),
             Error::Refused(r) => r.clone(),
             Error::Task(_) => Refusal::new(ErrorCode::Internal, "an internal task failed (details in the daemon log)"),
+            Error::Archive(_) => Refusal::new(
+                ErrorCode::Internal,
+                "cannot write a retention archive; nothing was removed (details in the daemon log)",
+            ),
             Error::Store(inner) => Refusal::new(
                 inner.kind(),
                 "the event store failed; the request was not applied (details in the daemon log)",

@@ -600,6 +600,12 @@ impl Handle {
         self.backend.delete_record(space, key).await.map_err(failed("remove a record"))
     }
 
+    /// Removes the oldest `limit` events of `run_id` up to `upto`, for retention (see
+    /// [`clutch_store::Backend::remove_run`]); how many went.
+    pub async fn remove_run(&self, run_id: &str, upto: u64, limit: usize) -> Result<usize> {
+        self.backend.remove_run(run_id, upto, limit).await.map_err(failed("remove a run's events"))
+    }
+
     /// The snapshot saved under `name`, if any.
     pub async fn snapshot(&self, name: &str) -> Result<Option<Snapshot>> {
         self.backend.snapshot(name).await.map_err(failed("read a snapshot"))

@@ -39,6 +39,7 @@ const SHAPES: &[Shape] = &[
     ("invoked-view", schema_for::<view::Invoked>),
     ("inbox-view", schema_for::<view::Inbox>),
     ("ended-view", schema_for::<view::Ended>),
+    ("retention-view", schema_for::<view::Retention>),
     (AGENT_STATUS_PAYLOAD, schema_for::<payload::AgentStatus>),
     (BUDGET_PAYLOAD, schema_for::<payload::BudgetNotice>),
     (REFUSAL_PAYLOAD, schema_for::<payload::Refusal>),

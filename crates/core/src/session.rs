@@ -214,6 +214,16 @@ impl Sessions {
         self.by_id.get(id)
     }
 
+    /// Whether session `id` is known and has not ended.
+    pub fn in_flight(&self, id: &str) -> bool {
+        self.by_id.get(id).is_some_and(|s| !matches!(s.phase, Phase::Completed | Phase::Error | Phase::Timeout))
+    }
+
+    /// Forgets session `id` (its log was removed by retention).
+    pub fn forget(&mut self, id: &str) {
+        self.by_id.remove(id);
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Session> {
         self.by_id.values()
     }

@@ -62,6 +62,46 @@ pub struct Removed {
     pub seq: u64,
 }
 
+/// What a retention pass of the log did, or would do (`dry_run`): the ended runs old enough to go,
+/// archived and/or removed (see [`crate::retention`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Retention {
+    /// Whether the operator set a policy (`[retention]` in `clutch.toml`, `retention:` in org.yaml);
+    /// without one nothing ever goes.
+    pub enabled: bool,
+    /// Nothing was archived or removed: this says what would have been.
+    pub dry_run: bool,
+    /// The runs handled (at most the first 1,000 are listed; `runs_total` counts them all).
+    pub runs: Vec<RetainedRun>,
+    pub runs_total: u64,
+    /// Their events, in all.
+    pub events_total: u64,
+    /// Runs old enough to go but with work in flight (an open workflow or session, a task not
+    /// ended): left alone, and looked at again by the next pass.
+    pub in_flight: Vec<String>,
+    /// Events read to find the runs.
+    pub scanned: u64,
+    /// The pass stopped at its reading limit with more of the log old enough: the next continues.
+    pub more: bool,
+}
+
+/// One run a retention pass handled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RetainedRun {
+    pub run_id: String,
+    /// The workflow's name, when the run is a workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// The `ts` of its newest event.
+    pub last_activity: String,
+    pub events: u64,
+    /// The compressed NDJSON file it was (or would be) archived to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<String>,
+    /// Whether its events were (or would be) removed from the log.
+    pub removed: bool,
+}
+
 /// What the engine holds in memory: in-flight work, ended work still within its retention, and the
 /// tombstones of what left. A daemon's footprint follows these, not its age.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

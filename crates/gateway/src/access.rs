@@ -45,6 +45,8 @@ pub const ACCESS: &[(&str, &str, Access)] = &[
     ("POST", "/v1/agents/{id}/heartbeat", Access::Write),
     ("GET", "/v1/tasks/{id}", Access::Read),
     ("GET", "/v1/runs/{run_id}/tasks", Access::Read),
+    ("GET", "/v1/retention", Access::Read),
+    ("POST", "/v1/retention/prune", Access::Admin),
     ("GET", "/v1/inbox/{agent_id}", Access::Read),
     ("POST", "/v1/tasks/{id}/reply", Access::Write),
     ("GET", "/v1/positions", Access::Read),

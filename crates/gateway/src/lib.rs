@@ -10,6 +10,7 @@ mod events;
 mod extract;
 mod messages;
 pub mod push;
+mod retention;
 mod schemas;
 pub mod sessions;
 mod stream;
@@ -124,6 +125,8 @@ fn routes(artifact_limit: usize) -> Routes {
         .add("POST", "/v1/agents/{id}/heartbeat", agents::heartbeat)
         .add("GET", "/v1/tasks/{id}", agents::task)
         .add("GET", "/v1/runs/{run_id}/tasks", agents::run_tasks)
+        .add("GET", "/v1/retention", retention::plan)
+        .add("POST", "/v1/retention/prune", retention::prune)
         .add("GET", "/v1/inbox/{agent_id}", agents::inbox)
         .add("POST", "/v1/tasks/{id}/reply", agents::reply)
         .add("GET", "/v1/workflows", workflows::list)

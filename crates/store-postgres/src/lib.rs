@@ -267,15 +267,17 @@ impl Backend for Store {
         row.map(|row| column::<Vec<u8>>(&row, 0).map(Bytes::from)).transpose()
     }
 
-    async fn remove_run(&self, run_id: &str, limit: usize) -> clutch_store::Result<usize> {
+    async fn remove_run(&self, run_id: &str, upto: u64, limit: usize) -> clutch_store::Result<usize> {
         let mut client = self.client().await?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let upto = i64::try_from(upto).unwrap_or(i64::MAX);
         let tx = client.build_transaction().isolation_level(IsolationLevel::ReadCommitted).start().await.map_err(db)?;
         // Under the appends' lock, so that no append computes the head between the floor and the delete.
         let lock = tx.prepare_cached(sql::LOCK_APPEND).await.map_err(db)?;
         tx.execute(&lock, &[&APPEND_LOCK_CLASS, &self.lock_key]).await.map_err(db)?;
         let seqs = tx.prepare_cached(sql::RUN_OLDEST).await.map_err(db)?;
-        let seqs: Vec<i64> = tx.query(&seqs, &[&run_id, &limit]).await.map_err(db)?.iter().map(|r| r.get(0)).collect();
+        let seqs: Vec<i64> =
+            tx.query(&seqs, &[&run_id, &upto, &limit]).await.map_err(db)?.iter().map(|r| r.get(0)).collect();
         if seqs.is_empty() {
             return Ok(0);
         }
@@ -370,7 +372,7 @@ mod sql {
     /// The newest event's `seq`, or the highest retention removed (`log_floor`): `seq` never goes back.
     pub(crate) const HEAD: &str =
         "SELECT GREATEST(coalesce((SELECT max(seq) FROM events), 0), (SELECT seq FROM log_floor))";
-    pub(crate) const RUN_OLDEST: &str = "SELECT seq FROM events WHERE run_id = $1 ORDER BY seq LIMIT $2";
+    pub(crate) const RUN_OLDEST: &str = "SELECT seq FROM events WHERE run_id = $1 AND seq <= $2 ORDER BY seq LIMIT $3";
     pub(crate) const RAISE_FLOOR: &str = "UPDATE log_floor SET seq = \
         GREATEST(seq, coalesce((SELECT max(seq) FROM events), 0))";
     pub(crate) const REMOVE_RECIPIENTS: &str = "DELETE FROM recipients r USING events e, \

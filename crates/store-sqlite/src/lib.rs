@@ -486,9 +486,9 @@ impl Backend for Store {
             .await
     }
 
-    async fn remove_run(&self, run_id: &str, limit: usize) -> clutch_store::Result<usize> {
+    async fn remove_run(&self, run_id: &str, upto: u64, limit: usize) -> clutch_store::Result<usize> {
         let run_id = run_id.to_string();
-        self.inner.with_writer(true, move |conn| log::remove_run(conn, &run_id, limit)).await
+        self.inner.with_writer(true, move |conn| log::remove_run(conn, &run_id, upto, limit)).await
     }
 
     async fn close(&self) {

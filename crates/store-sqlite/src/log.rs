@@ -148,9 +148,9 @@ pub(crate) fn head(c: &Connection) -> rusqlite::Result<u64> {
     c.prepare_cached(HEAD)?.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as u64)
 }
 
-/// Removes the oldest `limit` events of `run_id` and their recipients' rows in one transaction,
+/// Removes the oldest `limit` events of `run_id` up to `upto` and their recipients' rows in one transaction,
 /// first raising `log_floor` to the head so that `seq` never goes back (see `Backend::remove_run`).
-pub(crate) fn remove_run(conn: &mut Connection, run_id: &str, limit: usize) -> rusqlite::Result<usize> {
+pub(crate) fn remove_run(conn: &mut Connection, run_id: &str, upto: u64, limit: usize) -> rusqlite::Result<usize> {
     #[derive(serde::Deserialize)]
     struct To {
         #[serde(default)]
@@ -163,7 +163,8 @@ pub(crate) fn remove_run(conn: &mut Connection, run_id: &str, limit: usize) -> r
     // Read before the transaction (a read opens one of its own): the caller holds the writer
     // connection, the only one that writes, so nothing changes in between.
     let filter = Filter { run_id: Some(run_id.to_string()), ..Filter::default() };
-    let events = read(conn, &filter, 0, limit)?;
+    let mut events = read(conn, &filter, 0, limit)?;
+    events.retain(|e| e.seq <= upto);
     if events.is_empty() {
         return Ok(0);
     }

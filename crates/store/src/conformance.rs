@@ -545,11 +545,15 @@ pub async fn removing_a_run_keeps_the_rest(h: &impl Harness) {
     assert_eq!(s.head().await.unwrap(), 11);
     let run = |r: &str| Filter { run_id: Some(r.to_owned()), ..Filter::default() };
     let inbox = Filter { to: Some("agent:a".into()), ..Filter::default() };
-    assert_eq!(s.remove_run(&old, 2).await.unwrap(), 2, "the oldest two first");
+    assert_eq!(s.remove_run(&old, u64::MAX, 2).await.unwrap(), 2, "the oldest two first");
     let left: Vec<u64> = s.read(&run(&old), 0, 100).await.unwrap().iter().map(|e| e.seq).collect();
     assert_eq!(left, [5, 7, 9, 11]);
-    assert_eq!(s.remove_run(&old, 100).await.unwrap(), 4);
-    assert_eq!(s.remove_run(&old, 100).await.unwrap(), 0, "nothing is left to remove");
+    assert_eq!(s.remove_run(&old, 9, 100).await.unwrap(), 3, "only up to the bound");
+    let left: Vec<u64> = s.read(&run(&old), 0, 100).await.unwrap().iter().map(|e| e.seq).collect();
+    assert_eq!(left, [11]);
+    assert_eq!(s.remove_run(&old, 9, 100).await.unwrap(), 0, "nothing is left up to the bound");
+    assert_eq!(s.remove_run(&old, u64::MAX, 100).await.unwrap(), 1);
+    assert_eq!(s.remove_run(&old, u64::MAX, 100).await.unwrap(), 0, "nothing is left to remove");
     assert!(s.read(&run(&old), 0, 100).await.unwrap().is_empty());
     assert!(s.get(&batch[0].id).await.unwrap().is_none());
     let inbox_seqs: Vec<u64> = s.read(&inbox, 0, 100).await.unwrap().iter().map(|e| e.seq).collect();
@@ -561,18 +565,21 @@ pub async fn removing_a_run_keeps_the_rest(h: &impl Harness) {
     assert_eq!(append_one(&*s, &batch[1]).await.unwrap().seq, 2);
     let mut again = message(&kept, &t2, &k2, "agent:y", MessageType::ChatMessage);
     again.idempotency_key = Some("kept-4".into());
-    assert_eq!(append_one(&*s, &again).await.unwrap(), crate::Outcome { id: batch[9].id.clone(), seq: 10, duplicate: true });
+    assert_eq!(
+        append_one(&*s, &again).await.unwrap(),
+        crate::Outcome { id: batch[9].id.clone(), seq: 10, duplicate: true }
+    );
     let next = append_one(&*s, &simple()).await.unwrap();
     assert_eq!(next.seq, 12, "the next append continues after the highest seq ever assigned");
     s.close().await;
     let s = h.open().await;
     assert_eq!(s.head().await.unwrap(), 12);
     let (a, b) = (simple(), simple());
-    s.remove_run(&a.run_id, 10).await.unwrap();
+    s.remove_run(&a.run_id, u64::MAX, 10).await.unwrap();
     for m in [&a, &b] {
         append_one(&*s, m).await.unwrap();
     }
-    s.remove_run(&b.run_id, 10).await.unwrap();
+    s.remove_run(&b.run_id, u64::MAX, 10).await.unwrap();
     s.close().await;
     let s = h.open().await;
     assert_eq!(s.head().await.unwrap(), 14, "removing the newest event keeps its seq taken across a reopen");

@@ -228,12 +228,13 @@ pub trait Backend: Send + Sync + 'static {
     async fn delete_record(&self, space: &str, key: &str) -> Result<bool>;
 
     /// Flushes and releases resources; later calls answer [`Error::Closed`].
-    /// Removes the oldest `limit` events of `run_id` (with their recipients' rows) in one durable
-    /// transaction, for retention; answers how many went (0: none is left). The head never moves
+    /// Removes the oldest `limit` events of `run_id` up to `upto` (`seq <= upto`; later ones stay),
+    /// with their recipients' rows, in one durable transaction, for retention; answers how many went
+    /// (0: none is left). The head never moves
     /// back: the highest `seq` ever assigned is kept, so the next append continues after it and
     /// cursors past removed events stay valid. Other runs' events, and the dedup of every event
     /// that remains, are untouched.
-    async fn remove_run(&self, run_id: &str, limit: usize) -> Result<usize>;
+    async fn remove_run(&self, run_id: &str, upto: u64, limit: usize) -> Result<usize>;
 
     async fn close(&self);
 }

@@ -28,6 +28,9 @@ pub struct Org {
     pub signatures: SignaturePolicy,
     pub budgets: Budgets,
     pub approvals: Approvals,
+    /// How long each workflow's runs are kept once ended (`retention.workflows`: the workflow's name
+    /// → `after_days`), instead of `clutch.toml`'s `[retention] after_days` (see [`crate::retention`]).
+    pub retention: BTreeMap<String, std::time::Duration>,
 }
 
 /// Which tool calls wait for a person's approval before they are made (`approvals:`): every tool
@@ -191,6 +194,20 @@ pub(super) struct RawOrg {
     budgets: Option<RawBudgets>,
     #[serde(default)]
     approvals: Option<RawApprovals>,
+    #[serde(default)]
+    retention: Option<RawRetention>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetention {
+    workflows: Option<Entries<RawWorkflowRetention>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkflowRetention {
+    after_days: Spanned<u64>,
 }
 
 #[derive(Deserialize)]
@@ -304,6 +321,16 @@ pub(super) fn check(raw: RawOrg, report: &mut Report<'_>) -> Org {
             }
             org.approvals.timeout = std::time::Duration::from_secs(t.value);
         }
+    }
+
+    for (name, keep) in raw.retention.and_then(|r| r.workflows).unwrap_or_default().0 {
+        let path = format!("retention.workflows.{}.after_days", name.value);
+        let days = keep.after_days.value;
+        if days == 0 || days > 36_500 {
+            report.at(&keep.after_days.referenced, &path, "must be 1 to 36500 days");
+            continue;
+        }
+        org.retention.insert(name.value, std::time::Duration::from_secs(days * 86_400));
     }
 
     for (name, role) in raw.roles.unwrap_or_default().0 {

@@ -365,3 +365,44 @@ impl Engine {
         }
     }
 }
+
+/// What retention of the log ([`crate::retention`]) asks of the engine.
+impl Engine {
+    /// Held by a retention pass, so that two never run at once.
+    pub(crate) fn retention_lock(&self) -> &tokio::sync::Mutex<()> {
+        &self.inner.retention
+    }
+
+    /// The log the engine vets and applies.
+    pub(crate) fn log(&self) -> &Handle {
+        &self.inner.log
+    }
+
+    /// The engine's "now" (the system clock, or a manual one in tests), in ms since the epoch.
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.inner.options.clock.now_ms()
+    }
+
+    /// Whether run `run_id` has work in flight: a routed task in memory that has not ended, an open
+    /// workflow (no plan yet, or a planned task not ended) or an open session.
+    pub(crate) fn run_busy(&self, run_id: &str) -> bool {
+        let state = self.state();
+        let task_open = |t: &String| state.tasks.get(t).is_some_and(|t| !t.phase.is_terminal());
+        state.runs.get(run_id).is_some_and(|r| r.tasks.iter().any(task_open))
+            || state.workflows.open(run_id)
+            || state.sessions.in_flight(run_id)
+    }
+
+    /// Forgets what memory still holds of run `run_id` once retention removed its events: its
+    /// workflow and session, and the run itself when none of its tasks is left in memory (ended
+    /// tasks still there leave as usual).
+    pub(crate) fn forget_run(&self, run_id: &str) {
+        let mut state = self.state();
+        let state = &mut *state;
+        if state.runs.get(run_id).is_some_and(|r| r.tasks.iter().all(|t| !state.tasks.contains_key(t))) {
+            state.runs.remove(run_id);
+        }
+        state.workflows.forget(run_id);
+        state.sessions.forget(run_id);
+    }
+}

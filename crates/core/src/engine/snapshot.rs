@@ -78,6 +78,7 @@ impl Engine {
             positions: std::sync::RwLock::new(Vec::new()),
             longest_hold_us: AtomicU64::new(0),
             evicted_ms: AtomicU64::new(evicted_ms),
+            retention: tokio::sync::Mutex::new(()),
         };
         Ok(Engine { inner: Arc::new(inner) })
     }
@@ -263,6 +264,8 @@ pub(super) fn fingerprint(options: &Options) -> String {
         outbound: Arc::default(),
         workspace_roots: Roots::default(),
         adapters: crate::adapter::Registry::default(),
+        // Retention removes only ended runs' events, which no snapshot holds.
+        retention: crate::retention::Options::default(),
         ..options.clone()
     };
     clutch_store::sha256_hex(format!("{SNAPSHOT_FORMAT}\n{relevant:?}").as_bytes())

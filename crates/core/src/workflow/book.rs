@@ -157,6 +157,39 @@ pub(super) fn is_lifecycle(kind: MessageType) -> bool {
 }
 
 impl Workflows {
+    /// Whether workflow `id` is still open: it has no plan yet, or a planned task that has not
+    /// ended (completed, or failed; a replaced task does not count).
+    pub fn open(&self, id: &str) -> bool {
+        self.workflows.get(id).is_some_and(|w| {
+            w.tasks.is_empty()
+                || w.tasks
+                    .iter()
+                    .filter_map(|t| self.tasks.get(t))
+                    .any(|t| !t.cancelled && !matches!(t.status, api::TaskStatus::Completed | api::TaskStatus::Failed))
+        })
+    }
+
+    /// Forgets workflow `id` and everything kept for it (its log was removed by retention).
+    pub fn forget(&mut self, id: &str) {
+        let Some(workflow) = self.workflows.remove(id) else { return };
+        self.roots.remove(&workflow.root_task_id);
+        let planned: Vec<String> =
+            self.tasks.iter().filter(|(_, t)| t.workflow_id == id).map(|(k, _)| k.clone()).collect();
+        for task in planned {
+            if let Some(t) = self.tasks.remove(&task)
+                && let Some(holder) = t.holder
+                && let Some(held) = self.holds.get_mut(&holder)
+            {
+                held.remove(&task);
+                if held.is_empty() {
+                    self.holds.remove(&holder);
+                }
+            }
+            self.checkpoints.remove(&task);
+        }
+        self.workspaces.retain(|_, w| w.workflow_id != id);
+    }
+
     /// Whether the workflow code decides about `message` (a workflow request, or a lifecycle event
     /// of a workflow's task), rather than the routed-task state machine.
     pub fn concerns(&self, stage: Option<&Stage>, message: &Message) -> bool {

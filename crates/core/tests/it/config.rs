@@ -47,6 +47,10 @@ fn the_documented_example_loads() {
     assert_eq!(org.tokens[3].role, access::Role::Approver);
     assert_eq!(org.approvals.tools, ["mcp:shell", "mcp:files/write_file"]);
     assert_eq!(org.approvals.timeout, std::time::Duration::from_secs(900));
+    assert_eq!(
+        org.retention.iter().map(|(k, v)| (k.as_str(), v.as_secs())).collect::<Vec<_>>(),
+        [("nightly-build", 7 * 86_400)]
+    );
     assert_eq!(org.signatures, SignaturePolicy::None);
     assert_eq!(org.budgets.on_exceed, OnExceed::Exclude);
     assert_eq!(
@@ -427,4 +431,13 @@ fn approvals_name_tools_and_servers() {
             "DIR/org.yaml:3:16: approvals.timeout_sec: must be 1 second to 7 days (604800)",
         ]
     );
+}
+
+/// `retention.workflows` gives workflows ages of their own, in whole days, 1 to 36500.
+#[test]
+fn retention_ages_are_checked() {
+    let errors = org_errors("retention:\n  workflows:\n    nightly: {after_days: 0}\n    weekly: {after_days: 7}\n");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("retention.workflows.nightly.after_days: must be 1 to 36500 days"), "{errors:?}");
+    assert!(!org_errors("retention:\n  workflows:\n    w: {after_days: 3, keep: 1}\n").is_empty());
 }

@@ -896,3 +896,118 @@ async fn replies_and_cancels_about_work_that_left_memory_say_it_ended() {
     assert_eq!(code(unknown), "TASK_NOT_FOUND");
     h.stop().await;
 }
+
+/// The wire lines of run `run`'s events, as the log holds them now.
+async fn run_lines(h: &Hub, run: &str) -> Vec<String> {
+    let filter = Filter { run_id: Some(run.to_owned()), ..Filter::default() };
+    h.core().log.read(&filter, 0, 10_000).await.unwrap().iter().map(|e| e.to_wire()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_archives_and_removes_ended_runs_and_leaves_work_in_flight() {
+    let clock = clutch_core::clock::Clock::manual(SystemTime::now());
+    let archive = tempfile::tempdir().unwrap();
+    let policy = clutch_core::retention::Options {
+        after: Some(Duration::from_secs(86_400)),
+        archive_dir: Some(archive.path().to_path_buf()),
+        remove: true,
+        chunk: 3,
+        ..clutch_core::retention::Options::default()
+    };
+    let options = Options { clock: clock.clone(), retention: policy, ..fast() };
+    let mut h = hub(options.clone()).await;
+    h.register("w", json!({"capabilities": [{"id": "skill:x"}], "limits": {"max_concurrency": 4}})).await;
+    // Run `done`: a task that ended, and a chat in its run. Run `busy`: a task still at work.
+    let (done, busy) = (new_task(), new_task());
+    for t in [&done, &busy] {
+        h.send(t.request(&["skill:x"])).await.unwrap();
+        h.wait(&t.task, 0, |v| delivered_to(v).is_some()).await;
+        h.send(t.msg("agent:w", "task.accept", json!({}))).await.unwrap();
+    }
+    h.send(done.msg("agent:w", "task.result", json!({"text": "done"}))).await.unwrap();
+    h.send(done.msg("user:ada", "chat.message", json!({"text": "thanks"}))).await.unwrap();
+    let engine = h.core().engine.clone();
+    let head = h.core().log.head().await.unwrap();
+
+    // Within the age nothing goes.
+    let report = clutch_core::retention::pass(&engine, false).await.unwrap();
+    assert!(report.enabled && report.runs.is_empty() && report.in_flight.is_empty(), "{report:?}");
+
+    clock.advance(Duration::from_secs(2 * 86_400));
+    let before = run_lines(&h, &done.run).await;
+    let busy_before = run_lines(&h, &busy.run).await;
+    let plan = clutch_core::retention::pass(&engine, true).await.unwrap();
+    assert!(plan.dry_run);
+    assert_eq!(plan.runs.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(), [done.run.as_str()], "{plan:?}");
+    assert_eq!(plan.runs[0].events, before.len() as u64);
+    assert_eq!(plan.in_flight, std::slice::from_ref(&busy.run), "the run at work is left alone");
+    assert_eq!(run_lines(&h, &done.run).await, before, "a dry run changes nothing");
+    assert!(std::fs::read_dir(archive.path()).unwrap().next().is_none(), "a dry run writes no archive");
+
+    let report = clutch_core::retention::pass(&engine, false).await.unwrap();
+    assert_eq!((report.runs_total, report.events_total), (1, before.len() as u64), "{report:?}");
+    let gone = &report.runs[0];
+    assert!(gone.removed && gone.workflow.is_none());
+    // The archive holds the run's events exactly as the log held them.
+    let mut archived = Vec::new();
+    let path = std::path::PathBuf::from(gone.archive.as_deref().unwrap());
+    clutch_core::retention::read_archive(&path, |l| {
+        archived.push(l.to_owned());
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(archived, before);
+    assert!(run_lines(&h, &done.run).await.is_empty(), "the run left the log");
+    assert_eq!(run_lines(&h, &busy.run).await, busy_before, "work in flight is untouched");
+    assert!(h.core().log.head().await.unwrap() >= head, "seq never goes back");
+    assert!(engine.agent("agent:w").is_some(), "the agent's registration run is kept");
+    // A second pass finds nothing new to do.
+    let again = clutch_core::retention::pass(&engine, false).await.unwrap();
+    assert_eq!((again.runs_total, again.in_flight.clone()), (0, vec![busy.run.clone()]), "{again:?}");
+
+    // Once its task ends, the other run goes too: its note survives a restart.
+    h.send(busy.msg("agent:w", "task.result", json!({"text": "done"}))).await.unwrap();
+    h.restart(options.clone()).await;
+    clock.advance(Duration::from_secs(2 * 86_400));
+    let engine = h.core().engine.clone();
+    let report = clutch_core::retention::pass(&engine, false).await.unwrap();
+    assert_eq!(report.runs.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(), [busy.run.as_str()], "{report:?}");
+    assert!(report.in_flight.is_empty());
+    assert!(run_lines(&h, &busy.run).await.is_empty());
+    // The log's dedup of what remains holds, and new work carries on after the highest seq.
+    let next = new_task();
+    let stored = seq(h.send(next.msg("user:ada", "chat.message", json!({"text": "hi"}))).await.unwrap());
+    assert!(stored > head, "{stored} after {head}");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removal_a_crash_interrupted_is_finished_by_the_next_pass() {
+    let clock = clutch_core::clock::Clock::manual(SystemTime::now());
+    let policy = clutch_core::retention::Options {
+        after: Some(Duration::from_secs(86_400)),
+        archive_dir: None,
+        ..clutch_core::retention::Options::default()
+    };
+    let options = Options { clock: clock.clone(), retention: policy, ..fast() };
+    let mut h = hub(options.clone()).await;
+    let (gone, kept) = (new_task(), new_task());
+    for i in 0..5 {
+        h.send(gone.msg("user:ada", "chat.message", json!({"text": format!("old {i}")}))).await.unwrap();
+    }
+    h.send(kept.msg("user:ada", "chat.message", json!({"text": "kept"}))).await.unwrap();
+    let log = h.core().log.clone();
+    let upto = log.head().await.unwrap();
+    // What a crash after the first chunk leaves: the note that removal began, and the run's newest events.
+    log.put_record("retention", &format!("pruning/{}", gone.run), bytes::Bytes::from(upto.to_string())).await.unwrap();
+    assert_eq!(log.remove_run(&gone.run, upto, 2).await.unwrap(), 2);
+    h.restart(options.clone()).await;
+    assert_eq!(run_lines(&h, &gone.run).await.len(), 3, "the store is as the crash left it: the newest events");
+    // Before its age, the next pass still finishes what was begun, and touches nothing else.
+    let report = clutch_core::retention::pass(&h.core().engine, false).await.unwrap();
+    assert!(report.runs.is_empty(), "{report:?}");
+    assert!(run_lines(&h, &gone.run).await.is_empty(), "the interrupted removal is finished");
+    assert_eq!(run_lines(&h, &kept.run).await.len(), 1);
+    assert!(h.core().log.records("retention").await.unwrap().is_empty(), "its note is gone");
+    h.stop().await;
+}

@@ -98,8 +98,8 @@ impl Backend for Held {
     async fn delete_record(&self, space: &str, key: &str) -> clutch_store::Result<bool> {
         self.inner.delete_record(space, key).await
     }
-    async fn remove_run(&self, run_id: &str, limit: usize) -> clutch_store::Result<usize> {
-        self.inner.remove_run(run_id, limit).await
+    async fn remove_run(&self, run_id: &str, upto: u64, limit: usize) -> clutch_store::Result<usize> {
+        self.inner.remove_run(run_id, upto, limit).await
     }
     async fn close(&self) {
         self.inner.close().await

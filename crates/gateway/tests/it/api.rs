@@ -479,24 +479,26 @@ mod authorization {
                     assert_ne!(anonymous.0, 401, "{route} is open: {anonymous:?}");
                     assert_ne!(unknown.0, 401, "{route} is open: {unknown:?}");
                 }
-                Access::Read | Access::Write | Access::Approve => {
+                Access::Read | Access::Write | Access::Approve | Access::Admin => {
                     assert_eq!(anonymous, (401, "UNAUTHORIZED -".into()), "{route} without a token");
                     assert_eq!(unknown, (401, "UNAUTHORIZED -".into()), "{route} with an unknown token");
                 }
             }
             match access {
-                Access::Write | Access::Approve => {
+                Access::Write | Access::Approve | Access::Admin => {
                     assert_eq!(observer, (403, "FORBIDDEN -".into()), "{route} for an observer")
                 }
                 _ => assert!(![401, 403].contains(&observer.0), "{route} reads for an observer: {observer:?}"),
             }
             // An approver reads and decides tool calls, and changes nothing else.
             match access {
-                Access::Write => assert_eq!(approver, (403, "FORBIDDEN -".into()), "{route} for an approver"),
+                Access::Write | Access::Admin => {
+                    assert_eq!(approver, (403, "FORBIDDEN -".into()), "{route} for an approver")
+                }
                 _ => assert!(![401, 403].contains(&approver.0), "{route} for an approver: {approver:?}"),
             }
 
-            if access == Access::Approve {
+            if matches!(access, Access::Approve | Access::Admin) {
                 assert_eq!(agent, (403, "FORBIDDEN -".into()), "{route} for an agent");
             } else if access == Access::Write && !agentless.contains(&(method, pattern)) {
                 let field = if pattern == "/v1/messages" { "from.agent_id" } else { "agent_id" };

@@ -21,6 +21,7 @@
 //   invoked-view → Invoked
 //   inbox-view → Inbox
 //   ended-view → Ended
+//   retention-view → Retention
 //   clutch.agent.status.v1 → AgentStatus
 //   clutch.budget.v1 → BudgetNotice
 //   clutch.refusal.v1 → Refusal
@@ -443,6 +444,31 @@
  * @property {string} agent_id
  * @property {number} seq
  * @property {Status} status
+ */
+
+/**
+ * One run a retention pass handled.
+ * @typedef {object} RetainedRun
+ * @property {string | null} [archive]  The compressed NDJSON file it was (or would be) archived to.
+ * @property {number} events
+ * @property {string} last_activity  The `ts` of its newest event.
+ * @property {boolean} removed  Whether its events were (or would be) removed from the log.
+ * @property {string} run_id
+ * @property {string | null} [workflow]  The workflow's name, when the run is a workflow.
+ */
+
+/**
+ * What a retention pass of the log did, or would do (`dry_run`): the ended runs old enough to go,
+ * archived and/or removed (see [`crate::retention`]).
+ * @typedef {object} Retention
+ * @property {boolean} dry_run  Nothing was archived or removed: this says what would have been.
+ * @property {boolean} enabled  Whether the operator set a policy (`[retention]` in `clutch.toml`, `retention:` in org.yaml); without one nothing ever goes.
+ * @property {number} events_total  Their events, in all.
+ * @property {Array<string>} in_flight  Runs old enough to go but with work in flight (an open workflow or session, a task not ended): left alone, and looked at again by the next pass.
+ * @property {boolean} more  The pass stopped at its reading limit with more of the log old enough: the next continues.
+ * @property {Array<RetainedRun>} runs  The runs handled (at most the first 1,000 are listed; `runs_total` counts them all).
+ * @property {number} runs_total
+ * @property {number} scanned  Events read to find the runs.
  */
 
 /**
