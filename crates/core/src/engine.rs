@@ -223,6 +223,9 @@ struct State {
     /// (ended ms, task id) of the ended tasks still in memory: they leave `ended_retention` later.
     #[serde(default)]
     ended: BTreeSet<(i64, String)>,
+    /// (ended ms, workflow id) of the ended workflows still in memory: they leave as ended tasks do.
+    #[serde(default)]
+    ended_workflows: BTreeSet<(i64, String)>,
     /// The tasks that left memory (see `evict`); not saved: past a restart the log is asked.
     #[serde(skip)]
     tombstones: evict::Tombstones,

@@ -113,6 +113,8 @@ pub struct Footprint {
     /// Tasks that ended and left memory, remembered by id and final state.
     pub tombstones: u64,
     pub runs: u64,
+    /// Workflows in memory: open ones, and those ended within their retention.
+    pub workflows: u64,
     pub agents: u64,
     /// The longest the engine's own work (a reactor pass, a snapshot) held its lock since the start,
     /// in microseconds: the longest an append could have waited for it.
@@ -133,6 +135,11 @@ impl Footprint {
             ),
             ("clutch_engine_tombstones", "Ended tasks that left memory, remembered by id.", self.tombstones as f64),
             ("clutch_engine_runs", "Runs in memory.", self.runs as f64),
+            (
+                "clutch_engine_workflows",
+                "Workflows in memory, open or ended within their retention.",
+                self.workflows as f64,
+            ),
             ("clutch_engine_agents", "Agents registered.", self.agents as f64),
             (
                 "clutch_engine_longest_hold_seconds",

@@ -117,7 +117,7 @@ pub(crate) async fn list(State(state): State<AppState>, Query(q): Query<ListQuer
 }
 
 pub(crate) async fn show(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    Ok(ok(state.engine.workflow_get(&id)?))
+    Ok(ok(state.engine.find_workflow(&id).await?))
 }
 
 /// `PUT /v1/workflows/{id}/plan` `{summary?, tasks: [{name, description?, depends_on?, parallel_group?}]}`.
@@ -132,7 +132,7 @@ pub(crate) async fn set_plan(
 }
 
 pub(crate) async fn progress(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    Ok(ok(state.engine.workflow_progress(&id)?))
+    Ok(ok(state.engine.find_workflow_progress(&id).await?))
 }
 
 #[derive(Deserialize)]
@@ -148,7 +148,7 @@ pub(crate) async fn next(
     Path(id): Path<String>,
     Query(q): Query<NextQuery>,
 ) -> Result<Response, ApiError> {
-    Ok(ok(state.engine.workflow_next_tasks(&api::NextTasks { workflow_id: id, limit: q.limit, cursor: q.cursor })?))
+    Ok(ok(state.engine.find_next_tasks(&api::NextTasks { workflow_id: id, limit: q.limit, cursor: q.cursor }).await?))
 }
 
 /// `POST /v1/workflows/{id}/workspaces` `{branch, repo_path, base_branch?, create_worktree?, path?, task_ids?}`.
@@ -233,7 +233,7 @@ pub(crate) async fn add_checkpoint(
 }
 
 pub(crate) async fn checkpoints(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    Ok(ok(json!({ "task_id": id, "checkpoints": state.engine.checkpoints(&id)? })))
+    Ok(ok(json!({ "task_id": id, "checkpoints": state.engine.find_checkpoints(&id).await? })))
 }
 
 /// `POST /v1/tasks/{id}/context` `{include?, max_tokens?}`: reads only.

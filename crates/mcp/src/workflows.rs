@@ -220,7 +220,7 @@ async fn set_plan(ctx: Context, mut input: api::SetPlan) -> Result<api::PlanSet,
 }
 
 async fn get(ctx: Context, input: WorkflowId) -> Result<api::WorkflowDetail, Refusal> {
-    ctx.engine.workflow_get(&input.workflow_id).map_err(from_core)
+    ctx.engine.find_workflow(&input.workflow_id).await.map_err(from_core)
 }
 
 async fn list(ctx: Context, input: api::ListWorkflows) -> Result<Workflows, Refusal> {
@@ -228,11 +228,11 @@ async fn list(ctx: Context, input: api::ListWorkflows) -> Result<Workflows, Refu
 }
 
 async fn progress(ctx: Context, input: WorkflowId) -> Result<api::Progress, Refusal> {
-    ctx.engine.workflow_progress(&input.workflow_id).map_err(from_core)
+    ctx.engine.find_workflow_progress(&input.workflow_id).await.map_err(from_core)
 }
 
 async fn next_tasks(ctx: Context, input: api::NextTasks) -> Result<api::NextTasksAnswer, Refusal> {
-    ctx.engine.workflow_next_tasks(&input).map_err(from_core)
+    ctx.engine.find_next_tasks(&input).await.map_err(from_core)
 }
 
 async fn claim(ctx: Context, mut input: api::Claim) -> Result<api::ClaimAnswer, Refusal> {
@@ -252,7 +252,7 @@ async fn release(ctx: Context, mut input: api::Release) -> Result<api::TaskSumma
 }
 
 async fn task_get(ctx: Context, input: TaskId) -> Result<api::TaskDetail, Refusal> {
-    ctx.engine.task_detail(&input.task_id).map_err(from_core)
+    ctx.engine.find_task_detail(&input.task_id).await.map_err(from_core)
 }
 
 async fn task_set_plan(ctx: Context, mut input: api::SetTaskPlan) -> Result<api::TaskDetail, Refusal> {
@@ -275,7 +275,7 @@ async fn checkpoint_add(ctx: Context, mut input: api::AddCheckpoint) -> Result<a
 }
 
 async fn checkpoint_list(ctx: Context, input: TaskId) -> Result<Checkpoints, Refusal> {
-    Ok(Checkpoints { checkpoints: ctx.engine.checkpoints(&input.task_id).map_err(from_core)? })
+    Ok(Checkpoints { checkpoints: ctx.engine.find_checkpoints(&input.task_id).await.map_err(from_core)? })
 }
 
 async fn workspace_create(ctx: Context, mut input: api::CreateWorkspace) -> Result<api::Workspace, Refusal> {

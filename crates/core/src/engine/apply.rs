@@ -69,7 +69,9 @@ impl State {
             self.sessions.apply(message, at);
         }
         if self.workflows.concerns(None, message) {
-            self.workflows.apply(seq, message);
+            if let Some(ended) = self.workflows.apply(seq, message) {
+                self.ended_workflows.insert((at, ended));
+            }
             return;
         }
         if !tasks::moves_task(message.kind) {

@@ -96,15 +96,45 @@ impl State {
             count += 1;
         }
         forget_in_runs(options, &mut self.runs, gone);
+        count + self.evict_workflows(options, cutoff)
+    }
+
+    /// Evicts the ended workflows whose retention has passed (or past `ended_max` of them), at most
+    /// [`EVICT_CHUNK`]: each leaves with its planned tasks, which become tombstones.
+    fn evict_workflows(&mut self, options: &Options, cutoff: i64) -> usize {
+        let mut count = 0;
+        while count < EVICT_CHUNK
+            && self
+                .ended_workflows
+                .first()
+                .is_some_and(|(at, _)| *at <= cutoff || self.ended_workflows.len() > options.ended_max)
+        {
+            let Some((_, id)) = self.ended_workflows.pop_first() else { break };
+            if self.workflows.open(&id) {
+                continue;
+            }
+            for (task, status) in self.workflows.task_ids(&id) {
+                let phase = if status == workflow::api::TaskStatus::Failed { Phase::Failed } else { Phase::Completed };
+                if let Some(value) = id::value(Kind::Task, &task) {
+                    self.tombstones.insert(value, phase, options.tombstones);
+                    self.evicted_ms = self.evicted_ms.max((value >> 80) as u64);
+                }
+            }
+            self.workflows.forget(&id);
+            count += 1;
+        }
         count
     }
 
-    /// When the next ended task is due to leave.
+    /// When the next ended task or workflow is due to leave.
     pub(super) fn next_eviction(&self, options: &Options) -> Option<i64> {
-        if self.ended.len() > options.ended_max {
+        if self.ended.len() > options.ended_max || self.ended_workflows.len() > options.ended_max {
             return Some(0);
         }
-        self.ended.first().map(|(at, _)| at + options.ended_retention.as_millis() as i64)
+        let retention = options.ended_retention.as_millis() as i64;
+        let task = self.ended.first().map(|(at, _)| at + retention);
+        let workflow = self.ended_workflows.first().map(|(at, _)| at + retention);
+        task.into_iter().chain(workflow).min()
     }
 
     /// The refusal of a lifecycle message about a task that ended and left memory.
@@ -260,11 +290,13 @@ impl Engine {
         if let Some(task) = self.task(task_id) {
             return Ok(Some(task));
         }
-        Ok(replay.tasks.remove(task_id).map(|(task, history)| {
+        if let Some((task, history)) = replay.tasks.remove(task_id) {
             let mut view = task_view(&task);
             view.history = Some(history.iter().map(step_view).collect());
-            view
-        }))
+            return Ok(Some(view));
+        }
+        // A workflow's task, of a workflow that ended and left memory.
+        Ok(self.workflow_of_task(task_id).await?.and_then(|book| Engine::workflow_task_view(&book, task_id)))
     }
 
     /// A run's tasks as a tree, as [`Engine::run_tasks`] shows them, whether or not some of them
@@ -283,6 +315,11 @@ impl Engine {
         }
         let filter = Filter { run_id: Some(run_id.to_owned()), ..Filter::default() };
         let Replay { mut tasks, mut order, span } = self.replay(filter).await?;
+        if order.is_empty() && !self.state().runs.contains_key(run_id) {
+            // No routed task: a workflow's run that ended and left memory, if any.
+            let book = self.workflow_from_log(run_id).await?;
+            return Ok(views::workflow_tree(&book, run_id));
+        }
         let state = self.state();
         let run = state.runs.get(run_id);
         for id in run.map(|r| r.tasks.as_slice()).unwrap_or_default() {
@@ -360,6 +397,7 @@ impl Engine {
             ended_in_memory: state.ended.len() as u64,
             tombstones: state.tombstones.len() as u64,
             runs: state.runs.len() as u64,
+            workflows: state.workflows.len() as u64,
             agents: state.agents.len() as u64,
             longest_hold_us: self.inner.longest_hold_us.load(Ordering::Relaxed),
         }

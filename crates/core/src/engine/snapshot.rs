@@ -173,6 +173,7 @@ impl State {
             tasks,
             histories,
             ended,
+            ended_workflows: self.ended_workflows.clone(),
             tombstones: evict::Tombstones::default(),
             evicted_ms,
             ended_id_ms: 0,
@@ -240,7 +241,7 @@ pub(super) const SNAPSHOT: &str = "engine";
 
 /// Bump whenever what [`State`] holds or how events are applied to it changes: snapshots of another
 /// format are ignored and the state is rebuilt from the whole log.
-pub(super) const SNAPSHOT_FORMAT: u32 = 6;
+pub(super) const SNAPSHOT_FORMAT: u32 = 7;
 
 /// A snapshot as stored (JSON).
 #[derive(serde::Serialize, serde::Deserialize)]

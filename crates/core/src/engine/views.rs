@@ -96,25 +96,7 @@ impl Engine {
     pub fn run_tasks(&self, run_id: &str) -> Option<view::RunTasks> {
         let state = self.state();
         let Some(run) = state.runs.get(run_id) else {
-            let w = state.workflows.workflow(run_id)?;
-            let mut root = Engine::workflow_task_view(&state.workflows, &w.root_task_id)?;
-            root.children = Some(
-                state
-                    .workflows
-                    .plan_order(w)
-                    .into_iter()
-                    .filter_map(|t| Engine::workflow_task_view(&state.workflows, &t.id))
-                    .collect(),
-            );
-            let progress = state.workflows.progress(w);
-            return Some(view::RunTasks {
-                run_id: run_id.to_owned(),
-                tasks: vec![root],
-                counts: progress.counts.iter().map(|(s, n)| (view::TaskState::from(*s), *n as u64)).collect(),
-                usage: None,
-                budget_exhausted: None,
-                workflow_id: Some(w.id.clone()),
-            });
+            return workflow_tree(&state.workflows, run_id);
         };
         Some(run_tree(
             run_id,
@@ -230,4 +212,22 @@ pub(super) fn step_view(s: &Step) -> view::Step {
         ts: s.ts.clone(),
         state: s.phase.into(),
     }
+}
+
+/// A workflow's run as a tree: its root task, then its planned tasks in plan order.
+pub(super) fn workflow_tree(workflows: &Workflows, run_id: &str) -> Option<view::RunTasks> {
+    let w = workflows.workflow(run_id)?;
+    let mut root = Engine::workflow_task_view(workflows, &w.root_task_id)?;
+    root.children = Some(
+        workflows.plan_order(w).into_iter().filter_map(|t| Engine::workflow_task_view(workflows, &t.id)).collect(),
+    );
+    let progress = workflows.progress(w);
+    Some(view::RunTasks {
+        run_id: run_id.to_owned(),
+        tasks: vec![root],
+        counts: progress.counts.iter().map(|(s, n)| (view::TaskState::from(*s), *n as u64)).collect(),
+        usage: None,
+        budget_exhausted: None,
+        workflow_id: Some(w.id.clone()),
+    })
 }

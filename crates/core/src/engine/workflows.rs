@@ -42,6 +42,7 @@ impl Engine {
             tasks: Vec::new(),
             names: Default::default(),
             claimed: false,
+            replaced: Vec::new(),
         };
         let payload = payload::object(&payload::Workflow {
             name: name.to_owned(),
@@ -62,18 +63,121 @@ impl Engine {
         self.state().workflows.list(&req.status, req.limit.unwrap_or(100))
     }
 
-    /// `workflow_get`.
+    /// `workflow_get`, of a workflow in memory (see [`Engine::find_workflow`] for any).
     pub fn workflow_get(&self, workflow_id: &str) -> Result<api::WorkflowDetail> {
-        let state = self.state();
-        let w = state.workflows.workflow(workflow_id).ok_or_else(|| no_workflow(workflow_id))?;
-        Ok(state.workflows.detail(w))
+        detail(&self.state().workflows, workflow_id)
     }
 
-    /// `workflow_progress`.
+    /// `workflow_get` of any workflow: one that ended and left memory is read from its run's events.
+    pub async fn find_workflow(&self, workflow_id: &str) -> Result<api::WorkflowDetail> {
+        self.on_workflow(workflow_id, |book| detail(book, workflow_id)).await
+    }
+
+    /// `workflow_progress`, of a workflow in memory.
     pub fn workflow_progress(&self, workflow_id: &str) -> Result<api::Progress> {
-        let state = self.state();
-        let w = state.workflows.workflow(workflow_id).ok_or_else(|| no_workflow(workflow_id))?;
-        Ok(state.workflows.progress(w))
+        progress(&self.state().workflows, workflow_id)
+    }
+
+    /// `workflow_progress` of any workflow (from the log once it left memory).
+    pub async fn find_workflow_progress(&self, workflow_id: &str) -> Result<api::Progress> {
+        self.on_workflow(workflow_id, |book| progress(book, workflow_id)).await
+    }
+
+    /// `workflow_next_tasks` of any workflow (one that left memory has ended: none is next).
+    pub async fn find_next_tasks(&self, req: &api::NextTasks) -> Result<api::NextTasksAnswer> {
+        self.on_workflow(&req.workflow_id, |book| next_tasks(book, req)).await
+    }
+
+    /// A planned task's checkpoints of any workflow (from the log once it left memory).
+    pub async fn find_checkpoints(&self, task_id: &str) -> Result<Vec<api::Checkpoint>> {
+        self.on_planned(task_id, |book, item| Ok(book.checkpoints(&item.id).to_vec())).await
+    }
+
+    /// [`Engine::task_detail`] of any workflow (from the log once it left memory).
+    pub async fn find_task_detail(&self, task_id: &str) -> Result<api::TaskDetail> {
+        self.on_planned(task_id, |book, item| Ok(book.task_detail(item))).await
+    }
+
+    /// `answer`, unless it is `TASK_NOT_FOUND` for a planned task whose workflow ended and left
+    /// memory: then the refusal says the task has ended, as it would have before.
+    async fn or_ended<T>(&self, task_id: &str, answer: Result<T>) -> Result<T> {
+        let Err(e) = &answer else { return answer };
+        if e.code() != ErrorCode::TaskNotFound {
+            return answer;
+        }
+        let tombstone = self.state().tombstones.get(task_id);
+        let ended = match tombstone {
+            Some(phase) => Some(phase.as_str().to_owned()),
+            None => self
+                .on_planned(task_id, |_, item| Ok(item.status))
+                .await
+                .ok()
+                .filter(|s| s.is_final())
+                .map(|s| s.as_str().to_owned()),
+        };
+        match ended {
+            Some(status) => Err(Refusal::new(
+                ErrorCode::InvalidTransition,
+                format!("task {task_id} has ended ({status}); nothing more can be written to it"),
+            )
+            .field("task_id")
+            .into()),
+            None => answer,
+        }
+    }
+
+    /// Runs `f` on the workflows holding `workflow_id`: memory's, or, when it ended and left
+    /// memory, a book rebuilt from its run's events by the same rules.
+    async fn on_workflow<T>(&self, workflow_id: &str, f: impl Fn(&Workflows) -> Result<T>) -> Result<T> {
+        {
+            let state = self.state();
+            if state.workflows.workflow(workflow_id).is_some() {
+                return f(&state.workflows);
+            }
+        }
+        f(&self.workflow_from_log(workflow_id).await?)
+    }
+
+    /// Runs `f` on planned task `task_id` and the workflows holding it (memory's, or its
+    /// workflow's rebuilt from the log when it left memory).
+    async fn on_planned<T>(&self, task_id: &str, f: impl Fn(&Workflows, &PlannedTask) -> Result<T>) -> Result<T> {
+        {
+            let state = self.state();
+            if state.workflows.knows(task_id) {
+                let (_, item) = planned(&state.workflows, task_id)?;
+                return f(&state.workflows, item);
+            }
+        }
+        let book = self.workflow_of_task(task_id).await?.unwrap_or_default();
+        let (_, item) = planned(&book, task_id)?;
+        f(&book, item)
+    }
+
+    /// The workflow task `task_id` (planned, or a root) belongs to, rebuilt from the log; `None`
+    /// when its first event is no workflow's request.
+    pub(super) async fn workflow_of_task(&self, task_id: &str) -> Result<Option<Workflows>> {
+        let filter = clutch_store::Filter { task_id: Some(task_id.to_owned()), ..Default::default() };
+        let first = self.log().read(&filter, 0, 1).await?;
+        let Some(m) = first.first().and_then(|e| e.message().ok()) else { return Ok(None) };
+        if m.kind != MessageType::TaskRequest
+            || !m.payload_type.as_deref().is_some_and(|p| p.starts_with("clutch.workflow"))
+        {
+            return Ok(None);
+        }
+        Ok(Some(self.workflow_from_log(&m.run_id).await?))
+    }
+
+    /// The workflow of run `run_id` as its events build it, in a book of its own.
+    pub(super) async fn workflow_from_log(&self, run_id: &str) -> Result<Workflows> {
+        let mut book = Workflows::default();
+        let filter = clutch_store::Filter { run_id: Some(run_id.to_owned()), ..Default::default() };
+        self.each_event(&filter, |seq, m| {
+            if book.concerns(None, m) {
+                book.apply(seq, m);
+            }
+        })
+        .await?;
+        Ok(book)
     }
 
     /// `workflow_next_tasks`: pending tasks whose dependencies are completed, in plan order.
@@ -81,30 +185,7 @@ impl Engine {
     /// with the cursor of the next page when more follow. A cursor is the plan position the page
     /// ended at, so paging on returns each task that stays ready once.
     pub fn workflow_next_tasks(&self, req: &api::NextTasks) -> Result<api::NextTasksAnswer> {
-        let limit = match req.limit {
-            None => NEXT_PAGE,
-            Some(n @ 1..=NEXT_PAGE_MAX) => n,
-            Some(_) => {
-                return Err(Refusal::new(ErrorCode::ValidationFailed, format!("limit: 1 to {NEXT_PAGE_MAX}"))
-                    .field("limit")
-                    .into());
-            }
-        };
-        let after = match &req.cursor {
-            None => None,
-            Some(c) => Some(c.strip_prefix("after:").and_then(|n| n.parse::<u32>().ok()).ok_or_else(|| {
-                Refusal::new(
-                    ErrorCode::ValidationFailed,
-                    "cursor: not one this tool gave (pass `next_cursor` back as it came)",
-                )
-                .field("cursor")
-            })?),
-        };
-        let state = self.state();
-        let w = state.workflows.workflow(&req.workflow_id).ok_or_else(|| no_workflow(&req.workflow_id))?;
-        let (tasks, more) = state.workflows.next(w, after, limit);
-        let next_cursor = more.then(|| tasks.last().map(|t| format!("after:{}", t.order))).flatten();
-        Ok(api::NextTasksAnswer { workflow_id: w.id.clone(), tasks, next_cursor })
+        next_tasks(&self.state().workflows, req)
     }
 
     /// `workflow_set_plan`: validates the plan as a DAG, then stores it in one batch (replacing a plan
@@ -192,6 +273,12 @@ impl Engine {
     /// `task_claim`: `{success: true, lease}`, or `{success: false, already_claimed_by}` when another
     /// agent holds the task (data, not an error).
     pub async fn task_claim(&self, req: api::Claim) -> Result<api::ClaimAnswer> {
+        let task_id = req.task_id.clone();
+        let answer = self.task_claim_now(req).await;
+        self.or_ended(&task_id, answer).await
+    }
+
+    async fn task_claim_now(&self, req: api::Claim) -> Result<api::ClaimAnswer> {
         let agent = sender(Some(&req.agent_id), false)?;
         let message = {
             let state = self.state();
@@ -221,6 +308,12 @@ impl Engine {
 
     /// `task_release`: the holder gives the task back (pending, for another agent).
     pub async fn task_release(&self, req: api::Release) -> Result<api::TaskSummary> {
+        let task_id = req.task_id.clone();
+        let answer = self.task_release_now(req).await;
+        self.or_ended(&task_id, answer).await
+    }
+
+    async fn task_release_now(&self, req: api::Release) -> Result<api::TaskSummary> {
         let payload = payload::object(&payload::StatusChange {
             status: TaskStatus::Pending,
             reason: Some(workflow::RELEASED.to_owned()),
@@ -240,6 +333,12 @@ impl Engine {
     /// `task_update_status`: in_progress, blocked, pending (a release), completed (with `outcome`) or
     /// failed (with `error`); anything the move table does not allow is `INVALID_TRANSITION`.
     pub async fn task_update_status(&self, req: api::UpdateStatus) -> Result<api::TaskSummary> {
+        let task_id = req.id.clone();
+        let answer = self.task_update_status_now(req).await;
+        self.or_ended(&task_id, answer).await
+    }
+
+    async fn task_update_status_now(&self, req: api::UpdateStatus) -> Result<api::TaskSummary> {
         let refuse = |field: &str, why: &str| -> Error {
             Refusal::new(ErrorCode::ValidationFailed, why.to_owned()).field(field.to_owned()).into()
         };
@@ -292,6 +391,12 @@ impl Engine {
 
     /// `task_set_plan`: how the holder means to do the task.
     pub async fn task_set_plan(&self, req: api::SetTaskPlan) -> Result<api::TaskDetail> {
+        let task_id = req.task_id.clone();
+        let answer = self.task_set_plan_now(req).await;
+        self.or_ended(&task_id, answer).await
+    }
+
+    async fn task_set_plan_now(&self, req: api::SetTaskPlan) -> Result<api::TaskDetail> {
         if req.plan.is_null() {
             return Err(Refusal::new(ErrorCode::ValidationFailed, "plan: required").field("plan").into());
         }
@@ -305,6 +410,12 @@ impl Engine {
 
     /// `checkpoint_add`.
     pub async fn checkpoint_add(&self, req: api::AddCheckpoint) -> Result<api::Checkpoint> {
+        let task_id = req.task_id.clone();
+        let answer = self.checkpoint_add_now(req).await;
+        self.or_ended(&task_id, answer).await
+    }
+
+    async fn checkpoint_add_now(&self, req: api::AddCheckpoint) -> Result<api::Checkpoint> {
         if req.summary.trim().is_empty() {
             return Err(Refusal::new(ErrorCode::ValidationFailed, "summary: required").field("summary").into());
         }
@@ -347,11 +458,10 @@ impl Engine {
     /// `task_load_context`: the task, its plan and checkpoints, its dependencies' and the workflow's
     /// outcomes, within `max_tokens` (see [`crate::workflow::context`] for the priority order).
     pub async fn task_load_context(&self, req: api::LoadContext) -> Result<api::ContextAnswer> {
-        let material = {
-            let state = self.state();
-            let (_, item) = planned(&state.workflows, &req.task_id)?;
-            state.workflows.material(item).ok_or_else(|| lost_write("the task's workflow"))?
-        };
+        // A task of a workflow that ended and left memory is read from the log.
+        let material = self
+            .on_planned(&req.task_id, |book, item| book.material(item).ok_or_else(|| lost_write("the task's workflow")))
+            .await?;
         // Counting tokens is CPU work: off the async threads, and never under the engine's lock.
         let include = req.include;
         let max = req.max_tokens;
@@ -682,4 +792,41 @@ fn release_unheld(item: &PlannedTask) -> Refusal {
 /// something else, or the state moved on at once.
 fn lost_write(what: &str) -> Error {
     Error::Refused(Refusal::new(ErrorCode::Internal, format!("{what} was stored but is not in the engine's state")))
+}
+
+/// A page of workflow `req.workflow_id`'s next tasks (see [`Engine::workflow_next_tasks`]).
+fn next_tasks(workflows: &Workflows, req: &api::NextTasks) -> Result<api::NextTasksAnswer> {
+    let limit = match req.limit {
+        None => NEXT_PAGE,
+        Some(n @ 1..=NEXT_PAGE_MAX) => n,
+        Some(_) => {
+            return Err(Refusal::new(ErrorCode::ValidationFailed, format!("limit: 1 to {NEXT_PAGE_MAX}"))
+                .field("limit")
+                .into());
+        }
+    };
+    let after = match &req.cursor {
+        None => None,
+        Some(c) => Some(c.strip_prefix("after:").and_then(|n| n.parse::<u32>().ok()).ok_or_else(|| {
+            Refusal::new(
+                ErrorCode::ValidationFailed,
+                "cursor: not one this tool gave (pass `next_cursor` back as it came)",
+            )
+            .field("cursor")
+        })?),
+    };
+    let w = workflows.workflow(&req.workflow_id).ok_or_else(|| no_workflow(&req.workflow_id))?;
+    let (tasks, more) = workflows.next(w, after, limit);
+    let next_cursor = more.then(|| tasks.last().map(|t| format!("after:{}", t.order))).flatten();
+    Ok(api::NextTasksAnswer { workflow_id: w.id.clone(), tasks, next_cursor })
+}
+
+fn detail(workflows: &Workflows, workflow_id: &str) -> Result<api::WorkflowDetail> {
+    let w = workflows.workflow(workflow_id).ok_or_else(|| no_workflow(workflow_id))?;
+    Ok(workflows.detail(w))
+}
+
+fn progress(workflows: &Workflows, workflow_id: &str) -> Result<api::Progress> {
+    let w = workflows.workflow(workflow_id).ok_or_else(|| no_workflow(workflow_id))?;
+    Ok(workflows.progress(w))
 }

@@ -35,6 +35,10 @@ pub struct Workflow {
     pub names: HashMap<String, String>,
     /// Some task was claimed: the plan can no longer be replaced.
     pub claimed: bool,
+    /// Tasks of plans replaced since, still kept (their ids stay taken): so that the whole
+    /// workflow can leave memory without a walk of every planned task.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<String>,
 }
 
 impl Workflow {
@@ -50,6 +54,7 @@ impl Workflow {
             }
             Listing::Removed => {
                 self.tasks.retain(|t| *t != item.id);
+                self.replaced.push(item.id.clone());
                 if self.names.get(&item.name) == Some(&item.id) {
                     self.names.remove(&item.name);
                 }
@@ -157,6 +162,15 @@ pub(super) fn is_lifecycle(kind: MessageType) -> bool {
 }
 
 impl Workflows {
+    /// How many workflows are kept.
+    pub fn len(&self) -> usize {
+        self.workflows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.workflows.is_empty()
+    }
+
     /// Whether workflow `id` is still open: it has no plan yet, or a planned task that has not
     /// ended (completed, or failed; a replaced task does not count).
     pub fn open(&self, id: &str) -> bool {
@@ -169,13 +183,12 @@ impl Workflows {
         })
     }
 
-    /// Forgets workflow `id` and everything kept for it (its log was removed by retention).
+    /// Forgets workflow `id` and everything kept for it (it ended and left memory, or its log was
+    /// removed by retention).
     pub fn forget(&mut self, id: &str) {
         let Some(workflow) = self.workflows.remove(id) else { return };
         self.roots.remove(&workflow.root_task_id);
-        let planned: Vec<String> =
-            self.tasks.iter().filter(|(_, t)| t.workflow_id == id).map(|(k, _)| k.clone()).collect();
-        for task in planned {
+        for task in workflow.tasks.into_iter().chain(workflow.replaced) {
             if let Some(t) = self.tasks.remove(&task)
                 && let Some(holder) = t.holder
                 && let Some(held) = self.holds.get_mut(&holder)
@@ -187,7 +200,9 @@ impl Workflows {
             }
             self.checkpoints.remove(&task);
         }
-        self.workspaces.retain(|_, w| w.workflow_id != id);
+        if !self.workspaces.is_empty() {
+            self.workspaces.retain(|_, w| w.workflow_id != id);
+        }
     }
 
     /// Whether the workflow code decides about `message` (a workflow request, or a lifecycle event
@@ -244,15 +259,17 @@ impl Workflows {
     }
 
     /// Applies a committed event (vetted by [`Workflows::check`]; one that no longer passes is history, not
-    /// state).
-    pub fn apply(&mut self, seq: u64, message: &Message) {
+    /// state). Answers the workflow's id when this event ended it: it ended the last of its planned
+    /// tasks still open.
+    pub fn apply(&mut self, seq: u64, message: &Message) -> Option<String> {
         let change = match decide(&View { workflows: self, stage: None }, None, message, seq) {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(seq, task_id = %message.task_id, reason = %e.message, "workflow event changes nothing");
-                return;
+                return None;
             }
         };
+        let mut ended = None;
         match change {
             Change::Workflow(w) => {
                 self.roots.insert(w.root_task_id.clone(), w.id.clone());
@@ -280,13 +297,19 @@ impl Workflows {
                         }
                     }
                 }
-                if item.status.is_final() && item.ended_seq.is_none() {
+                let ends = item.status.is_final() && item.ended_seq.is_none();
+                if ends {
                     item.ended_seq = Some(seq);
                 }
                 if let Some(w) = self.workflows.get_mut(&item.workflow_id) {
                     w.updated_at = item.updated_at.clone();
                 }
+                let workflow = item.workflow_id.clone();
                 self.tasks.insert(item.id.clone(), item);
+                // Only a task's end can end its workflow: only then are its tasks walked.
+                if ends && self.workflows.contains_key(&workflow) && !self.open(&workflow) {
+                    ended = Some(workflow);
+                }
             }
             Change::Checkpoint(mut c) => {
                 c.seq = seq;
@@ -303,6 +326,13 @@ impl Workflows {
             }
             Change::Nothing => {}
         }
+        ended
+    }
+
+    /// The live planned tasks of workflow `id` with their status.
+    pub fn task_ids(&self, id: &str) -> Vec<(String, api::TaskStatus)> {
+        let Some(w) = self.workflows.get(id) else { return Vec::new() };
+        w.tasks.iter().filter_map(|t| self.tasks.get(t)).map(|t| (t.id.clone(), t.status)).collect()
     }
 
     /// Tasks whose holder is no longer alive (offline, removed or unknown): (holder, task).

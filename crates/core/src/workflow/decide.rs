@@ -119,6 +119,7 @@ fn new_workflow(view: &View<'_>, m: &Message) -> Result<Change, Refusal> {
         tasks: Vec::new(),
         names: HashMap::new(),
         claimed: false,
+        replaced: Vec::new(),
     }))
 }
 

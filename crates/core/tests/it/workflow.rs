@@ -702,3 +702,80 @@ async fn next_tasks_come_in_pages_each_ready_task_once() {
         assert_eq!((err.code().as_str(), field(&err).as_deref()), ("VALIDATION_FAILED", Some(wrong)));
     }
 }
+
+/// Waits until the engine holds `workflows` workflows.
+async fn until_workflows(h: &Hub, workflows: u64) {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while h.core().engine.footprint().workflows != workflows {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("never {workflows} workflows: {:?}", h.core().engine.footprint()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_workflow_leaves_memory_and_every_read_still_answers_from_the_log() {
+    let clock = Clock::manual(SystemTime::now());
+    let options = Options { ended_retention: Duration::from_millis(300), clock: clock.clone(), ..Options::default() };
+    let mut h = hub(options.clone()).await;
+    let e = h.core().engine.clone();
+    agents(&h, &["a"]).await;
+    let (done_w, ids) = workflow(&e, vec![task("build", &[]), task("test", &["build"])]).await;
+    let (open_w, open_ids) = workflow(&e, vec![task("later", &[])]).await;
+    claim(&e, &ids[0], "agent:a").await;
+    e.checkpoint_add(checkpoint(&ids[0], "agent:a", "compiled")).await.unwrap();
+    e.task_update_status(done(&ids[0], "agent:a", "built")).await.unwrap();
+    claim(&e, &ids[1], "agent:a").await;
+    e.task_update_status(done(&ids[1], "agent:a", "tested")).await.unwrap();
+    claim(&e, &open_ids[0], "agent:a").await;
+
+    let context = LoadContext { task_id: ids[1].clone(), max_tokens: Some(4000), include: Include::default() };
+    let detail = e.find_workflow(&done_w).await.unwrap();
+    let progress = e.find_workflow_progress(&done_w).await.unwrap();
+    let task_detail = e.find_task_detail(&ids[0]).await.unwrap();
+    let checkpoints = e.find_checkpoints(&ids[0]).await.unwrap();
+    let loaded = e.task_load_context(context.clone()).await.unwrap();
+    let next = NextTasks { workflow_id: done_w.clone(), limit: None, cursor: None };
+    let next_before = e.find_next_tasks(&next).await.unwrap();
+    assert_eq!(detail, e.workflow_get(&done_w).unwrap(), "in memory, both reads agree");
+    let tree = e.run_tasks(&done_w).unwrap();
+    let task_view = e.find_task(&ids[1]).await.unwrap().unwrap();
+    assert_eq!(progress.status, WorkflowStatus::Completed);
+
+    // Past its retention the ended workflow leaves; the open one stays.
+    assert_eq!(e.footprint().workflows, 2);
+    clock.advance(Duration::from_secs(1));
+    until_workflows(&h, 1).await;
+    assert!(e.workflow_get(&done_w).is_err(), "the ended workflow left memory");
+    assert!(e.workflow_get(&open_w).is_ok(), "the open one stays");
+    let reads = |e: Engine| {
+        let (done_w, ids, context, next) = (done_w.clone(), ids.clone(), context.clone(), next.clone());
+        async move {
+            (
+                e.find_workflow(&done_w).await.unwrap(),
+                e.find_workflow_progress(&done_w).await.unwrap(),
+                e.find_task_detail(&ids[0]).await.unwrap(),
+                e.find_checkpoints(&ids[0]).await.unwrap(),
+                e.task_load_context(context).await.unwrap(),
+                e.find_next_tasks(&next).await.unwrap(),
+            )
+        }
+    };
+    let expected = (detail, progress, task_detail, checkpoints, loaded, next_before);
+    assert_eq!(e.find_run_tasks(&done_w).await.unwrap(), Some(tree), "the run's tree, from the log");
+    assert_eq!(e.find_task(&ids[1]).await.unwrap(), Some(task_view));
+    assert_eq!(reads(e.clone()).await, expected, "every read answers as before, from the log");
+    // A late write about one of its tasks is refused as about an ended task.
+    let late = e.task_update_status(done(&ids[1], "agent:a", "again")).await.unwrap_err();
+    assert_eq!(code(late), "INVALID_TRANSITION");
+    // After a restart too (from the snapshot, which no longer holds it).
+    h.restart(options).await;
+    let e = h.core().engine.clone();
+    assert!(e.workflow_get(&done_w).is_err());
+    assert_eq!(reads(e.clone()).await, expected);
+    let late = e.task_claim(Claim { task_id: ids[0].clone(), agent_id: "agent:a".into() }).await.unwrap_err();
+    assert_eq!(code(late), "INVALID_TRANSITION", "without tombstones the log says it ended");
+    assert!(e.find_workflow(&clutch_proto::id::generate(clutch_proto::id::Kind::Run)).await.is_err());
+    h.stop().await;
+}
