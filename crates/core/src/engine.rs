@@ -226,6 +226,9 @@ struct State {
     /// (ended ms, workflow id) of the ended workflows still in memory: they leave as ended tasks do.
     #[serde(default)]
     ended_workflows: BTreeSet<(i64, String)>,
+    /// (ended ms, session id) of the ended positions' sessions still in memory: the same.
+    #[serde(default)]
+    ended_sessions: BTreeSet<(i64, String)>,
     /// The tasks that left memory (see `evict`); not saved: past a restart the log is asked.
     #[serde(skip)]
     tombstones: evict::Tombstones,

@@ -219,9 +219,24 @@ impl Sessions {
         self.by_id.get(id).is_some_and(|s| !matches!(s.phase, Phase::Completed | Phase::Error | Phase::Timeout))
     }
 
-    /// Forgets session `id` (its log was removed by retention).
+    /// Whether session `id` is known and over: its phase is final, or its task ended.
+    pub fn ended(&self, id: &str) -> bool {
+        self.by_id
+            .get(id)
+            .is_some_and(|s| s.closed || matches!(s.phase, Phase::Completed | Phase::Error | Phase::Timeout))
+    }
+
+    /// Forgets session `id` (it ended and left memory, or its log was removed by retention).
     pub fn forget(&mut self, id: &str) {
         self.by_id.remove(id);
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Session> {

@@ -115,6 +115,8 @@ pub struct Footprint {
     pub runs: u64,
     /// Workflows in memory: open ones, and those ended within their retention.
     pub workflows: u64,
+    /// Positions' sessions in memory: the same.
+    pub sessions: u64,
     pub agents: u64,
     /// The longest the engine's own work (a reactor pass, a snapshot) held its lock since the start,
     /// in microseconds: the longest an append could have waited for it.
@@ -139,6 +141,11 @@ impl Footprint {
                 "clutch_engine_workflows",
                 "Workflows in memory, open or ended within their retention.",
                 self.workflows as f64,
+            ),
+            (
+                "clutch_engine_sessions",
+                "Positions' sessions in memory, open or ended within their retention.",
+                self.sessions as f64,
             ),
             ("clutch_engine_agents", "Agents registered.", self.agents as f64),
             (

@@ -59,7 +59,7 @@ pub(crate) async fn sessions(State(state): State<AppState>) -> Response {
 
 /// `GET /v1/sessions/{id}`.
 pub(crate) async fn session(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let found = state.engine.sessions_list(Some(&id)).sessions.pop().ok_or_else(|| {
+    let found = state.engine.find_session(&id).await?.ok_or_else(|| {
         ApiError::new(ErrorCode::SessionNotFound, format!("no session `{}`", clutch_proto::error::quote(&id)))
             .field("session_id")
     })?;

@@ -66,7 +66,9 @@ impl State {
             _ => {}
         }
         if Sessions::concerns(message) {
+            let was = self.sessions.ended(&message.run_id);
             self.sessions.apply(message, at);
+            self.session_ended(&message.run_id, was, at);
         }
         if self.workflows.concerns(None, message) {
             if let Some(ended) = self.workflows.apply(seq, message) {
@@ -101,7 +103,9 @@ impl State {
         self.record(seq, message, task.phase);
         self.account(options, &mut task, message, &before, at);
         if task.phase.is_terminal() && !before.0.is_terminal() {
+            let was = self.sessions.ended(&task.run_id);
             self.sessions.task_ended(&task.run_id, &task.id);
+            self.session_ended(&task.run_id, was, at);
             self.ended(&task);
         }
         if task.phase == Phase::Queued {

@@ -96,7 +96,34 @@ impl State {
             count += 1;
         }
         forget_in_runs(options, &mut self.runs, gone);
-        count + self.evict_workflows(options, cutoff)
+        count + self.evict_workflows(options, cutoff) + self.evict_sessions(options, cutoff)
+    }
+
+    /// Notes that session `id` ended with this event (it had not before: `was`), so that it leaves
+    /// memory after `ended_retention`.
+    pub(super) fn session_ended(&mut self, id: &str, was: bool, at: i64) {
+        if !was && self.sessions.ended(id) {
+            self.ended_sessions.insert((at, id.to_owned()));
+        }
+    }
+
+    /// Evicts the ended sessions whose retention has passed (or past `ended_max` of them), at most
+    /// [`EVICT_CHUNK`]; their reads come from the log.
+    fn evict_sessions(&mut self, options: &Options, cutoff: i64) -> usize {
+        let mut count = 0;
+        while count < EVICT_CHUNK
+            && self
+                .ended_sessions
+                .first()
+                .is_some_and(|(at, _)| *at <= cutoff || self.ended_sessions.len() > options.ended_max)
+        {
+            let Some((_, id)) = self.ended_sessions.pop_first() else { break };
+            if self.sessions.ended(&id) {
+                self.sessions.forget(&id);
+                count += 1;
+            }
+        }
+        count
     }
 
     /// Evicts the ended workflows whose retention has passed (or past `ended_max` of them), at most
@@ -126,15 +153,19 @@ impl State {
         count
     }
 
-    /// When the next ended task or workflow is due to leave.
+    /// When the next ended task, workflow or session is due to leave.
     pub(super) fn next_eviction(&self, options: &Options) -> Option<i64> {
         if self.ended.len() > options.ended_max || self.ended_workflows.len() > options.ended_max {
             return Some(0);
         }
         let retention = options.ended_retention.as_millis() as i64;
+        if self.ended_sessions.len() > options.ended_max {
+            return Some(0);
+        }
         let task = self.ended.first().map(|(at, _)| at + retention);
         let workflow = self.ended_workflows.first().map(|(at, _)| at + retention);
-        task.into_iter().chain(workflow).min()
+        let session = self.ended_sessions.first().map(|(at, _)| at + retention);
+        task.into_iter().chain(workflow).chain(session).min()
     }
 
     /// The refusal of a lifecycle message about a task that ended and left memory.
@@ -398,6 +429,7 @@ impl Engine {
             tombstones: state.tombstones.len() as u64,
             runs: state.runs.len() as u64,
             workflows: state.workflows.len() as u64,
+            sessions: state.sessions.len() as u64,
             agents: state.agents.len() as u64,
             longest_hold_us: self.inner.longest_hold_us.load(Ordering::Relaxed),
         }

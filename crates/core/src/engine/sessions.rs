@@ -254,13 +254,31 @@ impl Engine {
         }
     }
 
-    /// Every session (or the one named), newest first.
+    /// Every session in memory (or the one named), newest first: those open, and those that ended
+    /// within `ended_retention` (an older one is read with [`Engine::find_session`]).
     pub fn sessions_list(&self, session_id: Option<&str>) -> view::Sessions {
         let state = self.state();
         let mut sessions: Vec<view::Session> =
             state.sessions.iter().filter(|s| session_id.is_none_or(|id| s.id == id)).map(session_view).collect();
         sessions.sort_by(|a, b| b.started_at.cmp(&a.started_at).then_with(|| b.id.cmp(&a.id)));
         view::Sessions { sessions }
+    }
+
+    /// One session as [`Engine::sessions_list`] shows it, whether in memory or ended and left it
+    /// (then rebuilt from its run's records by the same rules).
+    pub async fn find_session(&self, session_id: &str) -> Result<Option<view::Session>> {
+        if let Some(found) = self.state().sessions.get(session_id).map(session_view) {
+            return Ok(Some(found));
+        }
+        let mut book = Sessions::default();
+        let filter = Filter { run_id: Some(session_id.to_owned()), ..Filter::default() };
+        self.each_event(&filter, |_, m| {
+            if Sessions::concerns(m) {
+                book.apply(m, crate::clock::ts_ms(&m.ts).unwrap_or(0));
+            }
+        })
+        .await?;
+        Ok(book.get(session_id).map(session_view))
     }
 
     /// A session's messages, oldest first: the last `limit` (default 50, at most 1000), only those
@@ -271,7 +289,8 @@ impl Engine {
         limit: Option<usize>,
         agent_id: Option<&str>,
     ) -> Result<view::SessionHistory> {
-        if self.state().sessions.get(session_id).is_none() {
+        let known = self.state().sessions.get(session_id).is_some();
+        if !known && self.find_session(session_id).await?.is_none() {
             return Err(Refusal::new(
                 ErrorCode::SessionNotFound,
                 format!("no session `{}`", clutch_proto::error::quote(session_id)),

@@ -174,6 +174,7 @@ impl State {
             histories,
             ended,
             ended_workflows: self.ended_workflows.clone(),
+            ended_sessions: self.ended_sessions.clone(),
             tombstones: evict::Tombstones::default(),
             evicted_ms,
             ended_id_ms: 0,

@@ -58,7 +58,8 @@ impl Engine {
         Ok(state.workflows.summary(w))
     }
 
-    /// `workflow_list`: newest first, filtered by status.
+    /// `workflow_list`: newest first, filtered by status: the workflows in memory, that is the open
+    /// ones and those that ended within `ended_retention` (an older one is read by its id).
     pub fn workflow_list(&self, req: &api::ListWorkflows) -> Vec<api::WorkflowSummary> {
         self.state().workflows.list(&req.status, req.limit.unwrap_or(100))
     }

@@ -171,3 +171,59 @@ async fn the_bus_rules_hold_on_the_writers_path_and_a_restart_keeps_them() {
     assert_eq!(code(closed).0, "INVALID_TRANSITION");
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_session_leaves_memory_and_is_still_read_from_the_log() {
+    let clock = clutch_core::clock::Clock::manual(SystemTime::now());
+    let retention = std::time::Duration::from_millis(300);
+    let options = Options { clock: clock.clone(), ended_retention: retention, ..Options::default() };
+    let mut h = hub(options.clone()).await;
+    for name in ["runner", "a", "b"] {
+        h.register(name, json!({"capabilities": [{"id": "skill:talk", "version": "1.0.0"}]})).await;
+    }
+    let ids = Ids { run: id::generate(Kind::Run), thread: id::generate(Kind::Thread), root: id::generate(Kind::Task) };
+    let engine = h.core().engine.clone();
+    let log = h.core().log.clone();
+    let submit = |m: Message| {
+        let engine = engine.clone();
+        async move { engine.submit(vec![m]).await.unwrap().pop().unwrap() }
+    };
+    submit(message(&ids, "user:ada", "task.request", &["agent:runner"], json!({"goal": "mirror this"}))).await.unwrap();
+    submit(message(&ids, "agent:runner", "task.accept", &["user:ada"], json!({}))).await.unwrap();
+    log.append_one(record(&ids, "INITIALIZING", json!({}))).await.unwrap();
+    let team = json!({
+        "members": [{"agent_id": "agent:a", "role": "Reflector"}, {"agent_id": "agent:b", "role": "Verifier"}],
+        "protocol": ["RESULTS"],
+    });
+    log.append_one(record(&ids, "RUNNING", team)).await.unwrap();
+    engine.session_send("agent:a", &ids.run, &["all".into()], "RESULTS", json!({"found": 1})).await.unwrap();
+    log.append_one(record(&ids, "COMPLETED", json!({}))).await.unwrap();
+    submit(message(&ids, "agent:runner", "task.result", &["user:ada"], json!({"text": "done"}))).await.unwrap();
+
+    let listed = engine.sessions_list(Some(&ids.run)).sessions;
+    assert_eq!(listed.len(), 1);
+    let found = engine.find_session(&ids.run).await.unwrap().unwrap();
+    assert_eq!(found, listed[0]);
+    let history = engine.session_history(&ids.run, None, None).await.unwrap();
+    assert_eq!(history.messages.len(), 1);
+
+    clock.advance(retention * 4);
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while engine.footprint().sessions != 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the ended session leaves memory");
+    assert!(engine.sessions_list(Some(&ids.run)).sessions.is_empty());
+    assert_eq!(engine.find_session(&ids.run).await.unwrap(), Some(found.clone()), "read from the log as it was");
+    assert_eq!(engine.session_history(&ids.run, None, None).await.unwrap(), history);
+    // Nothing more may be said in it.
+    let late = engine.session_send("agent:b", &ids.run, &["all".into()], "RESULTS", json!({"late": 1})).await;
+    assert!(late.is_err(), "{late:?}");
+    h.restart(options).await;
+    let engine = h.core().engine.clone();
+    assert_eq!(engine.footprint().sessions, 0, "the snapshot does not bring it back");
+    assert_eq!(engine.find_session(&ids.run).await.unwrap(), Some(found));
+    h.stop().await;
+}
