@@ -112,12 +112,8 @@ impl State {
     fn evict_sessions(&mut self, options: &Options, cutoff: i64) -> usize {
         let mut count = 0;
         while count < EVICT_CHUNK
-            && self
-                .ended_sessions
-                .first()
-                .is_some_and(|(at, _)| *at <= cutoff || self.ended_sessions.len() > options.ended_max)
+            && let Some(id) = next_due(&mut self.ended_sessions, cutoff, options.ended_max)
         {
-            let Some((_, id)) = self.ended_sessions.pop_first() else { break };
             if self.sessions.ended(&id) {
                 self.sessions.forget(&id);
                 count += 1;
@@ -131,12 +127,8 @@ impl State {
     fn evict_workflows(&mut self, options: &Options, cutoff: i64) -> usize {
         let mut count = 0;
         while count < EVICT_CHUNK
-            && self
-                .ended_workflows
-                .first()
-                .is_some_and(|(at, _)| *at <= cutoff || self.ended_workflows.len() > options.ended_max)
+            && let Some(id) = next_due(&mut self.ended_workflows, cutoff, options.ended_max)
         {
-            let Some((_, id)) = self.ended_workflows.pop_first() else { break };
             if self.workflows.open(&id) {
                 continue;
             }
@@ -181,6 +173,13 @@ impl State {
     fn forgot(&self, task_id: &str) -> bool {
         !self.tasks.contains_key(task_id) && !self.workflows.knows(task_id) && self.tombstones.get(task_id).is_none()
     }
+}
+
+/// Takes the next of `ended` (by when each ended) that is due to leave: it ended at `cutoff` or
+/// before, or `ended` holds more than `max`.
+fn next_due(ended: &mut BTreeSet<(i64, String)>, cutoff: i64, max: usize) -> Option<String> {
+    let due = ended.first().is_some_and(|(at, _)| *at <= cutoff || ended.len() > max);
+    if due { ended.pop_first().map(|(_, id)| id) } else { None }
 }
 
 /// Whether an ended task may leave memory: nothing is still to be said about it (no timer, no
