@@ -61,7 +61,7 @@ fn from_file(file: &std::path::Path, after: Option<u64>, json: bool) -> anyhow::
         })
     });
     if let Some(e) = failure {
-        return Err(e.context(format!("{} holds an event that is not JSON", file.display())));
+        return Err(e.context(format!("{} holds a line that is not an event", file.display())));
     }
     read.with_context(|| format!("cannot read {}", file.display()))?;
     out.flush()?;
@@ -76,8 +76,7 @@ fn print_line(out: &mut impl Write, line: &[u8], json: bool, color: bool) -> any
     if json {
         writeln!(out, "{line}")?;
     } else {
-        let event: Value =
-            serde_json::from_str(line).with_context(|| format!("the daemon sent a bad event: {line}"))?;
+        let event: Value = serde_json::from_str(line).with_context(|| format!("not an event (JSON): {line}"))?;
         writeln!(out, "{}", render::event_line(&event, color))?;
     }
     Ok(())
@@ -120,7 +119,7 @@ async fn reexecute(client: &Client, run: &str, positions: Option<&std::path::Pat
     for line in body.lines().filter(|l| !l.trim().is_empty()) {
         // An event is its message with its `seq`.
         let mut event: serde_json::Map<String, Value> =
-            serde_json::from_str(line).with_context(|| format!("the daemon sent a bad event: {line}"))?;
+            serde_json::from_str(line).with_context(|| format!("not an event (JSON): {line}"))?;
         event.remove("seq");
         let message: clutch_proto::Message = serde_json::from_value(Value::Object(event))
             .with_context(|| format!("the daemon sent an event that is no message: {line}"))?;
