@@ -739,15 +739,20 @@ async fn an_inbox_waits_for_work_and_a_reply_moves_the_task_as_its_holder() {
     h.stop().await;
 }
 
-/// Waits until the engine holds `tombstones` tombstones.
-async fn until_tombstones(h: &Hub, tombstones: u64) {
+/// Waits until the engine's footprint shows what `holds` looks for (`what`, for the failure).
+pub(crate) async fn until_footprint(h: &Hub, what: &str, holds: impl Fn(&clutch_core::view::Footprint) -> bool) {
     tokio::time::timeout(GUARD, async {
-        while h.core().engine.footprint().tombstones != tombstones {
+        while !holds(&h.core().engine.footprint()) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })
     .await
-    .unwrap_or_else(|_| panic!("never {tombstones} tombstones: {:?}", h.core().engine.footprint()));
+    .unwrap_or_else(|_| panic!("never {what}: {:?}", h.core().engine.footprint()));
+}
+
+/// Waits until the engine holds `tombstones` tombstones.
+async fn until_tombstones(h: &Hub, tombstones: u64) {
+    until_footprint(h, &format!("{tombstones} tombstones"), |f| f.tombstones == tombstones).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@ use clutch_proto::{Message, MessageType};
 use clutch_store::Filter;
 use serde_json::{Value, json};
 
-use crate::engine::hub;
+use crate::engine::{Hub, hub, until_footprint};
 
 struct Ids {
     run: String,
@@ -38,6 +38,22 @@ fn record(ids: &Ids, phase: &str, extra: Value) -> Message {
     m
 }
 
+/// Registers `agents`, then asks `agent:runner` for a session's task, which it accepts.
+async fn begin(h: &Hub, agents: &[&str]) -> Ids {
+    for name in agents {
+        h.register(name, json!({"capabilities": [{"id": "skill:talk", "version": "1.0.0"}]})).await;
+    }
+    let ids = Ids { run: id::generate(Kind::Run), thread: id::generate(Kind::Thread), root: id::generate(Kind::Task) };
+    let engine = &h.core().engine;
+    for m in [
+        message(&ids, "user:ada", "task.request", &["agent:runner"], json!({"goal": "mirror this"})),
+        message(&ids, "agent:runner", "task.accept", &["user:ada"], json!({})),
+    ] {
+        engine.submit(vec![m]).await.unwrap().pop().unwrap().unwrap();
+    }
+    ids
+}
+
 fn code<T: std::fmt::Debug>(r: Result<T, clutch_core::Error>) -> (String, Option<String>) {
     match r {
         Ok(v) => panic!("accepted: {v:?}"),
@@ -49,18 +65,13 @@ fn code<T: std::fmt::Debug>(r: Result<T, clutch_core::Error>) -> (String, Option
 #[tokio::test]
 async fn the_bus_rules_hold_on_the_writers_path_and_a_restart_keeps_them() {
     let mut h = hub(Options::default()).await;
-    for name in ["runner", "a", "b", "c"] {
-        h.register(name, json!({"capabilities": [{"id": "skill:talk", "version": "1.0.0"}]})).await;
-    }
-    let ids = Ids { run: id::generate(Kind::Run), thread: id::generate(Kind::Thread), root: id::generate(Kind::Task) };
+    let ids = begin(&h, &["runner", "a", "b", "c"]).await;
     let engine = h.core().engine.clone();
     let log = h.core().log.clone();
     let submit = |m: Message| {
         let engine = engine.clone();
         async move { engine.submit(vec![m]).await.unwrap().pop().unwrap() }
     };
-    submit(message(&ids, "user:ada", "task.request", &["agent:runner"], json!({"goal": "mirror this"}))).await.unwrap();
-    submit(message(&ids, "agent:runner", "task.accept", &["user:ada"], json!({}))).await.unwrap();
 
     // Only the runner records, and only from the daemon's side (a client may not use clutch.*).
     assert_eq!(code(submit(record(&ids, "INITIALIZING", json!({}))).await).0, "FORBIDDEN");
@@ -178,18 +189,9 @@ async fn an_ended_session_leaves_memory_and_is_still_read_from_the_log() {
     let retention = std::time::Duration::from_millis(300);
     let options = Options { clock: clock.clone(), ended_retention: retention, ..Options::default() };
     let mut h = hub(options.clone()).await;
-    for name in ["runner", "a", "b"] {
-        h.register(name, json!({"capabilities": [{"id": "skill:talk", "version": "1.0.0"}]})).await;
-    }
-    let ids = Ids { run: id::generate(Kind::Run), thread: id::generate(Kind::Thread), root: id::generate(Kind::Task) };
+    let ids = begin(&h, &["runner", "a", "b"]).await;
     let engine = h.core().engine.clone();
     let log = h.core().log.clone();
-    let submit = |m: Message| {
-        let engine = engine.clone();
-        async move { engine.submit(vec![m]).await.unwrap().pop().unwrap() }
-    };
-    submit(message(&ids, "user:ada", "task.request", &["agent:runner"], json!({"goal": "mirror this"}))).await.unwrap();
-    submit(message(&ids, "agent:runner", "task.accept", &["user:ada"], json!({}))).await.unwrap();
     log.append_one(record(&ids, "INITIALIZING", json!({}))).await.unwrap();
     let team = json!({
         "members": [{"agent_id": "agent:a", "role": "Reflector"}, {"agent_id": "agent:b", "role": "Verifier"}],
@@ -198,7 +200,8 @@ async fn an_ended_session_leaves_memory_and_is_still_read_from_the_log() {
     log.append_one(record(&ids, "RUNNING", team)).await.unwrap();
     engine.session_send("agent:a", &ids.run, &["all".into()], "RESULTS", json!({"found": 1})).await.unwrap();
     log.append_one(record(&ids, "COMPLETED", json!({}))).await.unwrap();
-    submit(message(&ids, "agent:runner", "task.result", &["user:ada"], json!({"text": "done"}))).await.unwrap();
+    let result = message(&ids, "agent:runner", "task.result", &["user:ada"], json!({"text": "done"}));
+    engine.submit(vec![result]).await.unwrap().pop().unwrap().unwrap();
 
     let listed = engine.sessions_list(Some(&ids.run)).sessions;
     assert_eq!(listed.len(), 1);
@@ -208,13 +211,7 @@ async fn an_ended_session_leaves_memory_and_is_still_read_from_the_log() {
     assert_eq!(history.messages.len(), 1);
 
     clock.advance(retention * 4);
-    tokio::time::timeout(std::time::Duration::from_secs(20), async {
-        while engine.footprint().sessions != 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the ended session leaves memory");
+    until_footprint(&h, "the ended session leaving memory", |f| f.sessions == 0).await;
     assert!(engine.sessions_list(Some(&ids.run)).sessions.is_empty());
     assert_eq!(engine.find_session(&ids.run).await.unwrap(), Some(found.clone()), "read from the log as it was");
     assert_eq!(engine.session_history(&ids.run, None, None).await.unwrap(), history);

@@ -17,7 +17,7 @@ use clutch_core::workflow::api::{
 use clutch_core::{Engine, Error};
 use serde_json::json;
 
-use crate::engine::{Hub, hub};
+use crate::engine::{Hub, hub, until_footprint};
 
 fn code(e: Error) -> &'static str {
     e.code().as_str()
@@ -703,17 +703,6 @@ async fn next_tasks_come_in_pages_each_ready_task_once() {
     }
 }
 
-/// Waits until the engine holds `workflows` workflows.
-async fn until_workflows(h: &Hub, workflows: u64) {
-    tokio::time::timeout(Duration::from_secs(20), async {
-        while h.core().engine.footprint().workflows != workflows {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("never {workflows} workflows: {:?}", h.core().engine.footprint()));
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ended_workflow_leaves_memory_and_every_read_still_answers_from_the_log() {
     let clock = Clock::manual(SystemTime::now());
@@ -746,7 +735,7 @@ async fn an_ended_workflow_leaves_memory_and_every_read_still_answers_from_the_l
     // Past its retention the ended workflow leaves; the open one stays.
     assert_eq!(e.footprint().workflows, 2);
     clock.advance(Duration::from_secs(1));
-    until_workflows(&h, 1).await;
+    until_footprint(&h, "one workflow", |f| f.workflows == 1).await;
     assert!(e.workflow_get(&done_w).is_err(), "the ended workflow left memory");
     assert!(e.workflow_get(&open_w).is_ok(), "the open one stays");
     let reads = |e: Engine| {
