@@ -508,18 +508,30 @@ async fn redis_anchor(args: &AppendArgs, dir: &Path, duration: Duration) -> anyh
 }
 
 /// How the log's writer committed: in one step with the flush, or (falling behind) overlapped with one.
+/// The writer's commits, flushes and time per event: vetting, committing, flushing and applying, and
+/// what that makes the events per second of one commit (with its flush).
 fn commits(metrics: &clutch_core::metrics::Metrics) -> String {
     let (commit, sync, both) = (&metrics.commit, &metrics.sync, &metrics.commit_and_sync);
-    let mut line = format!("{} commits flushed in the same step ({:.2} ms mean)", both.count(), both.mean_ms());
-    if commit.count() > 0 {
-        line += &format!(
-            ", {} overlapped with a flush ({:.2} ms mean; {} flushes of {:.2} ms mean)",
-            commit.count(),
-            commit.mean_ms(),
-            sync.count(),
-            sync.mean_ms()
-        );
+    let appended = metrics.appended.load(std::sync::atomic::Ordering::Relaxed).max(1) as f64;
+    let per_event = |h: &clutch_core::metrics::Histogram| h.sum() * 1e6 / appended;
+    let (vet, apply) = (per_event(&metrics.vet), per_event(&metrics.apply));
+    let store = per_event(commit) + per_event(sync) + per_event(both);
+    let mut line = format!(
+        "{} commits ({:.2} ms mean), {} flushes ({:.2} ms mean)",
+        commit.count(),
+        commit.mean_ms(),
+        sync.count(),
+        sync.mean_ms()
+    );
+    if both.count() > 0 {
+        line += &format!(", {} committed and flushed in one call ({:.2} ms mean)", both.count(), both.mean_ms());
     }
+    line += &format!(
+        "; the writer per event: vet {vet:.2} µs, commit {:.2} µs, flush {:.2} µs, apply {apply:.2} µs: {:.0} events/s of one commit with its flush",
+        per_event(commit),
+        per_event(sync) + per_event(both),
+        1e6 / store.max(1e-9)
+    );
     line
 }
 

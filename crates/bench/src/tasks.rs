@@ -52,7 +52,8 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
     let dir = args.dir.join(format!("tasks-{stamp}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let store = clutch_store_sqlite::Store::open(&dir).context("cannot open the SQLite store")?;
-    let mut builder = App::builder(Arc::new(store)).engine(engine_options());
+    let store = Arc::new(store);
+    let mut builder = App::builder(store.clone()).engine(engine_options());
     if args.http {
         builder = builder.gateway(clutch_gateway::Options::default());
     }
@@ -181,6 +182,11 @@ pub async fn run(args: TasksArgs) -> anyhow::Result<()> {
         appended as f64 / to.max(1) as f64,
         appended as f64 / batches as f64,
         super::commits(metrics),
+    );
+    let head = engine.seq();
+    println!(
+        "indexes by run, thread, task, sender and type: {} events behind the log at the end",
+        head.saturating_sub(store.indexed_upto())
     );
     watcher.abort();
     for w in workers {

@@ -257,7 +257,9 @@ impl Service {
         let mut stored = batch;
         let mut refused = Vec::new();
         if let Some(gate) = &self.gate {
+            let vetting = Instant::now();
             let refusals = gate.admit(&stored);
+            self.metrics.vet.observe_duration(vetting.elapsed());
             if refusals.iter().any(Option::is_some) {
                 let mut kept = Vec::with_capacity(stored.len());
                 for (i, (entry, refusal)) in stored.into_iter().zip(refusals).enumerate() {
@@ -274,16 +276,30 @@ impl Service {
         let started = Instant::now();
         let result = match (&self.blocking, inline) {
             _ if stored.is_empty() => Ok(Vec::new()),
-            (Some(blocking), true) => blocking.append_batch(&stored),
-            (Some(blocking), false) => blocking.write_batch(&stored),
-            (None, true) => self.backend.append_batch(&stored).await,
-            (None, false) => self.backend.write_batch(&stored).await,
+            (Some(blocking), inline) => {
+                // Committed, then (inline) flushed: two steps on this thread, timed apart.
+                let written = blocking.write_batch(&stored);
+                self.metrics.commit.observe_duration(started.elapsed());
+                if inline && written.is_ok() {
+                    let flushing = Instant::now();
+                    let synced = blocking.sync();
+                    self.metrics.sync.observe_duration(flushing.elapsed());
+                    synced.and(written)
+                } else {
+                    written
+                }
+            }
+            (None, true) => {
+                let appended = self.backend.append_batch(&stored).await;
+                self.metrics.commit_and_sync.observe_duration(started.elapsed());
+                appended
+            }
+            (None, false) => {
+                let written = self.backend.write_batch(&stored).await;
+                self.metrics.commit.observe_duration(started.elapsed());
+                written
+            }
         };
-        if inline {
-            self.metrics.commit_and_sync.observe_duration(started.elapsed());
-        } else {
-            self.metrics.commit.observe_duration(started.elapsed());
-        }
         self.metrics.batches.fetch_add(1, Ordering::Relaxed);
         self.metrics.batch_size.observe(stored.len() as f64);
         let stored_outcomes: Vec<Result<Outcome>> = match result {
@@ -338,7 +354,9 @@ impl Service {
         if let Some(gate) = &self.gate
             && !events.is_empty()
         {
+            let applying = Instant::now();
             gate.committed(&events);
+            self.metrics.apply.observe_duration(applying.elapsed());
         }
         let head = events.last().map_or(0, |e| e.event.seq);
         let mut outcomes = outcomes.into_iter();

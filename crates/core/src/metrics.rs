@@ -12,15 +12,19 @@ pub struct Metrics {
     pub conflicts: AtomicU64,
     pub batches: AtomicU64,
     pub batch_failures: AtomicU64,
-    /// Time spent committing a batch without its flush, which `sync` measures (the writer does so
-    /// only when it falls behind).
+    /// Time the engine spent vetting a batch before it is stored (on the writer's path).
+    pub vet: Histogram,
+    /// Time spent committing a batch without its flush, which `sync` measures (SQLite; PostgreSQL
+    /// only when the writer falls behind).
     pub commit: Histogram,
     /// Time spent making committed batches durable (SQLite: the WAL's fdatasync); one covers every
     /// batch committed before it.
     pub sync: Histogram,
-    /// Time spent committing a batch and flushing it in one step, as the writer does unless it falls
-    /// behind; such a batch is in neither `commit` nor `sync`.
+    /// Time spent committing a batch and flushing it in one call (PostgreSQL, unless the writer falls
+    /// behind); such a batch is in neither `commit` nor `sync`.
     pub commit_and_sync: Histogram,
+    /// Time the engine spent applying a committed batch to its state (on the writer's path).
+    pub apply: Histogram,
     pub batch_size: Histogram,
     pub subscribers: AtomicI64,
     pub lagged_drops: AtomicU64,
@@ -124,6 +128,7 @@ impl Metrics {
             "Batches whose transaction failed.",
             load(&self.batch_failures),
         );
+        self.vet.render(&mut out, "clutch_engine_vet_seconds", "Time the engine vets a batch before it is stored.");
         self.commit.render(
             &mut out,
             "clutch_store_commit_seconds",
@@ -137,8 +142,9 @@ impl Metrics {
         self.commit_and_sync.render(
             &mut out,
             "clutch_store_commit_and_sync_seconds",
-            "Commit and flush of a batch in one step, the writer's rule unless it falls behind (in neither of the two above).",
+            "Commit and flush of a batch in one call (PostgreSQL unless the writer falls behind; in neither of the two above).",
         );
+        self.apply.render(&mut out, "clutch_engine_apply_seconds", "Time the engine applies a committed batch.");
         self.batch_size.render(&mut out, "clutch_append_batch_size", "Messages per group-commit batch.");
         let _ = writeln!(
             out,

@@ -7,12 +7,13 @@
 //! log's writer, which acknowledges a batch only once a sync has covered it, makes these writes on a
 //! thread of its own through [`BlockingWrites`].
 //!
-//! The indexes by run, thread, task, sender and type take appended rows in chunks
-//! ([`Options::index_chunk`]), in the append transaction that completes a chunk; a read finds the
-//! rows not yet indexed by scanning that short tail, so reads are exact whatever the lag. The id and
-//! idempotency-key indexes, which dedup relies on, and the recipients table take every row at once.
+//! The indexes by run, thread, task, sender and type live in a database file of their own, kept by a
+//! thread of their own from the durable log (see [`index`]); a read finds the rows not yet indexed by
+//! scanning that short tail, so reads are exact whatever the lag. The id and idempotency-key indexes,
+//! which dedup relies on, and the recipients table take every row in its append's transaction.
 
 mod artifacts;
+mod index;
 mod log;
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,8 @@ use rusqlite::OptionalExtension;
 
 /// The database file's name inside the data directory.
 pub const DB_FILE: &str = "clutch.db";
+
+pub use index::INDEX_FILE;
 
 /// Failures opening the store (later failures are `clutch_store::Error`s).
 #[derive(Debug, thiserror::Error)]
@@ -49,16 +52,16 @@ const READERS: usize = 4;
 /// Tuning of the SQLite store; the defaults suit every use.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Appended rows the secondary indexes (by run, thread, task, sender and type) may lag behind
-    /// before the writer adds them all at once. Reads cover the lagging rows by scanning them, so
-    /// results are the same at any value; smaller values make each catch-up shorter, larger ones
-    /// make appends write fewer pages per message.
+    /// Durable events not yet indexed (by run, thread, task, sender and type) that wake the indexer.
+    /// Reads cover the lagging rows by scanning them, so results are the same at any value.
     pub index_chunk: u64,
+    /// How often the indexer also takes whatever is left, fewer events than a chunk.
+    pub index_every: std::time::Duration,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { index_chunk: 512 }
+        Options { index_chunk: 512, index_every: std::time::Duration::from_millis(250) }
     }
 }
 
@@ -79,7 +82,12 @@ struct Inner {
     /// The WAL file, opened at the first sync: flushing it makes every commit before the flush durable.
     wal: Mutex<Option<std::fs::File>>,
     closed: AtomicBool,
-    index_chunk: u64,
+    /// How far the log is committed and durable, for the indexer.
+    progress: Arc<index::Progress>,
+    /// The index database (see [`index`]), written by the indexer and by retention.
+    index: Arc<Mutex<Connection>>,
+    index_path: PathBuf,
+    indexer: Mutex<Option<index::Indexer>>,
 }
 
 /// How often the WAL is folded back into the database file.
@@ -158,17 +166,19 @@ impl Store {
         writer.pragma_update(None, "wal_autocheckpoint", 0).map_err(open_err)?;
         migrate(&writer, &db_path)?;
         let checkpointer = Checkpointer::start(&db_path).map_err(open_err)?;
+        // The log's head is durable once the sync below returns (or the store does not open).
+        let head = log::head(&writer).map_err(open_err)?;
+        let index_path = data_dir.join(INDEX_FILE);
+        let index = index::open(&index_path, &db_path, head)
+            .map_err(|source| Error::Open { path: index_path.clone(), source })?;
         let readers = (0..READERS)
-            .map(|_| {
-                let mut c = Connection::open(&db_path)?;
-                configure(&mut c)?;
-                c.pragma_update(None, "query_only", true)?;
-                Ok(c)
-            })
+            .map(|_| reader(&db_path, &index_path))
             .collect::<Result<Vec<_>, rusqlite::Error>>()
             .map_err(open_err)?;
         let artifacts = artifacts::Dir::open(&data_dir.join("artifacts"))
             .map_err(|source| Error::DataDir { path: data_dir.join("artifacts"), source })?;
+        let progress = Arc::new(index::Progress::new(head, options.index_chunk));
+        let index = Arc::new(Mutex::new(index));
         let inner = Inner {
             writer: Mutex::new(Some(writer)),
             readers: Mutex::new(readers),
@@ -178,17 +188,34 @@ impl Store {
             checkpointer: Mutex::new(Some(checkpointer)),
             wal: Mutex::new(None),
             closed: AtomicBool::new(false),
-            index_chunk: options.index_chunk.max(1),
+            indexer: Mutex::new(Some(index::Indexer::start(index.clone(), progress.clone(), options.index_every))),
+            progress,
+            index,
+            index_path,
         };
         // Whatever the WAL holds (a commit a crash left unflushed) is made durable before it is served.
         inner.sync_wal().map_err(|source| Error::Sync { path: inner.db_path.clone(), source })?;
         Ok(Store { inner: Arc::new(inner) })
     }
 
+    /// How far the secondary indexes reach (the highest `seq` they cover).
+    pub fn indexed_upto(&self) -> u64 {
+        index::upto(&self.inner.index.lock().expect("index connection lock")).unwrap_or(0)
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.inner.db_path
     }
+}
+
+/// A read connection: the log, with the index database attached as `idx`.
+fn reader(db_path: &Path, index_path: &Path) -> rusqlite::Result<Connection> {
+    let mut c = Connection::open(db_path)?;
+    configure(&mut c)?;
+    c.execute("ATTACH DATABASE ?1 AS idx", [index_path.to_string_lossy()])?;
+    c.pragma_update(None, "query_only", true)?;
+    Ok(c)
 }
 
 fn configure(c: &mut Connection) -> rusqlite::Result<()> {
@@ -220,6 +247,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0005_deferred_indexes.sql"),
     include_str!("../migrations/0006_records.sql"),
     include_str!("../migrations/0007_log_floor.sql"),
+    include_str!("../migrations/0008_index_file.sql"),
 ];
 
 fn migrate(c: &Connection, path: &Path) -> Result<(), Error> {
@@ -252,6 +280,13 @@ impl Inner {
     /// durable when it returns. The file is opened at the first call, and its directory flushed then
     /// too, so that the WAL's own name is durable as well; with no WAL yet, nothing was written.
     fn sync_wal(&self) -> std::io::Result<()> {
+        let flushing = self.progress.flushing();
+        self.flush_wal()?;
+        self.progress.durable(flushing);
+        Ok(())
+    }
+
+    fn flush_wal(&self) -> std::io::Result<()> {
         let mut wal = self.wal.lock().expect("wal lock");
         if wal.is_none() {
             let mut path = self.db_path.clone().into_os_string();
@@ -306,11 +341,7 @@ impl Inner {
             let conn = inner.readers.lock().expect("reader pool lock").pop();
             let conn = match conn {
                 Some(c) => c,
-                None => {
-                    let mut c = Connection::open(&inner.db_path).map_err(backend_err)?;
-                    configure(&mut c).map_err(backend_err)?;
-                    c
-                }
+                None => reader(&inner.db_path, &inner.index_path).map_err(backend_err)?,
             };
             let out = f(&conn).map_err(backend_err);
             let mut pool = inner.readers.lock().expect("reader pool lock");
@@ -325,25 +356,27 @@ impl Inner {
 }
 
 impl BlockingWrites for Inner {
-    fn append_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
-        self.write(true, |conn| log::append(conn, &log::Row::all(batch), self.index_chunk))
+    fn sync(&self) -> clutch_store::Result<()> {
+        self.check_open()?;
+        self.sync_wal().map_err(|e| clutch_store::Error::NotDurable(e.to_string()))
     }
 
     fn write_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
-        self.write(false, |conn| log::append(conn, &log::Row::all(batch), self.index_chunk))
+        let rows = log::Row::all(batch);
+        self.write(false, |conn| log::append(conn, &rows, &self.progress))
     }
 }
 
 #[async_trait]
 impl Backend for Store {
     async fn append_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
-        let (rows, chunk) = (log::Row::all(batch), self.inner.index_chunk);
-        self.inner.with_writer(true, move |conn| log::append(conn, &rows, chunk)).await
+        let (rows, progress) = (log::Row::all(batch), self.inner.progress.clone());
+        self.inner.with_writer(true, move |conn| log::append(conn, &rows, &progress)).await
     }
 
     async fn write_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
-        let (rows, chunk) = (log::Row::all(batch), self.inner.index_chunk);
-        self.inner.with_writer(false, move |conn| log::append(conn, &rows, chunk)).await
+        let (rows, progress) = (log::Row::all(batch), self.inner.progress.clone());
+        self.inner.with_writer(false, move |conn| log::append(conn, &rows, &progress)).await
     }
 
     fn blocking_writes(&self) -> Option<Arc<dyn BlockingWrites>> {
@@ -487,8 +520,29 @@ impl Backend for Store {
     }
 
     async fn remove_run(&self, run_id: &str, upto: u64, limit: usize) -> clutch_store::Result<usize> {
+        // Found through the indexes (a read), removed by the writer; nothing else removes events, and
+        // the retention pass that calls this runs one at a time.
         let run_id = run_id.to_string();
-        self.inner.with_writer(true, move |conn| log::remove_run(conn, &run_id, upto, limit)).await
+        let removed = self.inner.with_reader(move |c| log::oldest_of_run(c, &run_id, upto, limit)).await?;
+        if removed.is_empty() {
+            return Ok(0);
+        }
+        let removed = Arc::new(removed);
+        let doomed = removed.clone();
+        self.inner.with_writer(true, move |conn| log::remove(conn, &doomed)).await?;
+        // The index entries go after the events: a crash in between leaves entries that name no
+        // event, which reads skip (they join the log) and the next removal of the run does not see.
+        let inner = self.inner.clone();
+        let keys: Vec<(u64, [String; 5])> = removed.iter().map(|r| (r.seq, r.keys.clone())).collect();
+        let forgotten = tokio::task::spawn_blocking(move || {
+            index::forget(&inner.index.lock().expect("index connection lock"), &keys)
+        })
+        .await
+        .map_err(backend_err)?;
+        if let Err(e) = forgotten {
+            tracing::warn!(error = %e, "removing retired events' index entries failed; reads skip them");
+        }
+        Ok(removed.len())
     }
 
     async fn close(&self) {
@@ -500,6 +554,9 @@ impl Backend for Store {
             inner.readers.lock().expect("reader pool lock").clear();
             if let Some(checkpointer) = inner.checkpointer.lock().expect("checkpointer lock").take() {
                 checkpointer.stop();
+            }
+            if let Some(indexer) = inner.indexer.lock().expect("indexer lock").take() {
+                indexer.stop(&inner.progress);
             }
             if let Some(conn) = inner.writer.lock().expect("writer lock").take() {
                 // Fold the WAL into the database so the next start reads one file.

@@ -47,20 +47,20 @@ fn same_message(a: &str, b: &str) -> bool {
 
 /// Appends the rows in one `BEGIN IMMEDIATE` transaction. Each row is inserted optimistically; only
 /// when a uniqueness constraint (the id, or the run's idempotency key, including rows inserted earlier
-/// in this batch) stops it is the original looked up. Rows go in unindexed; once `index_chunk` of them
-/// have gathered, the same transaction indexes them all (see [`index_tail`]).
+/// in this batch) stops it is the original looked up. The secondary indexes are not the writer's
+/// business (see [`crate::index`]); `progress` learns the new head.
 pub(crate) fn append(
     conn: &mut Connection,
     rows: &[Row],
-    index_chunk: u64,
+    progress: &crate::index::Progress,
 ) -> rusqlite::Result<Vec<Result<Outcome, Error>>> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let mut next: u64 = tx.prepare_cached(HEAD)?.query_row([], |r| r.get::<_, i64>(0))? as u64;
     let mut out = Vec::with_capacity(rows.len());
     {
         let mut insert = tx.prepare_cached(
-            "INSERT INTO events (seq, id, run_id, thread_id, task_id, from_agent, type, idempotency_key, body, indexed) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0) ON CONFLICT DO NOTHING",
+            "INSERT INTO events (seq, id, run_id, thread_id, task_id, from_agent, type, idempotency_key, body) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING",
         )?;
         let mut recipient =
             tx.prepare_cached("INSERT INTO recipients (agent_id, seq) VALUES (?1, ?2) ON CONFLICT DO NOTHING")?;
@@ -110,30 +110,9 @@ pub(crate) fn append(
             }
         }
     }
-    index_tail(&tx, next, index_chunk)?;
     tx.commit()?;
+    progress.committed(next);
     Ok(out)
-}
-
-/// The highest `seq` the secondary indexes cover: every row up to it is `indexed`, none after it.
-fn indexed_upto(c: &Connection) -> rusqlite::Result<u64> {
-    c.prepare_cached("SELECT seq FROM indexed_upto")?.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as u64)
-}
-
-/// Indexes the unindexed tail once it holds `chunk` rows. The indexes by run, thread, task, sender
-/// and type are partial (`WHERE indexed`): a row enters them when it is marked, and marking many rows
-/// at once writes each index page they land on once. Indexing every row as it is appended would
-/// write, per commit, one page for each sender, run, thread, task and type in the batch: most of a
-/// commit's pages, and so of its disk writes and of the flush that waits for them.
-fn index_tail(tx: &Connection, head: u64, chunk: u64) -> rusqlite::Result<()> {
-    let upto = indexed_upto(tx)?;
-    if head < upto.saturating_add(chunk) {
-        return Ok(());
-    }
-    tx.prepare_cached("UPDATE events SET indexed = 1 WHERE seq > ?1 AND seq <= ?2")?
-        .execute(params![upto as i64, head as i64])?;
-    tx.prepare_cached("UPDATE indexed_upto SET seq = ?1")?.execute(params![head as i64])?;
-    Ok(())
 }
 
 pub(crate) fn get(c: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
@@ -148,9 +127,17 @@ pub(crate) fn head(c: &Connection) -> rusqlite::Result<u64> {
     c.prepare_cached(HEAD)?.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as u64)
 }
 
-/// Removes the oldest `limit` events of `run_id` up to `upto` and their recipients' rows in one transaction,
-/// first raising `log_floor` to the head so that `seq` never goes back (see `Backend::remove_run`).
-pub(crate) fn remove_run(conn: &mut Connection, run_id: &str, upto: u64, limit: usize) -> rusqlite::Result<usize> {
+/// An event retention removes: its `seq`, its key in each index (in [`crate::index::INDEXES`]'
+/// order) and its recipients.
+pub(crate) struct Removed {
+    pub(crate) seq: u64,
+    pub(crate) keys: [String; 5],
+    to: Vec<String>,
+}
+
+/// The oldest `limit` events of `run_id` up to `upto` (see `Backend::remove_run`), read through the
+/// indexes; a body that does not parse still goes, with the keys its row has.
+pub(crate) fn oldest_of_run(c: &Connection, run_id: &str, upto: u64, limit: usize) -> rusqlite::Result<Vec<Removed>> {
     #[derive(serde::Deserialize)]
     struct To {
         #[serde(default)]
@@ -160,39 +147,50 @@ pub(crate) fn remove_run(conn: &mut Connection, run_id: &str, upto: u64, limit: 
     struct Recipient {
         agent_id: String,
     }
-    // Read before the transaction (a read opens one of its own): the caller holds the writer
-    // connection, the only one that writes, so nothing changes in between.
     let filter = Filter { run_id: Some(run_id.to_string()), ..Filter::default() };
-    let mut events = read(conn, &filter, 0, limit)?;
+    let mut events = read(c, &filter, 0, limit)?;
     events.retain(|e| e.seq <= upto);
-    if events.is_empty() {
-        return Ok(0);
-    }
+    let mut keys =
+        c.prepare_cached("SELECT task_id, thread_id, run_id, from_agent, type FROM events WHERE seq = ?1")?;
+    events
+        .iter()
+        .map(|e| {
+            let keys =
+                keys.query_row([e.seq as i64], |r| Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?]))?;
+            // A body that does not parse has no recipients this could name; its rows, if any, are
+            // unreachable once the event is gone (an inbox read joins the events).
+            let to = serde_json::from_str::<To>(&e.json).map(|t| t.to).unwrap_or_default();
+            Ok(Removed { seq: e.seq, keys, to: to.into_iter().map(|r| r.agent_id).collect() })
+        })
+        .collect()
+}
+
+/// Removes `events` and their recipients' rows in one transaction, first raising `log_floor` to the
+/// head so that `seq` never goes back.
+pub(crate) fn remove(conn: &mut Connection, events: &[Removed]) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     tx.prepare_cached(&format!("UPDATE log_floor SET seq = ({HEAD})"))?.execute([])?;
     {
         let mut event = tx.prepare_cached("DELETE FROM events WHERE seq = ?1")?;
         let mut recipient = tx.prepare_cached("DELETE FROM recipients WHERE agent_id = ?1 AND seq = ?2")?;
-        for e in &events {
+        for e in events {
             let seq = e.seq as i64;
             event.execute([seq])?;
-            // A body that does not parse has no recipients this could name; its rows, if any, are
-            // unreachable once the event is gone (an inbox read joins the events).
-            for r in serde_json::from_str::<To>(&e.json).map(|t| t.to).unwrap_or_default() {
-                recipient.execute(params![r.agent_id, seq])?;
+            for agent in &e.to {
+                recipient.execute(params![agent, seq])?;
             }
         }
     }
-    tx.commit()?;
-    Ok(events.len())
+    tx.commit()
 }
 
 pub(crate) fn read(c: &Connection, f: &Filter, after: u64, limit: usize) -> rusqlite::Result<Vec<Event>> {
     let kind = f.kind.map(|k| k.as_str());
+    // In the indexes' order of preference: an indexed read goes through the first one's index.
     let conditions: Vec<(&str, &str)> = [
-        ("run_id", f.run_id.as_deref()),
-        ("thread_id", f.thread_id.as_deref()),
         ("task_id", f.task_id.as_deref()),
+        ("thread_id", f.thread_id.as_deref()),
+        ("run_id", f.run_id.as_deref()),
         ("from_agent", f.agent_id.as_deref()),
         ("type", kind),
     ]
@@ -205,10 +203,11 @@ pub(crate) fn read(c: &Connection, f: &Filter, after: u64, limit: usize) -> rusq
     if to.is_some() || conditions.is_empty() {
         return query(c, Part::Scan, to, &conditions, after, limit);
     }
-    // Otherwise: the indexed rows through their index, then the unindexed tail by scanning it, both
-    // in one read transaction so that an indexing commit between them cannot move the boundary.
+    // Otherwise: the indexed rows through an index, then the unindexed tail by scanning it, both in
+    // one read transaction. Each file's snapshot holds a prefix of the log (the index never reaches
+    // past the durable log), so together they hold every matching row up to the older snapshot's end.
     let tx = c.unchecked_transaction()?;
-    let upto = indexed_upto(&tx)?;
+    let upto = tx.prepare_cached("SELECT seq FROM idx.indexed_upto")?.query_row([], |r| r.get::<_, i64>(0))? as u64;
     let mut events =
         if after < upto { query(&tx, Part::Indexed, None, &conditions, after, limit)? } else { Vec::new() };
     if events.len() < limit {
@@ -222,7 +221,7 @@ pub(crate) fn read(c: &Connection, f: &Filter, after: u64, limit: usize) -> rusq
 #[derive(Clone, Copy)]
 enum Part {
     /// Rows the secondary indexes cover (in the read's transaction, those up to `indexed_upto`): read
-    /// through an index.
+    /// through the index of the first condition.
     Indexed,
     /// Rows found without the secondary indexes: all of them, or the unindexed tail when `after` is
     /// past the indexed rows.
@@ -242,35 +241,55 @@ fn query(
     let after = after.min(i64::MAX as u64) as i64;
     let limit = limit.min(i64::MAX as usize) as i64;
     let mut args: Vec<&dyn rusqlite::ToSql> = Vec::new();
+    let mut rest = conditions;
+    if let (Part::Indexed, Some(((_, lead), others))) = (part, conditions.split_first()) {
+        args.push(lead);
+        rest = others;
+    }
     if let Some(to) = &to {
         args.push(to);
     }
     args.push(&after);
-    args.extend(conditions.iter().map(|(_, v)| v as &dyn rusqlite::ToSql));
+    args.extend(rest.iter().map(|(_, v)| v as &dyn rusqlite::ToSql));
     args.push(&limit);
     let mut stmt = c.prepare_cached(&sql(part, to.is_some(), conditions))?;
     let rows = stmt.query_map(args.as_slice(), event)?;
     rows.collect()
 }
 
-/// The SQL of [`query`]; its parameters, in order: the recipient (`to`), `after`, each condition's
-/// value, the limit.
+/// The SQL of [`query`]; its parameters, in order: the indexed condition's value (an indexed part),
+/// the recipient (`to`), `after`, each other condition's value, the limit.
 fn sql(part: Part, to: bool, conditions: &[(&str, &str)]) -> String {
-    let mut sql = String::from(if to {
-        "SELECT e.seq, e.body FROM recipients r JOIN events e ON e.seq = r.seq WHERE r.agent_id = ? AND r.seq > ?"
-    } else {
-        "SELECT seq, body FROM events e WHERE seq > ?"
-    });
-    if let Part::Indexed = part {
-        // `e.indexed` is the partial indexes' condition: SQLite uses them only when a query states it.
-        sql.push_str(" AND e.indexed");
-    }
-    for (column, _) in conditions {
+    let lead = match part {
+        Part::Indexed => conditions
+            .first()
+            .and_then(|(column, _)| crate::index::INDEXES.iter().find(|(_, c)| c == column).map(|(table, _)| *table)),
+        Part::Scan => None,
+    };
+    let (mut sql, rest, order) = match (lead, to) {
+        (Some(table), _) => (
+            format!(
+                "SELECT e.seq, e.body FROM idx.{table} i JOIN events e ON e.seq = i.seq WHERE i.key = ? AND i.seq > ?"
+            ),
+            &conditions[1..],
+            " ORDER BY i.seq LIMIT ?",
+        ),
+        (None, true) => (
+            "SELECT e.seq, e.body FROM recipients r JOIN events e ON e.seq = r.seq WHERE r.agent_id = ? AND r.seq > ?"
+                .to_string(),
+            conditions,
+            " ORDER BY r.seq LIMIT ?",
+        ),
+        (None, false) => {
+            ("SELECT seq, body FROM events e WHERE seq > ?".to_string(), conditions, " ORDER BY seq LIMIT ?")
+        }
+    };
+    for (column, _) in rest {
         sql.push_str(" AND e.");
         sql.push_str(column);
         sql.push_str(" = ?");
     }
-    sql.push_str(if to { " ORDER BY r.seq LIMIT ?" } else { " ORDER BY seq LIMIT ?" });
+    sql.push_str(order);
     sql
 }
 
@@ -290,7 +309,7 @@ mod tests {
     fn plan(part: Part, to: bool, conditions: &[(&str, &str)]) -> String {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::Store::open(dir.path()).unwrap();
-        let c = rusqlite::Connection::open(store.path()).unwrap();
+        let c = crate::reader(store.path(), &dir.path().join(crate::INDEX_FILE)).unwrap();
         let explain = format!("EXPLAIN QUERY PLAN {}", sql(part, to, conditions));
         let mut stmt = c.prepare(&explain).unwrap();
         let details = stmt
@@ -301,16 +320,12 @@ mod tests {
     }
 
     #[test]
-    fn each_indexed_read_uses_its_partial_index_and_each_scan_the_seq_range() {
-        for (column, index) in [
-            ("run_id", "events_run"),
-            ("thread_id", "events_thread"),
-            ("task_id", "events_task"),
-            ("from_agent", "events_from"),
-            ("type", "events_type"),
-        ] {
-            let indexed = plan(Part::Indexed, false, &[(column, "x")]);
-            assert!(indexed.contains(&format!("USING INDEX {index} ")), "{column}: {indexed}");
+    fn each_indexed_read_uses_its_index_and_each_scan_the_seq_range() {
+        for (table, column) in crate::index::INDEXES {
+            let indexed = plan(Part::Indexed, false, &[(column, "x"), ("type", "y")]);
+            assert!(indexed.contains("SEARCH i USING PRIMARY KEY (key=? AND seq>?)"), "{column}: {indexed}");
+            assert!(indexed.contains("SEARCH e USING INTEGER PRIMARY KEY (rowid=?)"), "{column}: {indexed}");
+            assert!(!indexed.contains("TEMP B-TREE"), "{table}: an indexed read must not sort: {indexed}");
             let scan = plan(Part::Scan, false, &[(column, "x")]);
             assert!(scan.contains("USING INTEGER PRIMARY KEY (rowid>?)"), "{column}: {scan}");
             assert!(!scan.contains("TEMP B-TREE"), "{column}: a scan must not sort: {scan}");

@@ -411,7 +411,9 @@ pub async fn blocking_writes_answer_as_the_async_ones(h: &impl Harness) {
     let (first, second, third) = (entries(&batch), entries(&[fresh.clone(), later.clone()]), entries(&[simple()]));
     let on_thread = blocking.clone();
     let (out, chained) = tokio::task::spawn_blocking(move || {
-        (on_thread.append_batch(&first).unwrap(), on_thread.write_batch(&second).unwrap())
+        let out = on_thread.write_batch(&first).unwrap();
+        on_thread.sync().unwrap();
+        (out, on_thread.write_batch(&second).unwrap())
     })
     .await
     .unwrap();
@@ -421,8 +423,9 @@ pub async fn blocking_writes_answer_as_the_async_ones(h: &impl Harness) {
     assert_eq!(s.head().await.unwrap(), 3);
     s.sync().await.unwrap();
     s.close().await;
-    let refused = tokio::task::spawn_blocking(move || blocking.append_batch(&third)).await.unwrap();
-    assert!(matches!(refused, Err(Error::Closed)), "{refused:?}");
+    let refused = tokio::task::spawn_blocking(move || (blocking.write_batch(&third), blocking.sync())).await.unwrap();
+    assert!(matches!(refused.0, Err(Error::Closed)), "{:?}", refused.0);
+    assert!(matches!(refused.1, Err(Error::Closed)), "{:?}", refused.1);
     let s = h.open().await;
     assert_eq!(s.get(&later.id).await.unwrap().unwrap().seq, 3);
     assert_eq!(s.head().await.unwrap(), 3);

@@ -239,11 +239,11 @@ pub trait Backend: Send + Sync + 'static {
     async fn close(&self);
 }
 
-/// [`Backend::append_batch`] and [`Backend::write_batch`] as blocking calls (see
-/// [`Backend::blocking_writes`]): the same answers, on the caller's thread, which they block.
+/// [`Backend::write_batch`] and [`Backend::sync`] as blocking calls (see [`Backend::blocking_writes`]):
+/// the same answers, on the caller's thread, which they block. An append is the one then the other.
 pub trait BlockingWrites: Send + Sync {
-    fn append_batch(&self, batch: &[Entry]) -> Result<Vec<Result<Outcome>>>;
     fn write_batch(&self, batch: &[Entry]) -> Result<Vec<Result<Outcome>>>;
+    fn sync(&self) -> Result<()>;
 }
 
 #[cfg(test)]

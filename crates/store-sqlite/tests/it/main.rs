@@ -26,8 +26,8 @@ mod conformance {
     clutch_store::conformance_tests!(harness());
 }
 
-/// A store whose secondary indexes take rows three at a time, so that the shared suite's reads cross
-/// from indexed rows to the unindexed tail.
+/// A store whose indexer wakes every three durable rows and never on its timer, so that the shared
+/// suite's reads cross from indexed rows to the unindexed tail, wherever the indexer has got to.
 struct ChunkedStore {
     dir: tempfile::TempDir,
 }
@@ -35,7 +35,8 @@ struct ChunkedStore {
 #[async_trait::async_trait]
 impl Harness for ChunkedStore {
     async fn open(&self) -> Arc<dyn Backend> {
-        Arc::new(Store::open_with(self.dir.path(), Options { index_chunk: 3 }).expect("open store"))
+        let options = Options { index_chunk: 3, index_every: std::time::Duration::from_secs(3600) };
+        Arc::new(Store::open_with(self.dir.path(), options).expect("open store"))
     }
 }
 
@@ -72,7 +73,9 @@ async fn reads_are_the_same_however_far_the_indexes_lag() {
     let mut stores = Vec::new();
     for chunk in [1, 4, 7, 512] {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_with(dir.path(), Options { index_chunk: chunk }).unwrap();
+        // Only the first store indexes on its timer too: the others lag by up to a chunk.
+        let every = std::time::Duration::from_millis(if chunk == 1 { 10 } else { 3_600_000 });
+        let store = Store::open_with(dir.path(), Options { index_chunk: chunk, index_every: every }).unwrap();
         let (mut start, mut size) = (0, 1);
         while start < messages.len() {
             let end = (start + size).min(messages.len());
@@ -81,6 +84,8 @@ async fn reads_are_the_same_however_far_the_indexes_lag() {
         }
         stores.push((chunk, store, dir));
     }
+    // The reference reads through its indexes alone.
+    indexed_within(&stores[0].1, 40, std::time::Duration::from_secs(10)).await;
     let m = &messages[0];
     let filters = [
         Filter { run_id: Some(m.run_id.clone()), ..Filter::default() },
@@ -113,7 +118,7 @@ async fn reads_are_the_same_however_far_the_indexes_lag() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_store_from_before_deferred_indexes_is_migrated_and_read_through_them() {
+async fn a_store_from_before_the_index_file_is_migrated_and_read_through_it() {
     let dir = tempfile::tempdir().unwrap();
     let messages = varied();
     {
@@ -148,15 +153,10 @@ async fn a_store_from_before_deferred_indexes_is_migrated_and_read_through_them(
     }
     let store = Store::open(dir.path()).unwrap();
     let c = rusqlite::Connection::open(store.path()).unwrap();
-    let (version, upto, unindexed): (i64, i64, i64) = c
-        .query_row(
-            "SELECT (SELECT user_version FROM pragma_user_version), (SELECT seq FROM indexed_upto), \
-             (SELECT count(*) FROM events WHERE NOT indexed)",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
-    assert_eq!((version, upto, unindexed), (7, 30, 0), "the rows already stored are indexed");
+    let version: i64 = c.query_row("SELECT user_version FROM pragma_user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, 8);
+    // The rows already stored are indexed in the background, into the index file.
+    indexed_within(&store, 30, std::time::Duration::from_secs(10)).await;
     store.append_messages(&messages[30..]).await.unwrap();
     let m = &messages[0];
     let filter = Filter { agent_id: Some(m.from.agent_id.clone()), ..Filter::default() };
@@ -164,6 +164,67 @@ async fn a_store_from_before_deferred_indexes_is_migrated_and_read_through_them(
     let expected: Vec<u64> =
         (1..=40u64).filter(|seq| messages[*seq as usize - 1].from.agent_id == m.from.agent_id).collect();
     assert_eq!(read, expected, "old rows through the index, new ones from the tail");
+}
+
+/// Waits until `store`'s indexes cover `seq`.
+async fn indexed_within(store: &Store, seq: u64, within: std::time::Duration) {
+    let deadline = std::time::Instant::now() + within;
+    while store.indexed_upto() < seq {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "indexed up to {} of {seq} after {within:?}",
+            store.indexed_upto()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+/// The seqs `store` reads for each of the filters by run, thread, task, sender and type of `m`.
+async fn reads_of(store: &Store, m: &clutch_proto::Message) -> Vec<Vec<u64>> {
+    let filters = [
+        Filter { run_id: Some(m.run_id.clone()), ..Filter::default() },
+        Filter { thread_id: Some(m.thread_id.clone()), ..Filter::default() },
+        Filter { task_id: Some(m.task_id.clone()), ..Filter::default() },
+        Filter { agent_id: Some(m.from.agent_id.clone()), ..Filter::default() },
+        Filter { kind: Some(m.kind), ..Filter::default() },
+    ];
+    let mut reads = Vec::new();
+    for filter in &filters {
+        reads.push(store.read(filter, 0, 100).await.unwrap().iter().map(|e| e.seq).collect());
+    }
+    reads
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_or_damaged_index_file_is_rebuilt_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let messages = varied();
+    let index = dir.path().join(clutch_store_sqlite::INDEX_FILE);
+    let expected = {
+        let store = Store::open(dir.path()).unwrap();
+        store.append_messages(&messages).await.unwrap();
+        indexed_within(&store, 40, std::time::Duration::from_secs(10)).await;
+        let reads = reads_of(&store, &messages[0]).await;
+        store.close().await;
+        reads
+    };
+    assert!(expected.iter().all(|r| !r.is_empty()));
+    for damage in ["removed", "garbage", "ahead of its log"] {
+        match damage {
+            "removed" => std::fs::remove_file(&index).unwrap(),
+            "garbage" => std::fs::write(&index, b"this is not a database").unwrap(),
+            _ => {
+                let c = rusqlite::Connection::open(&index).unwrap();
+                c.execute("UPDATE indexed_upto SET seq = 1000", []).unwrap();
+                c.execute("INSERT INTO by_run (key, seq) VALUES ('run_stale', 999)", []).unwrap();
+            }
+        }
+        let store = Store::open(dir.path()).unwrap();
+        indexed_within(&store, 40, std::time::Duration::from_secs(10)).await;
+        assert_eq!(store.indexed_upto(), 40, "{damage}: the index never passes the log");
+        assert_eq!(reads_of(&store, &messages[0]).await, expected, "{damage}");
+        store.close().await;
+    }
 }
 
 #[test]

@@ -1,0 +1,222 @@
+//! The log's secondary indexes (by run, thread, task, sender and type), kept in a database file of
+//! their own ([`INDEX_FILE`]) by a thread of their own, so that an append commits the event's row, its
+//! id and idempotency key and its recipients, and nothing more: indexing a row costs about as much as
+//! storing it, and here it happens beside the writer, on another core, instead of on its serial path.
+//!
+//! The index file holds derived data only. It covers the events up to `indexed_upto`, never past the
+//! log's durable head (so that a power loss cannot leave it naming events the log lost), and a read
+//! finds the events past that by scanning the log's short tail, so reads are exact whatever the lag.
+//! A missing or damaged index file, or one ahead of its log (a log restored from a backup), is
+//! rebuilt from the log in the background.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use rusqlite::{Connection, params};
+
+/// The index database's file name inside the data directory.
+pub const INDEX_FILE: &str = "clutch.index.db";
+
+/// Each index: its table and the events column it keys, in the order a read with several conditions
+/// prefers them (the most selective first).
+pub(crate) const INDEXES: [(&str, &str); 5] = [
+    ("by_task", "task_id"),
+    ("by_thread", "thread_id"),
+    ("by_run", "run_id"),
+    ("by_from", "from_agent"),
+    ("by_type", "type"),
+];
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS by_task (key TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (key, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS by_thread (key TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (key, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS by_run (key TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (key, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS by_from (key TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (key, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS by_type (key TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (key, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS indexed_upto (one INTEGER PRIMARY KEY CHECK (one = 1), seq INTEGER NOT NULL);
+INSERT OR IGNORE INTO indexed_upto (one, seq) VALUES (1, 0);
+";
+
+/// Most events indexed in one transaction.
+const CHUNK_MAX: u64 = 4096;
+
+/// What the log's writer tells the indexer: how far the log is committed and durable.
+pub(crate) struct Progress {
+    /// The highest `seq` committed (not necessarily durable yet).
+    committed: AtomicU64,
+    /// The highest `seq` known durable: the indexer goes no further.
+    durable: AtomicU64,
+    /// `durable` when the indexer was last woken.
+    woken_at: AtomicU64,
+    /// Durable events not yet indexed that wake the indexer before its next round.
+    chunk: u64,
+    wake: Mutex<Option<mpsc::Sender<()>>>,
+}
+
+impl Progress {
+    pub(crate) fn new(head: u64, chunk: u64) -> Progress {
+        Progress {
+            committed: AtomicU64::new(head),
+            durable: AtomicU64::new(head),
+            woken_at: AtomicU64::new(head),
+            chunk: chunk.max(1),
+            wake: Mutex::new(None),
+        }
+    }
+
+    /// Notes a commit whose last event is `head`.
+    pub(crate) fn committed(&self, head: u64) {
+        self.committed.fetch_max(head, Ordering::AcqRel);
+    }
+
+    /// What a flush starting now will make durable.
+    pub(crate) fn flushing(&self) -> u64 {
+        self.committed.load(Ordering::Acquire)
+    }
+
+    /// Notes that everything up to `head` is durable; wakes the indexer once a chunk has gathered.
+    pub(crate) fn durable(&self, head: u64) {
+        let before = self.durable.fetch_max(head, Ordering::AcqRel);
+        if head > before && head >= self.woken_at.load(Ordering::Acquire).saturating_add(self.chunk) {
+            self.woken_at.store(head, Ordering::Release);
+            if let Some(wake) = self.wake.lock().expect("indexer wake lock").as_ref() {
+                let _ = wake.send(());
+            }
+        }
+    }
+}
+
+/// Opens the index database at `path` beside the log at `log_path` (attached as `log`, read only by
+/// the indexer), creating or repairing it as needed.
+pub(crate) fn open(path: &Path, log_path: &Path, durable: u64) -> rusqlite::Result<Connection> {
+    let conn = match prepare(path, log_path, durable) {
+        Ok(conn) => conn,
+        Err(e) => {
+            // Derived data: a file that cannot be used is rebuilt rather than refusing to start.
+            tracing::warn!(error = %e, path = %path.display(), "the index file cannot be used; rebuilding it from the log");
+            for suffix in ["", "-wal", "-shm"] {
+                let mut file = path.as_os_str().to_owned();
+                file.push(suffix);
+                let _ = std::fs::remove_file(file);
+            }
+            prepare(path, log_path, durable)?
+        }
+    };
+    Ok(conn)
+}
+
+fn prepare(path: &Path, log_path: &Path, durable: u64) -> rusqlite::Result<Connection> {
+    let mut conn = Connection::open(path)?;
+    crate::configure(&mut conn)?;
+    conn.execute_batch(SCHEMA)?;
+    conn.execute("ATTACH DATABASE ?1 AS log", [log_path.to_string_lossy()])?;
+    let upto = upto(&conn)?;
+    if upto > durable {
+        tracing::warn!(
+            indexed = upto,
+            log = durable,
+            "the index is ahead of its log (restored from a backup?); rebuilding it"
+        );
+        let tx = conn.transaction()?;
+        for (table, _) in INDEXES {
+            tx.execute(&format!("DELETE FROM main.{table}"), [])?;
+        }
+        tx.execute("UPDATE main.indexed_upto SET seq = 0", [])?;
+        tx.commit()?;
+    }
+    Ok(conn)
+}
+
+/// How far the index at `conn`'s `main` reaches.
+pub(crate) fn upto(conn: &Connection) -> rusqlite::Result<u64> {
+    conn.prepare_cached("SELECT seq FROM main.indexed_upto")?.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+}
+
+/// Indexes the durable events past `indexed_upto`, at most [`CHUNK_MAX`] of them, in one transaction;
+/// how far the index reaches after it. The transaction is deferred: it writes the index file only and
+/// reads the log, so it never holds the log's write lock.
+fn index_some(conn: &mut Connection, durable: u64) -> rusqlite::Result<u64> {
+    let tx = conn.transaction()?;
+    let from = upto(&tx)?;
+    if durable <= from {
+        return Ok(from);
+    }
+    let to = durable.min(from + CHUNK_MAX);
+    for (table, column) in INDEXES {
+        tx.prepare_cached(&format!(
+            "INSERT OR IGNORE INTO main.{table} (key, seq) SELECT {column}, seq FROM log.events WHERE seq > ?1 AND seq <= ?2"
+        ))?
+        .execute(params![from as i64, to as i64])?;
+    }
+    tx.prepare_cached("UPDATE main.indexed_upto SET seq = ?1")?.execute([to as i64])?;
+    tx.commit()?;
+    Ok(to)
+}
+
+/// Removes the index entries of events retention removed: `(seq, [key per index])`.
+pub(crate) fn forget(conn: &Connection, removed: &[(u64, [String; 5])]) -> rusqlite::Result<()> {
+    let tx = conn.unchecked_transaction()?;
+    for (i, (table, _)) in INDEXES.iter().enumerate() {
+        let mut delete = tx.prepare_cached(&format!("DELETE FROM main.{table} WHERE key = ?1 AND seq = ?2"))?;
+        for (seq, keys) in removed {
+            delete.execute(params![keys[i], *seq as i64])?;
+        }
+    }
+    tx.commit()
+}
+
+/// The thread that keeps the index: it wakes when a chunk of durable events has gathered, or every
+/// `every` for the rest, and indexes everything durable.
+pub(crate) struct Indexer {
+    stop: mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Indexer {
+    pub(crate) fn start(conn: Arc<Mutex<Connection>>, progress: Arc<Progress>, every: Duration) -> Indexer {
+        let (wake, woken) = mpsc::channel::<()>();
+        *progress.wake.lock().expect("indexer wake lock") = Some(wake);
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("clutch-index".into())
+            .spawn(move || {
+                let mut failing = false;
+                loop {
+                    match stopped.try_recv() {
+                        Err(mpsc::TryRecvError::Empty) => {}
+                        _ => return,
+                    }
+                    let durable = progress.durable.load(Ordering::Acquire);
+                    let reached = {
+                        let mut conn = conn.lock().expect("index connection lock");
+                        index_some(&mut conn, durable)
+                    };
+                    match reached {
+                        Ok(reached) if reached < durable => continue,
+                        Ok(_) => failing = false,
+                        Err(e) => {
+                            if !failing {
+                                tracing::warn!(error = %e, "indexing the log failed; reads scan the unindexed events until it succeeds");
+                            }
+                            failing = true;
+                        }
+                    }
+                    match woken.recv_timeout(every) {
+                        Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            })
+            .expect("spawning the index thread");
+        Indexer { stop, thread }
+    }
+
+    pub(crate) fn stop(self, progress: &Progress) {
+        let _ = self.stop.send(());
+        // Wakes it if it waits.
+        progress.wake.lock().expect("indexer wake lock").take();
+        let _ = self.thread.join();
+    }
+}
