@@ -199,6 +199,9 @@ struct Inner {
     /// The longest the engine's lock was held by its own work (a reactor pass, a snapshot), in
     /// microseconds: the longest the writer could have waited for it.
     longest_hold_us: AtomicU64,
+    /// The longest the log's writer waited for the engine's lock (to vet or to apply a batch), in
+    /// microseconds: whatever held it (the engine's own work, a read, the scheduler).
+    longest_writer_wait_us: AtomicU64,
     /// The state's `evicted_ms`, readable without the lock: a client's message about a task newer
     /// than this cannot concern one that left memory, so submitting it takes no lock for that.
     evicted_ms: AtomicU64,
@@ -307,6 +310,14 @@ impl Engine {
         self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The state, for the log's writer: how long it waited for it is noted.
+    fn writer_state(&self) -> MutexGuard<'_, State> {
+        let waiting = std::time::Instant::now();
+        let state = self.state();
+        self.inner.longest_writer_wait_us.fetch_max(waiting.elapsed().as_micros() as u64, Ordering::Relaxed);
+        state
+    }
+
     /// Notes that the engine's own work held its lock for `held`.
     fn held(&self, held: Duration) {
         self.inner.longest_hold_us.fetch_max(held.as_micros() as u64, Ordering::Relaxed);
@@ -320,7 +331,7 @@ impl Engine {
 impl Gate for Engine {
     fn admit(&self, batch: &[Entry]) -> Vec<Option<Refusal>> {
         let options = &self.inner.options;
-        let state = self.state();
+        let state = self.writer_state();
         // Tasks as earlier messages of this batch leave them.
         let mut staged: HashMap<&str, Task> = HashMap::new();
         let mut flows = workflow::Stage::default();
@@ -346,7 +357,7 @@ impl Gate for Engine {
 
     fn committed(&self, events: &[Arc<Live>]) {
         let options = &self.inner.options;
-        let mut state = self.state();
+        let mut state = self.writer_state();
         for live in events {
             state.apply(options, live.event.seq, &live.message);
         }

@@ -121,6 +121,8 @@ pub struct Footprint {
     /// The longest the engine's own work (a reactor pass, a snapshot) held its lock since the start,
     /// in microseconds: the longest an append could have waited for it.
     pub longest_hold_us: u64,
+    /// The longest the log's writer waited for the engine's lock since the start, in microseconds.
+    pub longest_writer_wait_us: u64,
 }
 
 impl Footprint {
@@ -152,6 +154,11 @@ impl Footprint {
                 "clutch_engine_longest_hold_seconds",
                 "Longest hold of the engine's lock by its own work since the start.",
                 self.longest_hold_us as f64 / 1e6,
+            ),
+            (
+                "clutch_engine_longest_writer_wait_seconds",
+                "Longest wait of the log's writer for the engine's lock since the start.",
+                self.longest_writer_wait_us as f64 / 1e6,
             ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");

@@ -431,6 +431,7 @@ impl Engine {
             sessions: state.sessions.len() as u64,
             agents: state.agents.len() as u64,
             longest_hold_us: self.inner.longest_hold_us.load(Ordering::Relaxed),
+            longest_writer_wait_us: self.inner.longest_writer_wait_us.load(Ordering::Relaxed),
         }
     }
 }

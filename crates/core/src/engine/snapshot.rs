@@ -77,6 +77,7 @@ impl Engine {
             refusal_budget_per_sender: crate::throttle::Throttles::new(5, 0.1, 4096),
             positions: std::sync::RwLock::new(Vec::new()),
             longest_hold_us: AtomicU64::new(0),
+            longest_writer_wait_us: AtomicU64::new(0),
             evicted_ms: AtomicU64::new(evicted_ms),
             retention: tokio::sync::Mutex::new(()),
         };
