@@ -103,13 +103,22 @@ struct WorkflowName {
     name: String,
 }
 
-/// Runs a pass every `interval` until `stop` resolves (only when a policy is set).
+/// The longest the first pass waits after the start: the start stays quick, and what a client sends
+/// right after it is not raced by a pass.
+const FIRST_PASS_AFTER: Duration = Duration::from_secs(60);
+
+/// Runs a pass every `interval` until `stop` resolves (only when a policy is set), the first a minute
+/// after the start (or after `interval`, when shorter).
 pub async fn run(engine: Engine, stop: impl std::future::Future<Output = ()>) {
     if !enabled(&engine) {
         return;
     }
     let interval = engine.options().retention.interval.max(Duration::from_secs(1));
     tokio::pin!(stop);
+    tokio::select! {
+        _ = &mut stop => return,
+        _ = tokio::time::sleep(interval.min(FIRST_PASS_AFTER)) => {}
+    }
     loop {
         match pass(&engine, false).await {
             Ok(report) if report.runs_total > 0 => tracing::info!(
