@@ -69,6 +69,12 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::tasks::TasksCommand,
     },
+    /// Work with workflows: create, list, show, plan and follow them.
+    #[command(after_help = crate::workflows::EXAMPLES)]
+    Workflows {
+        #[command(subcommand)]
+        command: crate::workflows::WorkflowsCommand,
+    },
     /// Work with the tools agents may call (the MCP servers of `[[mcp_servers]]` in clutch.toml).
     Tools {
         #[command(subcommand)]

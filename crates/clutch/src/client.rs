@@ -91,6 +91,10 @@ impl Client {
         self.http.post(format!("{}{path}", self.base))
     }
 
+    pub fn put(&self, path: &str) -> RequestBuilder {
+        self.http.put(format!("{}{path}", self.base))
+    }
+
     pub fn delete(&self, path: &str) -> RequestBuilder {
         self.http.delete(format!("{}{path}", self.base))
     }

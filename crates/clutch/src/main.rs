@@ -22,6 +22,7 @@ mod table;
 mod tail;
 mod tasks;
 mod tools;
+mod workflows;
 
 use std::process::ExitCode;
 
@@ -110,6 +111,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Runs { command: RunsCommand::Prune(args) } => prune::run(args).await,
                     Command::Agents { command } => agents::run(command).await,
                     Command::Tasks { command } => tasks::run(command).await,
+                    Command::Workflows { command } => workflows::run(command).await,
                     Command::Tools { command } => tools::run(command).await,
                     #[cfg(feature = "bench")]
                     Command::Bench { command } => clutch_bench::run(command).await,

@@ -23,3 +23,4 @@ mod tasks;
 mod tidy;
 mod tools;
 mod workers;
+mod workflows;
