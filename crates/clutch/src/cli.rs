@@ -26,7 +26,9 @@ pub const DEFAULT_URL: &str = "http://127.0.0.1:7700";
   clutch config dump                      the effective daemon config
   clutch config check ./policy            check org.yaml and workflows.yaml
   clutch positions check ./positions      check position files (SKILL.md)
-  clutch keys generate --agent agent:ken  a signing key pair for an agent",
+  clutch keys generate --agent agent:ken  a signing key pair for an agent
+  clutch workflows list                   workflows: status, tasks done, last update
+  clutch completions bash                 a completion script for your shell",
     propagate_version = true
 )]
 pub struct Cli {
@@ -89,6 +91,13 @@ pub enum Command {
     Bench {
         #[command(subcommand)]
         command: clutch_bench::Command,
+    },
+    /// Print a shell completion script for clutch (bash, zsh, fish, elvish or powershell).
+    #[command(after_help = COMPLETIONS_EXAMPLES)]
+    Completions {
+        /// The shell.
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
     },
     /// Inspect the daemon's configuration.
     #[command(after_help = CONFIG_EXAMPLES)]
@@ -206,6 +215,11 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
 }
+
+const COMPLETIONS_EXAMPLES: &str = "EXAMPLES:
+  clutch completions bash > ~/.local/share/bash-completion/completions/clutch
+  clutch completions zsh > \"${fpath[1]}/_clutch\"
+  clutch completions fish > ~/.config/fish/completions/clutch.fish";
 
 /// Where the daemon is.
 #[derive(Debug, Clone, Args)]

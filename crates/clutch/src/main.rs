@@ -98,6 +98,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             policy::check(&dir)
         }
         Command::Keys { command: KeysCommand::Generate(args) } => keys::generate(args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "clutch", &mut std::io::stdout());
+            Ok(())
+        }
         Command::Positions { command: command @ positions::PositionsCommand::Check(_) } => positions::run(command),
         command => {
             let filter = cli.log.or_else(|| env("CLUTCH_LOG")).or_else(|| env("RUST_LOG")).unwrap_or("warn".into());
@@ -118,7 +123,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     Command::Mcp(args) => mcp::run(args).await,
                     Command::Positions { command } => positions::run_client(command).await,
                     Command::A2a { command } => a2a::run(command).await,
-                    Command::Serve(_) | Command::Config { .. } | Command::Keys { .. } => {
+                    Command::Serve(_) | Command::Config { .. } | Command::Keys { .. } | Command::Completions { .. } => {
                         unreachable!("handled above")
                     }
                 }

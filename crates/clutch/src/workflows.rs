@@ -32,26 +32,26 @@ pub enum WorkflowsCommand {
     Plan(PlanArgs),
 }
 
-pub const EXAMPLES: &str = "Examples:
+pub const EXAMPLES: &str = "EXAMPLES:
   clutch workflows create \"Ship the login page\" --description \"OAuth, then the form\"
   clutch workflows plan run_01J... plan.yaml
   clutch workflows progress run_01J...
   clutch workflows list --status in_progress,blocked";
 
-const CREATE_EXAMPLES: &str = "Examples:
+const CREATE_EXAMPLES: &str = "EXAMPLES:
   clutch workflows create \"Ship the login page\"
   clutch workflows create release-1.4 --description \"Changelog, tag, publish\" --as agent:lead --json";
 
-const LIST_EXAMPLES: &str = "Examples:
+const LIST_EXAMPLES: &str = "EXAMPLES:
   clutch workflows list
   clutch workflows list --status in_progress,blocked --limit 20
   clutch workflows list --json";
 
-const SHOW_EXAMPLES: &str = "Examples:
+const SHOW_EXAMPLES: &str = "EXAMPLES:
   clutch workflows show run_01J...
   clutch workflows show run_01J... --json";
 
-const PROGRESS_EXAMPLES: &str = "Examples:
+const PROGRESS_EXAMPLES: &str = "EXAMPLES:
   clutch workflows progress run_01J...
   clutch workflows progress run_01J... --json";
 
@@ -67,7 +67,7 @@ tasks, or their indices in the list, from 0, as `show` numbers them) and a `para
     - name: form
       depends_on: [oauth]
 
-Examples:
+EXAMPLES:
   clutch workflows plan run_01J... plan.yaml
   cat plan.json | clutch workflows plan run_01J... - --json";
 

@@ -25,6 +25,13 @@ fn every_command_has_help_with_examples() {
         &["config", "dump"],
         &["positions"],
         &["positions", "check"],
+        &["workflows"],
+        &["workflows", "create"],
+        &["workflows", "list"],
+        &["workflows", "show"],
+        &["workflows", "progress"],
+        &["workflows", "plan"],
+        &["completions"],
     ];
     for command in commands {
         let mut cmd = clutch();
@@ -55,6 +62,9 @@ fn usage_errors_exit_2() {
         &["tasks", "show"],
         &["serve", "--listen", "not-an-address"],
         &["positions", "check"],
+        &["workflows", "plan", "run_1"],
+        &["completions"],
+        &["completions", "tcsh"],
         &["frobnicate"],
     ];
     for args in cases {
@@ -91,4 +101,31 @@ fn no_daemon_means_a_hint_to_start_one() {
         let hint = format!("no Clutch daemon at {url}: start one with `clutch serve` (or pass --url / set CLUTCH_URL)");
         assert!(out.stderr.contains(&hint), "clutch {args:?}: {out:?}");
     }
+}
+
+#[test]
+fn completions_for_each_shell_name_every_command() {
+    for (shell, marker) in [
+        ("bash", "_clutch()"),
+        ("zsh", "#compdef clutch"),
+        ("fish", "complete -c clutch"),
+        ("powershell", "Register-ArgumentCompleter"),
+    ] {
+        let mut cmd = clutch();
+        cmd.args(["completions", shell]);
+        let out = run(cmd, "");
+        assert_eq!(out.code, Some(0), "{shell}: {out:?}");
+        assert!(out.stdout.contains(marker), "{shell}: {marker} missing");
+        for command in ["serve", "workflows", "agents", "completions"] {
+            assert!(out.stdout.contains(command), "{shell}: `{command}` missing");
+        }
+    }
+    // The bash script is valid bash.
+    let mut cmd = clutch();
+    cmd.args(["completions", "bash"]);
+    let script = run(cmd, "").stdout;
+    let mut check = std::process::Command::new("bash");
+    check.arg("-n");
+    let out = run(check, &script);
+    assert_eq!(out.code, Some(0), "bash -n: {out:?}");
 }
