@@ -18,7 +18,8 @@ pub enum WorkflowsCommand {
     /// Create a workflow: a root task agents plan and then work through, task by task.
     #[command(after_help = CREATE_EXAMPLES)]
     Create(CreateArgs),
-    /// List workflows, newest activity first: status, progress, name.
+    /// List workflows, newest first: status, progress, name. Open workflows, and ended ones while
+    /// the daemon keeps them in memory (`ended_retention_ms`); `show` reads any, however old.
     #[command(after_help = LIST_EXAMPLES)]
     List(ListArgs),
     /// Show a workflow: its plan's tasks in order, with status, holder and dependencies.
