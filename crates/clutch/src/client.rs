@@ -104,6 +104,17 @@ impl Client {
         self.send(request).await?.json().await.map_err(Error::Http)
     }
 
+    /// Sends `request` and reads the JSON answer as a command with `--json` does: with `json`, prints
+    /// it as it came and answers `None` (nothing is left to do); otherwise answers it, to render.
+    pub async fn answer(&self, request: RequestBuilder, json: bool) -> anyhow::Result<Option<serde_json::Value>> {
+        let answer = self.json(request).await?;
+        if json {
+            crate::render::print(&format!("{answer}\n"))?;
+            return Ok(None);
+        }
+        Ok(Some(answer))
+    }
+
     /// Sends `request`; a non-2xx answer becomes [`Error::Api`].
     pub async fn send(&self, request: RequestBuilder) -> Result<Response, Error> {
         let response = request.send().await.map_err(|e| self.classify(e))?;

@@ -152,10 +152,9 @@ pub async fn run(command: WorkflowsCommand) -> anyhow::Result<()> {
                     body[key] = json!(value);
                 }
             }
-            let answer: Value = client.json(client.post("/v1/workflows").json(&body)).await?;
-            if args.json {
-                return render::print(&format!("{answer}\n"));
-            }
+            let Some(answer) = client.answer(client.post("/v1/workflows").json(&body), args.json).await? else {
+                return Ok(());
+            };
             let workflow: api::WorkflowSummary = typed(answer)?;
             render::print(&format!(
                 "{} created: {} (root task {}); plan it with `clutch workflows plan {} FILE`\n",
@@ -171,10 +170,9 @@ pub async fn run(command: WorkflowsCommand) -> anyhow::Result<()> {
             if let Some(limit) = args.limit {
                 query.push(("limit", limit.to_string()));
             }
-            let answer: Value = client.json(client.get("/v1/workflows").query(&query)).await?;
-            if args.json {
-                return render::print(&format!("{answer}\n"));
-            }
+            let Some(answer) = client.answer(client.get("/v1/workflows").query(&query), args.json).await? else {
+                return Ok(());
+            };
             let workflows: Vec<api::WorkflowSummary> = typed(answer["workflows"].clone())?;
             if workflows.is_empty() {
                 eprintln!("clutch: no workflow; create one with `clutch workflows create NAME`");
@@ -185,19 +183,13 @@ pub async fn run(command: WorkflowsCommand) -> anyhow::Result<()> {
         WorkflowsCommand::Show(args) => {
             let client = Client::connect(&args.client)?;
             let path = format!("/v1/workflows/{}", path_segment(&args.workflow));
-            let answer: Value = client.json(client.get(&path)).await?;
-            if args.json {
-                return render::print(&format!("{answer}\n"));
-            }
+            let Some(answer) = client.answer(client.get(&path), args.json).await? else { return Ok(()) };
             render::print(&show(&typed(answer)?, render::stdout_color()))
         }
         WorkflowsCommand::Progress(args) => {
             let client = Client::connect(&args.client)?;
             let path = format!("/v1/workflows/{}/progress", path_segment(&args.workflow));
-            let answer: Value = client.json(client.get(&path)).await?;
-            if args.json {
-                return render::print(&format!("{answer}\n"));
-            }
+            let Some(answer) = client.answer(client.get(&path), args.json).await? else { return Ok(()) };
             render::print(&progress(&typed(answer)?, render::stdout_color()))
         }
         WorkflowsCommand::Plan(args) => {
@@ -210,10 +202,7 @@ pub async fn run(command: WorkflowsCommand) -> anyhow::Result<()> {
                 body["agent_id"] = json!(agent);
             }
             let path = format!("/v1/workflows/{}/plan", path_segment(&args.workflow));
-            let answer: Value = client.json(client.put(&path).json(&body)).await?;
-            if args.json {
-                return render::print(&format!("{answer}\n"));
-            }
+            let Some(answer) = client.answer(client.put(&path).json(&body), args.json).await? else { return Ok(()) };
             let set: api::PlanSet = typed(answer)?;
             let mut out = format!("{}: a plan of {} task(s)", set.workflow_id, set.tasks.len());
             if !set.replaced.is_empty() {
