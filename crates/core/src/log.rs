@@ -560,6 +560,12 @@ impl Handle {
         Ok(self.backend.head().await.map_err(failed("read the head"))?.min(visible))
     }
 
+    /// Durable events not yet in the store's secondary indexes, where it indexes behind the log
+    /// (see [`clutch_store::Backend::index_lag`]).
+    pub fn index_lag(&self) -> Option<u64> {
+        self.backend.index_lag()
+    }
+
     /// Append requests waiting for the writer (sent, not yet taken into a batch).
     pub fn queued(&self) -> usize {
         self.requests.max_capacity() - self.requests.capacity()

@@ -181,6 +181,12 @@ async fn health(State(state): State<AppState>) -> Result<Response, ApiError> {
 async fn metrics(State(state): State<AppState>) -> Response {
     let mut text = state.log.metrics().render();
     text.push_str(&state.engine.footprint().render());
+    if let Some(lag) = state.log.index_lag() {
+        use std::fmt::Write;
+        let name = "clutch_store_index_lag_events";
+        let help = "Durable events not yet in the indexes by run, thread, task, sender and type (reads scan them).";
+        let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {lag}");
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

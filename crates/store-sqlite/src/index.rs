@@ -50,17 +50,21 @@ pub(crate) struct Progress {
     durable: AtomicU64,
     /// `durable` when the indexer was last woken.
     woken_at: AtomicU64,
+    /// How far the index reached after the indexer's last round.
+    indexed: AtomicU64,
     /// Durable events not yet indexed that wake the indexer before its next round.
     chunk: u64,
     wake: Mutex<Option<mpsc::Sender<()>>>,
 }
 
 impl Progress {
-    pub(crate) fn new(head: u64, chunk: u64) -> Progress {
+    /// The log's durable `head`, and how far the index reaches (`indexed`).
+    pub(crate) fn new(head: u64, indexed: u64, chunk: u64) -> Progress {
         Progress {
             committed: AtomicU64::new(head),
             durable: AtomicU64::new(head),
             woken_at: AtomicU64::new(head),
+            indexed: AtomicU64::new(indexed),
             chunk: chunk.max(1),
             wake: Mutex::new(None),
         }
@@ -74,6 +78,11 @@ impl Progress {
     /// What a flush starting now will make durable.
     pub(crate) fn flushing(&self) -> u64 {
         self.committed.load(Ordering::Acquire)
+    }
+
+    /// Durable events the index does not cover yet.
+    pub(crate) fn lag(&self) -> u64 {
+        self.durable.load(Ordering::Acquire).saturating_sub(self.indexed.load(Ordering::Acquire))
     }
 
     /// Notes that everything up to `head` is durable; wakes the indexer once a chunk has gathered.
@@ -193,6 +202,9 @@ impl Indexer {
                         let mut conn = conn.lock().expect("index connection lock");
                         index_some(&mut conn, durable)
                     };
+                    if let Ok(reached) = reached {
+                        progress.indexed.store(reached, Ordering::Release);
+                    }
                     match reached {
                         Ok(reached) if reached < durable => continue,
                         Ok(_) => failing = false,

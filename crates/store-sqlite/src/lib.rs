@@ -177,7 +177,8 @@ impl Store {
             .map_err(open_err)?;
         let artifacts = artifacts::Dir::open(&data_dir.join("artifacts"))
             .map_err(|source| Error::DataDir { path: data_dir.join("artifacts"), source })?;
-        let progress = Arc::new(index::Progress::new(head, options.index_chunk));
+        let indexed = index::upto(&index).map_err(|source| Error::Open { path: index_path.clone(), source })?;
+        let progress = Arc::new(index::Progress::new(head, indexed, options.index_chunk));
         let index = Arc::new(Mutex::new(index));
         let inner = Inner {
             writer: Mutex::new(Some(writer)),
@@ -381,6 +382,10 @@ impl Backend for Store {
 
     fn blocking_writes(&self) -> Option<Arc<dyn BlockingWrites>> {
         Some(self.inner.clone())
+    }
+
+    fn index_lag(&self) -> Option<u64> {
+        Some(self.inner.progress.lag())
     }
 
     async fn sync(&self) -> clutch_store::Result<()> {

@@ -174,6 +174,13 @@ pub trait Backend: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Durable events not yet in the secondary indexes (by run, thread, task, sender, type), for a
+    /// backend that indexes behind the log (SQLite); `None` for one that indexes as it appends.
+    /// Reads are exact at any lag; a growing one means the indexer does not keep up.
+    fn index_lag(&self) -> Option<u64> {
+        None
+    }
+
     /// The write path as blocking calls, for a backend whose writes occupy a thread anyway (SQLite).
     /// The log's writer then runs on a thread of its own and makes them there, instead of handing each
     /// batch to another thread and waiting to be woken when it is done.

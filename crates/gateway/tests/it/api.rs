@@ -272,6 +272,7 @@ async fn schemas_health_and_metrics() {
         "clutch_engine_vet_seconds_count 2",
         "clutch_engine_apply_seconds_count 2",
         "clutch_engine_longest_writer_wait_seconds ",
+        "clutch_store_index_lag_events ",
     ] {
         assert!(text.contains(name), "{name} missing from\n{text}");
     }

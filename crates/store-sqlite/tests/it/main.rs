@@ -86,6 +86,16 @@ async fn reads_are_the_same_however_far_the_indexes_lag() {
     }
     // The reference reads through its indexes alone.
     indexed_within(&stores[0].1, 40, std::time::Duration::from_secs(10)).await;
+    let lag = |store: &Store| Backend::index_lag(store);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while lag(&stores[0].1) != Some(0) {
+        assert!(std::time::Instant::now() < deadline, "lag {:?} with everything indexed", lag(&stores[0].1));
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    // The lagging ones say how far behind they are: never more than what is stored.
+    for (chunk, store, _) in &stores[1..] {
+        assert!(lag(store).is_some_and(|n| n <= 40), "chunk {chunk}: {:?}", lag(store));
+    }
     let m = &messages[0];
     let filters = [
         Filter { run_id: Some(m.run_id.clone()), ..Filter::default() },
