@@ -507,7 +507,6 @@ async fn redis_anchor(args: &AppendArgs, dir: &Path, duration: Duration) -> anyh
     Ok(Summary::new(latencies, acked, duration.as_secs_f64()))
 }
 
-/// How the log's writer committed: in one step with the flush, or (falling behind) overlapped with one.
 /// The writer's commits, flushes and time per event: vetting, committing, flushing and applying, and
 /// what that makes the events per second of one commit (with its flush).
 fn commits(metrics: &clutch_core::metrics::Metrics) -> String {

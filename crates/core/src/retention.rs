@@ -115,11 +115,13 @@ pub async fn run(engine: Engine, stop: impl std::future::Future<Output = ()>) {
     }
     let interval = engine.options().retention.interval.max(Duration::from_secs(1));
     tokio::pin!(stop);
-    tokio::select! {
-        _ = &mut stop => return,
-        _ = tokio::time::sleep(interval.min(FIRST_PASS_AFTER)) => {}
-    }
+    let mut wait = interval.min(FIRST_PASS_AFTER);
     loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        wait = interval;
         match pass(&engine, false).await {
             Ok(report) if report.runs_total > 0 => tracing::info!(
                 runs = report.runs_total,
@@ -130,10 +132,6 @@ pub async fn run(engine: Engine, stop: impl std::future::Future<Output = ()>) {
             ),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "retention pass failed; trying again at the next"),
-        }
-        tokio::select! {
-            _ = &mut stop => return,
-            _ = tokio::time::sleep(interval) => {}
         }
     }
 }

@@ -80,6 +80,11 @@ impl Progress {
         self.committed.load(Ordering::Acquire)
     }
 
+    /// How far the index reached after the indexer's last round.
+    pub(crate) fn indexed(&self) -> u64 {
+        self.indexed.load(Ordering::Acquire)
+    }
+
     /// Durable events the index does not cover yet.
     pub(crate) fn lag(&self) -> u64 {
         self.durable.load(Ordering::Acquire).saturating_sub(self.indexed.load(Ordering::Acquire))
@@ -164,13 +169,13 @@ fn index_some(conn: &mut Connection, durable: u64) -> rusqlite::Result<u64> {
     Ok(to)
 }
 
-/// Removes the index entries of events retention removed: `(seq, [key per index])`.
-pub(crate) fn forget(conn: &Connection, removed: &[(u64, [String; 5])]) -> rusqlite::Result<()> {
+/// Removes the index entries of events retention removed.
+pub(crate) fn forget(conn: &Connection, removed: &[crate::log::Removed]) -> rusqlite::Result<()> {
     let tx = conn.unchecked_transaction()?;
     for (i, (table, _)) in INDEXES.iter().enumerate() {
         let mut delete = tx.prepare_cached(&format!("DELETE FROM main.{table} WHERE key = ?1 AND seq = ?2"))?;
-        for (seq, keys) in removed {
-            delete.execute(params![keys[i], *seq as i64])?;
+        for event in removed {
+            delete.execute(params![event.keys[i], event.seq as i64])?;
         }
     }
     tx.commit()
@@ -202,12 +207,14 @@ impl Indexer {
                         let mut conn = conn.lock().expect("index connection lock");
                         index_some(&mut conn, durable)
                     };
-                    if let Ok(reached) = reached {
-                        progress.indexed.store(reached, Ordering::Release);
-                    }
                     match reached {
-                        Ok(reached) if reached < durable => continue,
-                        Ok(_) => failing = false,
+                        Ok(reached) => {
+                            progress.indexed.store(reached, Ordering::Release);
+                            failing = false;
+                            if reached < durable {
+                                continue;
+                            }
+                        }
                         Err(e) => {
                             if !failing {
                                 tracing::warn!(error = %e, "indexing the log failed; reads scan the unindexed events until it succeeds");

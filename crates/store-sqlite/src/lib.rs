@@ -201,7 +201,7 @@ impl Store {
 
     /// How far the secondary indexes reach (the highest `seq` they cover).
     pub fn indexed_upto(&self) -> u64 {
-        index::upto(&self.inner.index.lock().expect("index connection lock")).unwrap_or(0)
+        self.inner.progress.indexed()
     }
 
     /// The database file.
@@ -532,22 +532,19 @@ impl Backend for Store {
         if removed.is_empty() {
             return Ok(0);
         }
-        let removed = Arc::new(removed);
-        let doomed = removed.clone();
-        self.inner.with_writer(true, move |conn| log::remove(conn, &doomed)).await?;
+        let removed = self.inner.with_writer(true, move |conn| log::remove(conn, &removed).map(|()| removed)).await?;
         // The index entries go after the events: a crash in between leaves entries that name no
         // event, which reads skip (they join the log) and the next removal of the run does not see.
-        let inner = self.inner.clone();
-        let keys: Vec<(u64, [String; 5])> = removed.iter().map(|r| (r.seq, r.keys.clone())).collect();
+        let (inner, count) = (self.inner.clone(), removed.len());
         let forgotten = tokio::task::spawn_blocking(move || {
-            index::forget(&inner.index.lock().expect("index connection lock"), &keys)
+            index::forget(&inner.index.lock().expect("index connection lock"), &removed)
         })
         .await
         .map_err(backend_err)?;
         if let Err(e) = forgotten {
             tracing::warn!(error = %e, "removing retired events' index entries failed; reads skip them");
         }
-        Ok(removed.len())
+        Ok(count)
     }
 
     async fn close(&self) {
