@@ -22,6 +22,7 @@ mod a2a;
 mod clients;
 mod fanout;
 mod http1;
+mod lists;
 mod llm;
 mod mcp;
 mod positions;
@@ -119,6 +120,13 @@ pub enum Command {
   clutch bench positions                               # 50 sessions, 200 ms answers, 10 s
   clutch bench positions --sessions 10 --latency-ms 500")]
     Positions(positions::PositionsArgs),
+    /// The lists and search on a big store: the writer with and without them (the same events), then
+    /// the first page of each list, a deep page and searches through the HTTP API (p50, p99).
+    #[command(after_help = "EXAMPLES:
+  clutch bench lists                                   # 1,000,000 events in 10,000 runs, SQLite
+  clutch bench lists --events 100000 --runs 1000 --queries 50
+  clutch bench lists --db postgres://postgres@127.0.0.1:5432/test")]
+    Lists(lists::ListsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -189,6 +197,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Soak(args) => soak::run(args).await,
         Command::Llm(args) => llm::run(args).await,
         Command::Positions(args) => positions::run(args).await,
+        Command::Lists(args) => lists::run(args).await,
     }
 }
 
@@ -339,7 +348,12 @@ async fn append(args: AppendArgs) -> anyhow::Result<()> {
             let schema = format!("bench_{stamp}");
             eprintln!("bench: anchor: plain PostgreSQL single-row insert loop for {anchor_seconds} s …");
             let anchor = pg_anchor(url, &schema, Duration::from_secs(anchor_seconds), args.payload_bytes).await?;
-            let options = clutch_store_postgres::Options { schema: Some(schema.clone()), pool_size: 8, writer: true };
+            let options = clutch_store_postgres::Options {
+                schema: Some(schema.clone()),
+                pool_size: 8,
+                writer: true,
+                lists: true,
+            };
             let store = clutch_store_postgres::Store::open(url, options).await?;
             let what = "PostgreSQL (synchronous_commit=on)".to_string();
             (Arc::new(store), anchor, what, Cleanup::Schema(url.clone(), schema))

@@ -125,7 +125,8 @@ async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Backend>> {
             Arc::new(store)
         }
         Database::Postgres(url) => {
-            let options = clutch_store_postgres::Options { schema: None, pool_size: PG_POOL_SIZE, writer: true };
+            let options =
+                clutch_store_postgres::Options { schema: None, pool_size: PG_POOL_SIZE, writer: true, lists: true };
             let store =
                 clutch_store_postgres::Store::open(&url, options).await.context("cannot open the PostgreSQL store")?;
             tracing::info!(elapsed_ms = opened.elapsed().as_millis() as u64, "opened PostgreSQL store");

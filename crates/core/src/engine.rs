@@ -50,6 +50,7 @@ mod approvals;
 mod client;
 mod evict;
 mod inbox;
+mod lists;
 #[cfg(feature = "testing")]
 mod machine;
 mod messages;

@@ -12,6 +12,7 @@ pub mod config;
 pub mod engine;
 pub mod guard;
 pub mod inbox;
+pub mod lists;
 pub mod log;
 pub mod metrics;
 pub mod payload;

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use clutch_proto::Message;
-use clutch_store::{Artifact, Backend, BlockingWrites, Entry, Event, Filter, Outcome, Snapshot};
+use clutch_store::{Artifact, Backend, BlockingWrites, Entry, Event, Filter, Outcome, Snapshot, lists};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -552,6 +552,35 @@ impl Handle {
         let mut events = self.backend.read(filter, after, limit).await.map_err(failed("read events"))?;
         visible_only(&mut events, visible);
         Ok(events)
+    }
+
+    /// A page of runs from the store's lists (see `clutch_store::lists`). The lists are the store's
+    /// rows as of its `as_of`, which may be a few events past the visible head.
+    pub async fn list_runs(&self, query: &lists::Query) -> Result<lists::Page<lists::RunSummary>> {
+        self.backend.list_runs(query).await.map_err(failed("list runs"))
+    }
+
+    /// A page of threads, as [`Handle::list_runs`].
+    pub async fn list_threads(&self, query: &lists::Query) -> Result<lists::Page<lists::ThreadSummary>> {
+        self.backend.list_threads(query).await.map_err(failed("list threads"))
+    }
+
+    /// A page of tasks, as [`Handle::list_runs`].
+    pub async fn list_tasks(&self, query: &lists::Query) -> Result<lists::Page<lists::TaskListing>> {
+        self.backend.list_tasks(query).await.map_err(failed("list tasks"))
+    }
+
+    /// A page of search results, visible events only.
+    pub async fn search(&self, text: &str, query: &lists::Query) -> Result<lists::Page<lists::SearchHit>> {
+        let visible = self.visible();
+        let mut page = self.backend.search(text, query).await.map_err(failed("search"))?;
+        page.items.retain(|hit| hit.seq <= visible);
+        Ok(page)
+    }
+
+    /// Derives the lists and the search index again from the whole log; how many events they cover.
+    pub async fn rebuild_lists(&self) -> Result<u64> {
+        self.backend.rebuild_lists().await.map_err(failed("rebuild the lists"))
     }
 
     /// The highest visible `seq`.

@@ -649,3 +649,12 @@ pub struct Ended {
     pub ts: String,
     pub payload: Value,
 }
+
+/// A page of runs (`GET /v1/runs`), newest activity first.
+pub type Runs = clutch_store::lists::Page<clutch_store::lists::RunSummary>;
+/// A page of threads (`GET /v1/threads`).
+pub type Threads = clutch_store::lists::Page<clutch_store::lists::ThreadSummary>;
+/// A page of tasks (`GET /v1/tasks`).
+pub type Tasks = clutch_store::lists::Page<clutch_store::lists::TaskListing>;
+/// A page of search results (`GET /v1/search`).
+pub type Search = clutch_store::lists::Page<clutch_store::lists::SearchHit>;

@@ -8,6 +8,7 @@ mod artifacts;
 mod error;
 mod events;
 mod extract;
+mod lists;
 mod messages;
 pub mod push;
 mod retention;
@@ -107,6 +108,11 @@ fn routes(artifact_limit: usize) -> Routes {
         .add("GET", "/v1/messages/{id}", messages::get)
         .add("GET", "/v1/events", events::list)
         .add("GET", "/v1/runs/{run_id}/events", events::replay)
+        .add("GET", "/v1/runs", lists::runs)
+        .add("GET", "/v1/threads", lists::threads)
+        .add("GET", "/v1/tasks", lists::tasks)
+        .add("GET", "/v1/search", lists::search)
+        .add("POST", "/v1/reindex", lists::reindex)
         .add("GET", "/v1/stream", stream::stream)
         .add_limited("PUT", "/v1/artifacts", artifacts::put, Some(artifact_limit))
         .add("GET", "/v1/artifacts/{reference}", artifacts::get)

@@ -66,7 +66,7 @@ fn parse<T: DeserializeOwned>(body: Value) -> Result<T, ApiError> {
         .map_err(|e| ApiError::new(ErrorCode::ValidationFailed, format!("the body does not fit this route: {e}")))
 }
 
-fn ok<T: serde::Serialize>(value: T) -> Response {
+pub(crate) fn ok<T: serde::Serialize>(value: T) -> Response {
     axum::Json(value).into_response()
 }
 

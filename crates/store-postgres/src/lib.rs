@@ -1,7 +1,9 @@
 //! The PostgreSQL backend of [`clutch_store::Backend`]: the event log and the artifact store in one
-//! schema of a PostgreSQL database, which several daemons may share.
+//! schema of a PostgreSQL database, which several daemons may share, with the lists and the search
+//! index derived from the log beside them (`lists`).
 
 mod append;
+mod lists;
 mod migrate;
 
 use std::sync::Arc;
@@ -10,6 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use clutch_store::lists::{Page, Query, RunSummary, SearchHit, TaskListing, ThreadSummary};
 use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome, Snapshot};
 use deadpool_postgres::{
     Hook, HookError, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, Transaction,
@@ -28,6 +31,10 @@ pub struct Options {
     /// connection of its own): another store opened with it on the same schema fails with
     /// [`Error::Busy`]. What `clutch serve` does, until several daemons on one database are supported.
     pub writer: bool,
+    /// Whether a task of the store derives the lists and the search index as events arrive (on;
+    /// off only to measure what they cost, `clutch bench lists`: a list then derives what it needs
+    /// before it reads).
+    pub lists: bool,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -66,6 +73,8 @@ pub struct Store {
     /// The session holding the writer lock, when the store was opened with [`Options::writer`]:
     /// closing it (on [`Backend::close`] or drop) releases the lock.
     writer: std::sync::Mutex<Option<tokio_postgres::Client>>,
+    /// The lists and the search index, derived from the log behind the appends.
+    lists: lists::Lists,
 }
 
 impl Store {
@@ -101,18 +110,29 @@ impl Store {
         // Fail now, not on the first request, if pooled connections cannot be set up.
         drop(pool.get().await.map_err(|e| Error::Connect { target: target.clone(), reason: describe_pool(&e) })?);
         tracing::info!(server = %target, schema = %schema, pool_size = options.pool_size, "opened PostgreSQL store");
-        Ok(Store { pool, closed: AtomicBool::new(false), lock_key, writer: std::sync::Mutex::new(writer) })
+        let lists = lists::Lists::start(pool.clone(), lock_key, options.lists);
+        Ok(Store { pool, closed: AtomicBool::new(false), lock_key, writer: std::sync::Mutex::new(writer), lists })
     }
 
     async fn client(&self) -> clutch_store::Result<deadpool_postgres::Client> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(clutch_store::Error::Closed);
-        }
-        self.pool.get().await.map_err(|e| match e {
-            PoolError::Closed => clutch_store::Error::Closed,
-            e => clutch_store::Error::Backend(format!("no PostgreSQL connection: {}", describe_pool(&e))),
-        })
+        self.check_open()?;
+        pooled(&self.pool).await
     }
+
+    fn check_open(&self) -> clutch_store::Result<()> {
+        match self.closed.load(Ordering::Acquire) {
+            true => Err(clutch_store::Error::Closed),
+            false => Ok(()),
+        }
+    }
+}
+
+/// A connection from `pool`; [`clutch_store::Error::Closed`] once the store is closed.
+async fn pooled(pool: &Pool) -> clutch_store::Result<deadpool_postgres::Client> {
+    pool.get().await.map_err(|e| match e {
+        PoolError::Closed => clutch_store::Error::Closed,
+        e => clutch_store::Error::Backend(format!("no PostgreSQL connection: {}", describe_pool(&e))),
+    })
 }
 
 #[async_trait]
@@ -134,6 +154,9 @@ impl Backend for Store {
         let plan = append::plan(batch, head, ids, keys)?;
         insert(&tx, &plan.rows).await?;
         tx.commit().await.map_err(db)?;
+        if !plan.rows.seq.is_empty() {
+            self.lists.wake();
+        }
         Ok(plan.outcomes)
     }
 
@@ -272,8 +295,11 @@ impl Backend for Store {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let upto = i64::try_from(upto).unwrap_or(i64::MAX);
         let tx = client.build_transaction().isolation_level(IsolationLevel::ReadCommitted).start().await.map_err(db)?;
-        // Under the appends' lock, so that no append computes the head between the floor and the delete.
+        // Under the lists' lock, so that no derivation still working on these events writes their
+        // rows back after them (taken first: waiting for a derivation holds up no append).
         let lock = tx.prepare_cached(sql::LOCK_APPEND).await.map_err(db)?;
+        tx.execute(&lock, &[&LISTS_LOCK_CLASS, &self.lock_key]).await.map_err(db)?;
+        // Under the appends' lock, so that no append computes the head between the floor and the delete.
         tx.execute(&lock, &[&APPEND_LOCK_CLASS, &self.lock_key]).await.map_err(db)?;
         let seqs = tx.prepare_cached(sql::RUN_OLDEST).await.map_err(db)?;
         let seqs: Vec<i64> =
@@ -281,7 +307,7 @@ impl Backend for Store {
         if seqs.is_empty() {
             return Ok(0);
         }
-        for statement in [sql::RAISE_FLOOR, sql::REMOVE_RECIPIENTS, sql::REMOVE_EVENTS] {
+        for statement in [sql::RAISE_FLOOR, sql::REMOVE_RECIPIENTS, sql::REMOVE_EVENTS, sql::REMOVE_DOCS] {
             let stmt = tx.prepare_cached(statement).await.map_err(db)?;
             if statement == sql::RAISE_FLOOR {
                 tx.execute(&stmt, &[]).await.map_err(db)?;
@@ -289,12 +315,43 @@ impl Backend for Store {
                 tx.execute(&stmt, &[&seqs]).await.map_err(db)?;
             }
         }
+        // A run with no event left leaves the lists.
+        for statement in [sql::REMOVE_RUN_ROW, sql::REMOVE_RUN_THREADS, sql::REMOVE_RUN_TASKS] {
+            let stmt = tx.prepare_cached(statement).await.map_err(db)?;
+            tx.execute(&stmt, &[&run_id]).await.map_err(db)?;
+        }
         tx.commit().await.map_err(db)?;
         Ok(seqs.len())
     }
 
+    async fn list_runs(&self, query: &Query) -> clutch_store::Result<Page<RunSummary>> {
+        self.check_open()?;
+        self.lists.runs(query).await
+    }
+
+    async fn list_threads(&self, query: &Query) -> clutch_store::Result<Page<ThreadSummary>> {
+        self.check_open()?;
+        self.lists.threads(query).await
+    }
+
+    async fn list_tasks(&self, query: &Query) -> clutch_store::Result<Page<TaskListing>> {
+        self.check_open()?;
+        self.lists.tasks(query).await
+    }
+
+    async fn search(&self, text: &str, query: &Query) -> clutch_store::Result<Page<SearchHit>> {
+        self.check_open()?;
+        self.lists.search(text, query).await
+    }
+
+    async fn rebuild_lists(&self) -> clutch_store::Result<u64> {
+        self.check_open()?;
+        self.lists.rebuild().await
+    }
+
     async fn close(&self) {
         self.closed.store(true, Ordering::Release);
+        self.lists.stop();
         self.pool.close();
         drop(self.writer.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
@@ -380,6 +437,13 @@ mod sql {
         ELSE '[]'::jsonb END) t \
         WHERE e.seq = ANY($1::int8[]) AND r.seq = e.seq AND r.agent_id = t->>'agent_id'";
     pub(crate) const REMOVE_EVENTS: &str = "DELETE FROM events WHERE seq = ANY($1::int8[])";
+    pub(crate) const REMOVE_DOCS: &str = "DELETE FROM search_docs WHERE seq = ANY($1::int8[])";
+    pub(crate) const REMOVE_RUN_ROW: &str =
+        "DELETE FROM runs WHERE run_id = $1 AND NOT EXISTS (SELECT 1 FROM events WHERE run_id = $1)";
+    pub(crate) const REMOVE_RUN_THREADS: &str =
+        "DELETE FROM threads WHERE run_id = $1 AND NOT EXISTS (SELECT 1 FROM events WHERE run_id = $1)";
+    pub(crate) const REMOVE_RUN_TASKS: &str =
+        "DELETE FROM tasks WHERE run_id = $1 AND NOT EXISTS (SELECT 1 FROM events WHERE run_id = $1)";
     pub(crate) const BY_IDS: &str = "SELECT id, seq, run_id, body FROM events WHERE id = ANY($1::text[])";
     pub(crate) const BY_KEYS: &str = "SELECT e.run_id, e.idempotency_key, e.id, e.seq \
         FROM UNNEST($1::text[], $2::text[]) AS k(run_id, key) \
@@ -412,6 +476,8 @@ mod sql {
 const APPEND_LOCK_CLASS: i32 = 0x436c_7501;
 /// First half of the advisory-lock key serialising migrations of one schema.
 const MIGRATION_LOCK_CLASS: i32 = 0x436c_7502;
+/// First half of the advisory-lock key serialising the derivation of one schema's lists.
+const LISTS_LOCK_CLASS: i32 = 0x436c_7503;
 /// Used when the URL sets no `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a request waits for a free pooled connection before failing.

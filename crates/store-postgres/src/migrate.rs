@@ -14,6 +14,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("../migrations/0005_snapshots.sql")),
     (6, include_str!("../migrations/0006_records.sql")),
     (7, include_str!("../migrations/0007_log_floor.sql")),
+    (8, include_str!("../migrations/0008_lists.sql")),
 ];
 
 pub(crate) enum Error {

@@ -9,15 +9,20 @@
 //! A missing or damaged index file, or one ahead of its log (a log restored from a backup), is
 //! rebuilt from the log in the background.
 
+use std::ops::Not;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::Duration;
 
 use rusqlite::{Connection, params};
 
 /// The index database's file name inside the data directory.
 pub const INDEX_FILE: &str = "clutch.index.db";
+
+/// The index file's format (`PRAGMA user_version`): a file of another is rebuilt. 2: the lists and
+/// the search index ([`crate::lists`]).
+const FORMAT: i64 = 2;
 
 /// Each index: its table and the events column it keys, in the order a read with several conditions
 /// prefers them (the most selective first).
@@ -55,11 +60,15 @@ pub(crate) struct Progress {
     /// Durable events not yet indexed that wake the indexer before its next round.
     chunk: u64,
     wake: Mutex<Option<mpsc::Sender<()>>>,
+    /// Notified after each round of the indexer, for reads that wait for it.
+    rounds: (Mutex<()>, Condvar),
+    /// Whether the indexer derives the lists and the search index too (`Options::lists`).
+    lists: bool,
 }
 
 impl Progress {
     /// The log's durable `head`, and how far the index reaches (`indexed`).
-    pub(crate) fn new(head: u64, indexed: u64, chunk: u64) -> Progress {
+    pub(crate) fn new(head: u64, indexed: u64, chunk: u64, lists: bool) -> Progress {
         Progress {
             committed: AtomicU64::new(head),
             durable: AtomicU64::new(head),
@@ -67,6 +76,8 @@ impl Progress {
             indexed: AtomicU64::new(indexed),
             chunk: chunk.max(1),
             wake: Mutex::new(None),
+            rounds: (Mutex::new(()), Condvar::new()),
+            lists,
         }
     }
 
@@ -90,6 +101,35 @@ impl Progress {
         self.durable.load(Ordering::Acquire).saturating_sub(self.indexed.load(Ordering::Acquire))
     }
 
+    /// Waits (at most `patience`) until the index covers every event durable now; how far it reaches.
+    /// Reads of the lists wait so that they show what was acknowledged before they were asked for.
+    pub(crate) fn catch_up(&self, patience: Duration) -> u64 {
+        let target = self.durable.load(Ordering::Acquire);
+        if self.indexed() >= target {
+            return self.indexed();
+        }
+        if let Some(wake) = self.wake.lock().expect("indexer wake lock").as_ref() {
+            let _ = wake.send(());
+        }
+        let deadline = std::time::Instant::now() + patience;
+        let mut guard = self.rounds.0.lock().expect("index rounds lock");
+        while self.indexed() < target {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            guard =
+                self.rounds.1.wait_timeout(guard, left.min(Duration::from_millis(20))).expect("index rounds lock").0;
+        }
+        self.indexed()
+    }
+
+    fn reached(&self, seq: u64) {
+        self.indexed.store(seq, Ordering::Release);
+        let _guard = self.rounds.0.lock().expect("index rounds lock");
+        self.rounds.1.notify_all();
+    }
+
     /// Notes that everything up to `head` is durable; wakes the indexer once a chunk has gathered.
     pub(crate) fn durable(&self, head: u64) {
         let before = self.durable.fetch_max(head, Ordering::AcqRel);
@@ -105,26 +145,47 @@ impl Progress {
 /// Opens the index database at `path` beside the log at `log_path` (attached as `log`, read only by
 /// the indexer), creating or repairing it as needed.
 pub(crate) fn open(path: &Path, log_path: &Path, durable: u64) -> rusqlite::Result<Connection> {
+    if outdated(path) {
+        tracing::info!(path = %path.display(), "the index file has an older format; rebuilding it from the log");
+        remove(path);
+    }
     let conn = match prepare(path, log_path, durable) {
         Ok(conn) => conn,
         Err(e) => {
             // Derived data: a file that cannot be used is rebuilt rather than refusing to start.
             tracing::warn!(error = %e, path = %path.display(), "the index file cannot be used; rebuilding it from the log");
-            for suffix in ["", "-wal", "-shm"] {
-                let mut file = path.as_os_str().to_owned();
-                file.push(suffix);
-                let _ = std::fs::remove_file(file);
-            }
+            remove(path);
             prepare(path, log_path, durable)?
         }
     };
     Ok(conn)
 }
 
+/// Whether the file at `path` exists in another format than this build's.
+fn outdated(path: &Path) -> bool {
+    if !path.exists() {
+        return false;
+    }
+    Connection::open(path)
+        .and_then(|c| c.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)))
+        .is_ok_and(|v| v == FORMAT)
+        .not()
+}
+
+fn remove(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        let _ = std::fs::remove_file(file);
+    }
+}
+
 fn prepare(path: &Path, log_path: &Path, durable: u64) -> rusqlite::Result<Connection> {
     let mut conn = Connection::open(path)?;
     crate::configure(&mut conn)?;
     conn.execute_batch(SCHEMA)?;
+    conn.execute_batch(crate::lists::SCHEMA)?;
+    conn.pragma_update(None, "user_version", FORMAT)?;
     conn.execute("ATTACH DATABASE ?1 AS log", [log_path.to_string_lossy()])?;
     let upto = upto(&conn)?;
     if upto > durable {
@@ -134,7 +195,7 @@ fn prepare(path: &Path, log_path: &Path, durable: u64) -> rusqlite::Result<Conne
             "the index is ahead of its log (restored from a backup?); rebuilding it"
         );
         let tx = conn.transaction()?;
-        for (table, _) in INDEXES {
+        for table in INDEXES.iter().map(|(table, _)| *table).chain(crate::lists::TABLES) {
             tx.execute(&format!("DELETE FROM main.{table}"), [])?;
         }
         tx.execute("UPDATE main.indexed_upto SET seq = 0", [])?;
@@ -151,7 +212,7 @@ pub(crate) fn upto(conn: &Connection) -> rusqlite::Result<u64> {
 /// Indexes the durable events past `indexed_upto`, at most [`CHUNK_MAX`] of them, in one transaction;
 /// how far the index reaches after it. The transaction is deferred: it writes the index file only and
 /// reads the log, so it never holds the log's write lock.
-fn index_some(conn: &mut Connection, durable: u64) -> rusqlite::Result<u64> {
+fn index_some(conn: &mut Connection, durable: u64, lists: bool) -> rusqlite::Result<u64> {
     let tx = conn.transaction()?;
     let from = upto(&tx)?;
     if durable <= from {
@@ -164,14 +225,43 @@ fn index_some(conn: &mut Connection, durable: u64) -> rusqlite::Result<u64> {
         ))?
         .execute(params![from as i64, to as i64])?;
     }
+    if lists {
+        crate::lists::derive(&tx, from, to)?;
+    }
     tx.prepare_cached("UPDATE main.indexed_upto SET seq = ?1")?.execute([to as i64])?;
     tx.commit()?;
     Ok(to)
 }
 
+/// Empties the lists and derives them again from the log up to `indexed_upto`, a chunk per
+/// transaction; how many events they cover.
+pub(crate) fn rebuild_lists(conn: &mut Connection) -> rusqlite::Result<u64> {
+    let tx = conn.transaction()?;
+    for table in crate::lists::TABLES {
+        tx.execute(&format!("DELETE FROM main.{table}"), [])?;
+    }
+    tx.commit()?;
+    let upto = upto(conn)?;
+    let mut from = 0;
+    while from < upto {
+        let to = upto.min(from + CHUNK_MAX);
+        let tx = conn.transaction()?;
+        crate::lists::derive(&tx, from, to)?;
+        tx.commit()?;
+        from = to;
+    }
+    conn.query_row("SELECT count(*) FROM log.events WHERE seq <= ?1", [upto as i64], |r| r.get::<_, i64>(0))
+        .map(|n| n as u64)
+}
+
 /// Removes the index entries of events retention removed.
 pub(crate) fn forget(conn: &Connection, removed: &[crate::log::Removed]) -> rusqlite::Result<()> {
     let tx = conn.unchecked_transaction()?;
+    let mut runs: Vec<&str> = removed.iter().map(|e| e.keys[2].as_str()).collect();
+    runs.sort_unstable();
+    runs.dedup();
+    let seqs: Vec<u64> = removed.iter().map(|e| e.seq).collect();
+    crate::lists::forget(&tx, &runs, &seqs)?;
     for (i, (table, _)) in INDEXES.iter().enumerate() {
         let mut delete = tx.prepare_cached(&format!("DELETE FROM main.{table} WHERE key = ?1 AND seq = ?2"))?;
         for event in removed {
@@ -205,11 +295,11 @@ impl Indexer {
                     let durable = progress.durable.load(Ordering::Acquire);
                     let reached = {
                         let mut conn = conn.lock().expect("index connection lock");
-                        index_some(&mut conn, durable)
+                        index_some(&mut conn, durable, progress.lists)
                     };
                     match reached {
                         Ok(reached) => {
-                            progress.indexed.store(reached, Ordering::Release);
+                            progress.reached(reached);
                             failing = false;
                             if reached < durable {
                                 continue;

@@ -14,6 +14,7 @@
 
 mod artifacts;
 mod index;
+mod lists;
 mod log;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use clutch_store::lists::{Page, Query, RunSummary, SearchHit, TaskListing, ThreadSummary};
 use clutch_store::{Artifact, Backend, BlockingWrites, Entry, Event, Filter, Outcome, Snapshot};
 use rusqlite::Connection;
 use rusqlite::OptionalExtension;
@@ -57,11 +59,14 @@ pub struct Options {
     pub index_chunk: u64,
     /// How often the indexer also takes whatever is left, fewer events than a chunk.
     pub index_every: std::time::Duration,
+    /// Whether the indexer keeps the lists and the search index (on; off only to measure what they
+    /// cost, `clutch bench lists`: the lists then stay empty).
+    pub lists: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { index_chunk: 512, index_every: std::time::Duration::from_millis(250) }
+        Options { index_chunk: 512, index_every: std::time::Duration::from_millis(250), lists: true }
     }
 }
 
@@ -178,7 +183,7 @@ impl Store {
         let artifacts = artifacts::Dir::open(&data_dir.join("artifacts"))
             .map_err(|source| Error::DataDir { path: data_dir.join("artifacts"), source })?;
         let indexed = index::upto(&index).map_err(|source| Error::Open { path: index_path.clone(), source })?;
-        let progress = Arc::new(index::Progress::new(head, indexed, options.index_chunk));
+        let progress = Arc::new(index::Progress::new(head, indexed, options.index_chunk, options.lists));
         let index = Arc::new(Mutex::new(index));
         let inner = Inner {
             writer: Mutex::new(Some(writer)),
@@ -353,6 +358,25 @@ impl Inner {
         })
         .await
         .map_err(backend_err)?
+    }
+}
+
+/// How long a list waits for the indexer to cover what is durable before it answers as of less.
+const LISTS_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl Inner {
+    /// Runs a read of the lists once the index covers what is durable now (or [`LISTS_PATIENCE`]
+    /// has passed: the page then says how far it reaches, `as_of`).
+    async fn lists<T: Send + 'static>(
+        self: &Arc<Self>,
+        query: Query,
+        f: impl FnOnce(&Connection, Query) -> rusqlite::Result<T> + Send + 'static,
+    ) -> clutch_store::Result<T> {
+        if query.cursor.is_none() {
+            let progress = self.progress.clone();
+            tokio::task::spawn_blocking(move || progress.catch_up(LISTS_PATIENCE)).await.map_err(backend_err)?;
+        }
+        self.with_reader(move |c| f(c, query)).await
     }
 }
 
@@ -545,6 +569,35 @@ impl Backend for Store {
             tracing::warn!(error = %e, "removing retired events' index entries failed; reads skip them");
         }
         Ok(count)
+    }
+
+    async fn list_runs(&self, query: &Query) -> clutch_store::Result<Page<RunSummary>> {
+        self.inner.lists(query.clone(), |c, q| lists::runs(c, &q)).await
+    }
+
+    async fn list_threads(&self, query: &Query) -> clutch_store::Result<Page<ThreadSummary>> {
+        self.inner.lists(query.clone(), |c, q| lists::threads(c, &q)).await
+    }
+
+    async fn list_tasks(&self, query: &Query) -> clutch_store::Result<Page<TaskListing>> {
+        self.inner.lists(query.clone(), |c, q| lists::tasks(c, &q)).await
+    }
+
+    async fn search(&self, text: &str, query: &Query) -> clutch_store::Result<Page<SearchHit>> {
+        let text = text.to_owned();
+        self.inner.lists(query.clone(), move |c, q| lists::search(c, &text, &q)).await
+    }
+
+    async fn rebuild_lists(&self) -> clutch_store::Result<u64> {
+        self.inner.check_open()?;
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            inner.progress.catch_up(std::time::Duration::from_secs(5));
+            index::rebuild_lists(&mut inner.index.lock().expect("index connection lock"))
+        })
+        .await
+        .map_err(backend_err)?
+        .map_err(backend_err)
     }
 
     async fn close(&self) {

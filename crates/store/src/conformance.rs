@@ -32,7 +32,9 @@ macro_rules! conformance_tests {
             conflict_does_not_spoil_the_batch, artifacts_round_trip, large_run_pages_in_order,
             reopen_keeps_everything, closed_store_refuses, inbox_reads_by_recipient,
             cursors_are_saved_and_replaced, snapshots_are_saved_and_replaced, records_are_kept_apart, written_batches_chain_and_sync,
-            blocking_writes_answer_as_the_async_ones, removing_a_run_keeps_the_rest);
+            blocking_writes_answer_as_the_async_ones, removing_a_run_keeps_the_rest,
+            lists_follow_runs_threads_and_tasks, list_pages_neither_skip_nor_repeat_while_events_arrive,
+            search_finds_text_ranked_and_filtered, lists_survive_reopen_rebuild_and_retention);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
@@ -587,4 +589,428 @@ pub async fn removing_a_run_keeps_the_rest(h: &impl Harness) {
     let s = h.open().await;
     assert_eq!(s.head().await.unwrap(), 14, "removing the newest event keeps its seq taken across a reopen");
     assert_eq!(append_one(&*s, &simple()).await.unwrap().seq, 15);
+}
+
+// ---- Lists and search ([`crate::lists`]) ----
+
+use crate::lists::{Cursor, Query, RunKind, RunState};
+
+/// A message of `kind` with `payload`, from `from` to `to`.
+pub fn message_with(
+    (run, thread, task): (&str, &str, &str),
+    from: &str,
+    to: &str,
+    kind: MessageType,
+    payload: serde_json::Value,
+) -> Message {
+    let value = json!({
+        "thread_id": thread, "run_id": run, "task_id": task,
+        "from": {"agent_id": from}, "to": [{"agent_id": to}],
+        "type": kind.as_str(), "payload": payload,
+    });
+    validate::message(&value, &Defaults { now: SystemTime::now() }).expect("test message is valid")
+}
+
+async fn append_all(s: &dyn Backend, batch: &[Message]) {
+    for o in s.append_messages(batch).await.unwrap() {
+        o.unwrap();
+    }
+}
+
+fn first(limit: usize) -> Query {
+    Query { limit, ..Query::default() }
+}
+
+/// A task's life, a failed task, a chat and a workflow: rows, states, titles, counts and filters.
+pub async fn lists_follow_runs_threads_and_tasks(h: &impl Harness) {
+    use MessageType as T;
+    let s = h.open().await;
+    let (r1, th1, k1) = ids();
+    let sub = id::generate(Kind::Task);
+    let at = (r1.as_str(), th1.as_str(), k1.as_str());
+    let mut request = message_with(
+        at,
+        "user:ann",
+        "agent:orchestrator",
+        T::TaskRequest,
+        json!({"goal": "Summarize   the quarterly report"}),
+    );
+    request.requires = vec!["skill:summarize".into()];
+    let mut child = message_with(
+        (&r1, &th1, &sub),
+        "agent:writer",
+        "agent:orchestrator",
+        T::TaskRequest,
+        json!({"goal": "find the numbers"}),
+    );
+    child.parent_task_id = Some(k1.clone());
+    child.requires = vec!["skill:numbers".into()];
+    append_all(
+        &*s,
+        &[
+            request,
+            message_with(
+                at,
+                "agent:orchestrator",
+                "agent:writer",
+                T::RoutingDecision,
+                json!({"selected": "agent:writer"}),
+            ),
+            message_with(at, "agent:writer", "user:ann", T::TaskAccept, json!({})),
+            message_with(at, "agent:writer", "user:ann", T::TaskProgress, json!({"text": "halfway"})),
+            child,
+        ],
+    )
+    .await;
+    let (r2, th2, k2) = ids();
+    let at2 = (r2.as_str(), th2.as_str(), k2.as_str());
+    append_all(
+        &*s,
+        &[
+            message_with(at2, "user:bob", "agent:coder", T::TaskRequest, json!({"goal": "fix the build"})),
+            message_with(at2, "agent:coder", "user:bob", T::TaskAccept, json!({})),
+            message_with(
+                at2,
+                "agent:coder",
+                "user:bob",
+                T::TaskError,
+                json!({"code": "TOOL_FAILED", "message": "linker exploded", "retryable": false}),
+            ),
+        ],
+    )
+    .await;
+    let (r3, th3, k3) = ids();
+    append_all(
+        &*s,
+        &[message_with((&r3, &th3, &k3), "user:cy", "agent:helper", T::ChatMessage, json!({"text": "hello there"}))],
+    )
+    .await;
+    append_all(&*s, &[message_with(at, "agent:writer", "user:ann", T::TaskResult, json!({"text": "done"}))]).await;
+
+    let runs = s.list_runs(&first(10)).await.unwrap();
+    assert_eq!(runs.as_of, 10);
+    assert_eq!(runs.next, None);
+    let order: Vec<&str> = runs.items.iter().map(|r| r.run_id.as_str()).collect();
+    assert_eq!(order, [r1.as_str(), r3.as_str(), r2.as_str()], "by last activity, newest first");
+    let run1 = &runs.items[0];
+    assert_eq!(run1.title, "Summarize the quarterly report");
+    assert_eq!((run1.kind, run1.state), (RunKind::Task, RunState::Completed));
+    assert_eq!(run1.root_task_id.as_deref(), Some(k1.as_str()));
+    assert_eq!((run1.first_seq, run1.last_seq, run1.events), (1, 10, 6));
+    assert_eq!(run1.tasks.get("completed"), Some(&1));
+    assert_eq!(run1.tasks.get("requested"), Some(&1));
+    assert_eq!(run1.agents, ["agent:writer"]);
+    assert_eq!(
+        (runs.items[2].state, runs.items[1].state, runs.items[1].kind),
+        (RunState::Failed, RunState::Active, RunKind::Chat)
+    );
+    assert_eq!(runs.items[1].title, "hello there");
+
+    let failed = s.list_runs(&Query { state: Some("failed".into()), ..first(10) }).await.unwrap();
+    assert_eq!(failed.items.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(), [r2.as_str()]);
+    let by_agent = s.list_runs(&Query { agent: Some("agent:helper".into()), ..first(10) }).await.unwrap();
+    assert_eq!(by_agent.items.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(), [r3.as_str()]);
+    let chats = s.list_runs(&Query { kind: Some("chat".into()), ..first(10) }).await.unwrap();
+    assert_eq!(chats.items.len(), 1);
+
+    let tasks = s.list_tasks(&first(10)).await.unwrap();
+    let states: Vec<(&str, &str)> = tasks.items.iter().map(|t| (t.task_id.as_str(), t.state.as_str())).collect();
+    assert_eq!(states, [(k1.as_str(), "completed"), (k2.as_str(), "failed"), (sub.as_str(), "requested")]);
+    let t1 = &tasks.items[0];
+    assert_eq!((t1.agent.as_deref(), t1.requester.as_str()), (Some("agent:writer"), "user:ann"));
+    assert_eq!((t1.requires.as_slice(), t1.events), (&["skill:summarize".to_owned()][..], 5));
+    let err = tasks.items[1].error.as_ref().expect("the error is kept");
+    assert_eq!((err.code.as_str(), err.message.as_str()), ("TOOL_FAILED", "linker exploded"));
+    let one = |q: Query| {
+        let s = s.clone();
+        async move { s.list_tasks(&q).await.unwrap().items.into_iter().map(|t| t.task_id).collect::<Vec<_>>() }
+    };
+    assert_eq!(one(Query { state: Some("failed".into()), ..first(10) }).await, std::slice::from_ref(&k2));
+    assert_eq!(one(Query { agent: Some("agent:coder".into()), ..first(10) }).await, std::slice::from_ref(&k2));
+    assert_eq!(one(Query { capability: Some("skill:numbers".into()), ..first(10) }).await, std::slice::from_ref(&sub));
+    assert_eq!(one(Query { parent_task_id: Some(k1.clone()), ..first(10) }).await, std::slice::from_ref(&sub));
+    assert_eq!(one(Query { run_id: Some(r1.clone()), ..first(10) }).await, [k1.clone(), sub.clone()]);
+    assert_eq!(one(Query { thread_id: Some(th2.clone()), ..first(10) }).await, std::slice::from_ref(&k2));
+    let t1_ms = crate::lists::ts_ms(&t1.last_ts);
+    assert_eq!(one(Query { since_ms: Some(t1_ms + 60_000), ..first(10) }).await, Vec::<String>::new());
+    assert_eq!(one(Query { until_ms: Some(t1_ms + 60_000), ..first(10) }).await.len(), 3);
+    assert_eq!(one(Query { until_ms: Some(0), ..first(10) }).await, Vec::<String>::new());
+
+    let threads = s.list_threads(&first(10)).await.unwrap();
+    let t = &threads.items[0];
+    assert_eq!((t.thread_id.as_str(), t.run_id.as_str(), t.messages), (th1.as_str(), r1.as_str(), 6));
+    assert_eq!(t.title, "Summarize the quarterly report");
+    assert_eq!(t.participants, ["user:ann", "agent:writer"]);
+    let of_run = s.list_threads(&Query { run_id: Some(r2.clone()), ..first(10) }).await.unwrap();
+    assert_eq!(of_run.items.iter().map(|t| t.thread_id.as_str()).collect::<Vec<_>>(), [th2.as_str()]);
+    let by_run = s.list_threads(&Query { agent: Some("user:cy".into()), ..first(10) }).await.unwrap();
+    assert_eq!(by_run.items.iter().map(|t| t.thread_id.as_str()).collect::<Vec<_>>(), [th3.as_str()]);
+
+    // A workflow: active while planned tasks are open, completed when they all are.
+    let (w, wt, root) = ids();
+    let (p1, p2) = (id::generate(Kind::Task), id::generate(Kind::Task));
+    let mut planned = Vec::new();
+    for (p, name) in [(&p1, "design"), (&p2, "build")] {
+        let mut m = message_with((&w, &wt, p), "user:ann", "agent:orchestrator", T::TaskRequest, json!({"name": name}));
+        m.payload_type = Some("clutch.workflow.task.v1".into());
+        m.parent_task_id = Some(root.clone());
+        planned.push(m);
+    }
+    let mut wf =
+        message_with((&w, &wt, &root), "user:ann", "agent:orchestrator", T::TaskRequest, json!({"name": "ship"}));
+    wf.payload_type = Some("clutch.workflow.v1".into());
+    append_all(&*s, &[wf]).await;
+    append_all(&*s, &planned).await;
+    append_all(&*s, &[message_with((&w, &wt, &p1), "agent:a", "agent:orchestrator", T::TaskAccept, json!({}))]).await;
+    let wfs = s
+        .list_tasks(&Query { workflow_id: Some(w.clone()), state: Some("claimed".into()), ..first(10) })
+        .await
+        .unwrap();
+    assert_eq!(wfs.items.iter().map(|t| t.task_id.as_str()).collect::<Vec<_>>(), [p1.as_str()]);
+    let run = |s: Arc<dyn Backend>| async move {
+        s.list_runs(&Query { kind: Some("workflow".into()), ..first(10) }).await.unwrap().items
+    };
+    let wr = run(s.clone()).await;
+    assert_eq!((wr.len(), wr[0].title.as_str(), wr[0].state), (1, "workflow ship", RunState::Active));
+    for p in [&p1, &p2] {
+        if p == &p2 {
+            append_all(&*s, &[message_with((&w, &wt, p), "agent:a", "agent:orchestrator", T::TaskAccept, json!({}))])
+                .await;
+        }
+        append_all(
+            &*s,
+            &[message_with((&w, &wt, p), "agent:a", "agent:orchestrator", T::TaskResult, json!({"outcome": "done"}))],
+        )
+        .await;
+    }
+    assert_eq!(run(s.clone()).await[0].state, RunState::Completed);
+}
+
+/// Pages read while other runs move and new ones start: each run that existed at the first page is
+/// listed exactly once, none born after it.
+pub async fn list_pages_neither_skip_nor_repeat_while_events_arrive(h: &impl Harness) {
+    let s = h.open().await;
+    let mut runs = Vec::new();
+    for i in 0..30 {
+        let (r, t, k) = ids();
+        append_all(
+            &*s,
+            &[message_with(
+                (&r, &t, &k),
+                "user:a",
+                "agent:b",
+                MessageType::ChatMessage,
+                json!({"text": format!("run {i}")}),
+            )],
+        )
+        .await;
+        runs.push((r, t, k));
+    }
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    let mut pages = 0;
+    loop {
+        let page = s.list_runs(&Query { limit: 7, cursor, ..Query::default() }).await.unwrap();
+        assert!(page.items.len() <= 7);
+        assert_eq!(page.as_of, 30, "every page is read as of the first");
+        seen.extend(page.items.iter().map(|r| r.run_id.clone()));
+        pages += 1;
+        // Between pages: a run already listed, one not yet listed, and a new run all move.
+        let listed = &runs[29 - (pages % 30)];
+        let unlisted = &runs[pages];
+        let (n, nt, nk) = ids();
+        append_all(
+            &*s,
+            &[
+                message_with(
+                    (&listed.0, &listed.1, &listed.2),
+                    "user:a",
+                    "agent:b",
+                    MessageType::ChatMessage,
+                    json!({"text": "again"}),
+                ),
+                message_with(
+                    (&unlisted.0, &unlisted.1, &unlisted.2),
+                    "user:a",
+                    "agent:b",
+                    MessageType::ChatMessage,
+                    json!({"text": "again"}),
+                ),
+                message_with((&n, &nt, &nk), "user:a", "agent:b", MessageType::ChatMessage, json!({"text": "new"})),
+            ],
+        )
+        .await;
+        match page.next {
+            Some(next) => cursor = Some(Cursor::decode(&next).expect("a cursor the store made")),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 5);
+    let want: Vec<String> = runs.iter().rev().map(|r| r.0.clone()).collect();
+    assert_eq!(seen, want, "every run once, in the order of the first page's log position");
+    // Tasks and threads page the same way.
+    let threads = s.list_threads(&first(200)).await.unwrap();
+    assert_eq!(threads.items.len(), 35);
+    let mut seen = HashSet::new();
+    let mut cursor = None;
+    loop {
+        let page = s.list_threads(&Query { limit: 4, cursor, ..Query::default() }).await.unwrap();
+        for t in &page.items {
+            assert!(seen.insert(t.thread_id.clone()), "{} repeated", t.thread_id);
+        }
+        let (n, nt, nk) = ids();
+        append_all(
+            &*s,
+            &[message_with((&n, &nt, &nk), "user:a", "agent:b", MessageType::ChatMessage, json!({"text": "more"}))],
+        )
+        .await;
+        match page.next {
+            Some(next) => cursor = Cursor::decode(&next),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 35);
+}
+
+/// Search: every word must match, best first then newest, filters, snippets, pages.
+pub async fn search_finds_text_ranked_and_filtered(h: &impl Harness) {
+    use MessageType as T;
+    let s = h.open().await;
+    let (r1, t1, k1) = ids();
+    let (r2, t2, k2) = ids();
+    append_all(
+        &*s,
+        &[
+            message_with(
+                (&r1, &t1, &k1),
+                "user:ann",
+                "agent:orchestrator",
+                T::TaskRequest,
+                json!({"goal": "Migrate the billing database to PostgreSQL"}),
+            ),
+            message_with(
+                (&r1, &t1, &k1),
+                "agent:db",
+                "user:ann",
+                T::ChatMessage,
+                json!({"text": "billing billing billing: the billing tables are large"}),
+            ),
+            message_with(
+                (&r2, &t2, &k2),
+                "user:bob",
+                "agent:orchestrator",
+                T::TaskRequest,
+                json!({"goal": "Write release notes"}),
+            ),
+            message_with(
+                (&r2, &t2, &k2),
+                "agent:x",
+                "user:bob",
+                T::ChatMessage,
+                json!({"text": "nothing to see", "n": 2}),
+            ),
+        ],
+    )
+    .await;
+    let accept = message_with((&r2, &t2, &k2), "agent:x", "user:bob", T::TaskAccept, json!({}));
+    append_all(&*s, &[accept]).await;
+    append_all(
+        &*s,
+        &[message_with(
+            (&r2, &t2, &k2),
+            "agent:x",
+            "user:bob",
+            T::TaskError,
+            json!({"code": "TOOL_FAILED", "message": "the billing export timed out", "retryable": false}),
+        )],
+    )
+    .await;
+
+    let hits = s.search("billing", &first(10)).await.unwrap();
+    let seqs: Vec<u64> = hits.items.iter().map(|h| h.seq).collect();
+    assert_eq!(seqs.len(), 3, "{seqs:?}");
+    assert_eq!(seqs[0], 2, "the message saying it four times ranks first");
+    let hit = &hits.items[0];
+    assert_eq!(
+        (hit.run_id.as_str(), hit.thread_id.as_str(), hit.task_id.as_str()),
+        (r1.as_str(), t1.as_str(), k1.as_str())
+    );
+    assert_eq!((hit.kind.as_str(), hit.from.as_str()), ("chat.message", "agent:db"));
+    assert!(hit.snippet.contains("[billing]"), "{}", hit.snippet);
+    assert!(!hit.id.is_empty() && !hit.ts.is_empty());
+    let both = s.search("BILLING postgresql", &first(10)).await.unwrap();
+    assert_eq!(both.items.iter().map(|h| h.seq).collect::<Vec<_>>(), [1], "every word must match, in any case");
+    let error = s.search("export", &first(10)).await.unwrap();
+    assert_eq!(error.items.iter().map(|h| h.seq).collect::<Vec<_>>(), [6], "errors' messages are searched");
+    let in_run = s.search("billing", &Query { run_id: Some(r2.clone()), ..first(10) }).await.unwrap();
+    assert_eq!(in_run.items.iter().map(|h| h.seq).collect::<Vec<_>>(), [6]);
+    let by = s.search("billing", &Query { agent: Some("user:ann".into()), ..first(10) }).await.unwrap();
+    assert_eq!(by.items.iter().map(|h| h.seq).collect::<Vec<_>>(), [1]);
+    assert!(s.search("nonexistentword", &first(10)).await.unwrap().items.is_empty());
+    assert!(s.search("\"billing OR", &first(10)).await.is_ok(), "search syntax in the text is only text");
+
+    // Pages: later events never enter a listing begun before them.
+    let p1 = s.search("billing", &first(2)).await.unwrap();
+    assert_eq!(p1.items.len(), 2);
+    let (r3, t3, k3) = ids();
+    append_all(
+        &*s,
+        &[message_with(
+            (&r3, &t3, &k3),
+            "user:c",
+            "agent:d",
+            T::ChatMessage,
+            json!({"text": "billing billing billing billing billing"}),
+        )],
+    )
+    .await;
+    let p2 =
+        s.search("billing", &Query { cursor: Cursor::decode(p1.next.as_deref().unwrap()), ..first(2) }).await.unwrap();
+    let mut all: Vec<u64> = p1.items.iter().chain(&p2.items).map(|h| h.seq).collect();
+    assert_eq!(p2.next, None);
+    all.sort();
+    assert_eq!(all, [1, 2, 6], "each match once");
+    assert_eq!(s.search("billing", &first(10)).await.unwrap().items.len(), 4);
+}
+
+/// Lists and search after a reopen, a rebuild from the log, and retention removing a run.
+pub async fn lists_survive_reopen_rebuild_and_retention(h: &impl Harness) {
+    use MessageType as T;
+    let s = h.open().await;
+    let mut runs = Vec::new();
+    for i in 0..5 {
+        let (r, t, k) = ids();
+        append_all(
+            &*s,
+            &[
+                message_with(
+                    (&r, &t, &k),
+                    "user:a",
+                    "agent:orchestrator",
+                    T::TaskRequest,
+                    json!({"goal": format!("errand number{i}")}),
+                ),
+                message_with((&r, &t, &k), "agent:w", "user:a", T::TaskAccept, json!({})),
+            ],
+        )
+        .await;
+        runs.push(r);
+    }
+    let before = s.list_runs(&first(10)).await.unwrap();
+    let tasks_before = s.list_tasks(&first(10)).await.unwrap();
+    s.close().await;
+    let s = h.open().await;
+    assert_eq!(s.list_runs(&first(10)).await.unwrap(), before, "the same after a reopen");
+    assert_eq!(s.rebuild_lists().await.unwrap(), 10);
+    assert_eq!(s.list_runs(&first(10)).await.unwrap(), before, "the same after a rebuild");
+    assert_eq!(s.list_tasks(&first(10)).await.unwrap(), tasks_before);
+    assert_eq!(s.search("number3", &first(10)).await.unwrap().items.len(), 1);
+    assert_eq!(s.remove_run(&runs[3], u64::MAX, 100).await.unwrap(), 2);
+    let left = s.list_runs(&first(10)).await.unwrap();
+    assert_eq!(left.items.len(), 4);
+    assert!(left.items.iter().all(|r| r.run_id != runs[3]), "a removed run leaves its list");
+    assert_eq!(s.list_tasks(&first(10)).await.unwrap().items.len(), 4);
+    assert_eq!(s.list_threads(&first(10)).await.unwrap().items.len(), 4);
+    assert!(s.search("number3", &first(10)).await.unwrap().items.is_empty(), "and the search index");
+    assert_eq!(s.search("errand", &first(10)).await.unwrap().items.len(), 4);
 }

@@ -10,6 +10,7 @@ use clutch_proto::{ErrorCode, Message, MessageType};
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod lists;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -242,6 +243,23 @@ pub trait Backend: Send + Sync + 'static {
     /// cursors past removed events stay valid. Other runs' events, and the dedup of every event
     /// that remains, are untouched.
     async fn remove_run(&self, run_id: &str, upto: u64, limit: usize) -> Result<usize>;
+
+    /// A page of runs by last activity, newest first ([`lists`]): the filters
+    /// `Query::unsupported(List::Runs)` lets through, pinned to the first page's log position.
+    async fn list_runs(&self, query: &lists::Query) -> Result<lists::Page<lists::RunSummary>>;
+
+    /// A page of threads, as [`Backend::list_runs`].
+    async fn list_threads(&self, query: &lists::Query) -> Result<lists::Page<lists::ThreadSummary>>;
+
+    /// A page of tasks, as [`Backend::list_runs`].
+    async fn list_tasks(&self, query: &lists::Query) -> Result<lists::Page<lists::TaskListing>>;
+
+    /// Events whose text holds every word of `text` (at least one), most relevant first, then newest.
+    async fn search(&self, text: &str, query: &lists::Query) -> Result<lists::Page<lists::SearchHit>>;
+
+    /// Drops the lists and the search index and derives them again from the whole log, before it
+    /// returns (`clutch reindex`); how many events they cover.
+    async fn rebuild_lists(&self) -> Result<u64>;
 
     async fn close(&self);
 }

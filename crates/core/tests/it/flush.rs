@@ -13,6 +13,7 @@ use clutch_core::Service;
 use clutch_core::log::Options;
 use clutch_proto::id::{self, Kind};
 use clutch_proto::{ErrorCode, MessageType};
+use clutch_store::lists::{Page, Query, RunSummary, SearchHit, TaskListing, ThreadSummary};
 use clutch_store::{Artifact, Backend, Entry, Event, Filter, Outcome, Snapshot};
 use tokio::sync::{Semaphore, oneshot};
 
@@ -67,6 +68,21 @@ impl Backend for Held {
     }
     async fn head(&self) -> clutch_store::Result<u64> {
         self.inner.head().await
+    }
+    async fn list_runs(&self, query: &Query) -> clutch_store::Result<Page<RunSummary>> {
+        self.inner.list_runs(query).await
+    }
+    async fn list_threads(&self, query: &Query) -> clutch_store::Result<Page<ThreadSummary>> {
+        self.inner.list_threads(query).await
+    }
+    async fn list_tasks(&self, query: &Query) -> clutch_store::Result<Page<TaskListing>> {
+        self.inner.list_tasks(query).await
+    }
+    async fn search(&self, text: &str, query: &Query) -> clutch_store::Result<Page<SearchHit>> {
+        self.inner.search(text, query).await
+    }
+    async fn rebuild_lists(&self) -> clutch_store::Result<u64> {
+        self.inner.rebuild_lists().await
     }
     async fn put_artifact(&self, bytes: Bytes) -> clutch_store::Result<Artifact> {
         self.inner.put_artifact(bytes).await

@@ -22,6 +22,10 @@
 //   inbox-view → Inbox
 //   ended-view → Ended
 //   retention-view → Retention
+//   runs-view → Page
+//   threads-view → ThreadsView
+//   tasks-view → TasksView
+//   search-view → SearchView
 //   clutch.agent.status.v1 → AgentStatus
 //   clutch.budget.v1 → BudgetNotice
 //   clutch.refusal.v1 → Refusal
@@ -369,6 +373,14 @@
  */
 
 /**
+ * A page of a list.
+ * @typedef {object} Page
+ * @property {number} as_of  The log position the pages of this listing are read at.
+ * @property {Array<RunSummary>} items
+ * @property {string | null} [next]  Pass as `cursor` for the next page; absent on the last one.
+ */
+
+/**
  * `task.progress` `clutch.workflow.plan.v1` on the root: a plan, followed in its batch by one
  * `clutch.workflow.task.v1` request per task.
  * @typedef {object} Plan
@@ -491,6 +503,33 @@
  */
 
 /**
+ * What a run is, from its first top-level request.
+ * @typedef {'chat' | 'task' | 'workflow' | 'session'} RunKind
+ */
+
+/**
+ * Where a run is.
+ * @typedef {'active' | 'completed' | 'failed' | 'cancelled'} RunState
+ */
+
+/**
+ * A run as its list shows it.
+ * @typedef {object} RunSummary
+ * @property {Array<string>} agents  Agents that sent or were given its messages (at most 32, first come first).
+ * @property {number} events  Events in the run.
+ * @property {number} first_seq
+ * @property {string} first_ts
+ * @property {RunKind} kind
+ * @property {number} last_seq
+ * @property {string} last_ts
+ * @property {string | null} [root_task_id]  The first top-level `task.request` of the run.
+ * @property {string} run_id
+ * @property {RunState} state  From its root task: `active` until that ends (a workflow: until its planned tasks have).
+ * @property {Record<string, number>} tasks  Its tasks, counted by state (the names of `TaskState`).
+ * @property {string} title  Its first top-level request's goal or text (a workflow's name), else its first message's.
+ */
+
+/**
  * A run's tasks as a tree by `parent_task_id`, with counts per state.
  * @typedef {object} RunTasks
  * @property {boolean | null} [budget_exhausted]  The run's budget is spent (absent for a workflow).
@@ -515,6 +554,28 @@
  * @property {string} payload_type
  * @property {any} schema  The JSON Schema (2020-12).
  * @property {string | null} [schema_ref]
+ */
+
+/**
+ * One search result: the event, where it is, and the text around what matched.
+ * @typedef {object} SearchHit
+ * @property {string} from
+ * @property {string} id
+ * @property {string} run_id
+ * @property {number} seq
+ * @property {string} snippet  The matched text with each match between `[` and `]`, cut around the matches.
+ * @property {string} task_id
+ * @property {string} thread_id
+ * @property {string} ts
+ * @property {string} type
+ */
+
+/**
+ * A page of a list.
+ * @typedef {object} SearchView
+ * @property {number} as_of  The log position the pages of this listing are read at.
+ * @property {Array<SearchHit>} items
+ * @property {string | null} [next]  Pass as `cursor` for the next page; absent on the last one.
  */
 
 /**
@@ -735,8 +796,36 @@
  */
 
 /**
+ * A task's error, as its `task.error` said it.
+ * @typedef {object} TaskFailure
+ * @property {string} code
+ * @property {string} message
+ */
+
+/**
  * Which machine a task follows.
  * @typedef {'routed' | 'workflow' | 'workflow_task'} TaskKind
+ */
+
+/**
+ * A task as its list shows it.
+ * @typedef {object} TaskListing
+ * @property {string | null} [agent]  The agent it is given to (or was, once ended).
+ * @property {TaskFailure | null} [error]
+ * @property {number} events  Events about the task.
+ * @property {number} first_seq
+ * @property {string} first_ts
+ * @property {number} last_seq
+ * @property {string} last_ts
+ * @property {string | null} [parent_task_id]
+ * @property {string} requester  Who asked.
+ * @property {Array<string>} requires  The capabilities its request requires.
+ * @property {string} run_id
+ * @property {string} state  A `TaskState` name.
+ * @property {string} task_id
+ * @property {string} thread_id
+ * @property {string} title  Its request's goal or text (a planned task's name).
+ * @property {string | null} [workflow_id]  The workflow it belongs to (a workflow's id is its run's).
  */
 
 /**
@@ -776,6 +865,36 @@
  * @property {string | null} [reason]
  * @property {TaskStatus} status
  * @property {string} workflow_id
+ */
+
+/**
+ * A page of a list.
+ * @typedef {object} TasksView
+ * @property {number} as_of  The log position the pages of this listing are read at.
+ * @property {Array<TaskListing>} items
+ * @property {string | null} [next]  Pass as `cursor` for the next page; absent on the last one.
+ */
+
+/**
+ * A thread as its list shows it.
+ * @typedef {object} ThreadSummary
+ * @property {number} first_seq
+ * @property {string} first_ts
+ * @property {number} last_seq
+ * @property {string} last_ts
+ * @property {number} messages  Events in the thread.
+ * @property {Array<string>} participants  Who wrote in it (at most 32, first come first).
+ * @property {string} run_id  The run of its first event (the daemon's notices: the system run).
+ * @property {string} thread_id
+ * @property {string} title  Its first chat message's or request's text.
+ */
+
+/**
+ * A page of a list.
+ * @typedef {object} ThreadsView
+ * @property {number} as_of  The log position the pages of this listing are read at.
+ * @property {Array<ThreadSummary>} items
+ * @property {string | null} [next]  Pass as `cursor` for the next page; absent on the last one.
  */
 
 /**

@@ -1,5 +1,5 @@
-//! Several daemons sharing one database: their appends interleave into one gap-free log, their
-//! migrations run once, and stores on other schemas stay apart.
+//! Several daemons sharing one database: their appends interleave into one gap-free log, their lists
+//! are derived once, their migrations run once, and stores on other schemas stay apart.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -7,6 +7,7 @@ use std::sync::Arc;
 use clutch_proto::MessageType;
 use clutch_proto::id::{self, Kind};
 use clutch_store::conformance::message;
+use clutch_store::lists::{Cursor, Query};
 use clutch_store::{Backend, Filter, Outcome};
 use clutch_store_postgres::{Error, Options, Store};
 
@@ -74,6 +75,68 @@ async fn two_daemons_append_one_gap_free_log() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_derive_one_set_of_lists() {
+    let Some(h) = harness().await else { return };
+    let daemons: [Arc<Store>; 2] = [Arc::new(h.store().await), Arc::new(h.store().await)];
+    let runs: Vec<(String, String, String)> =
+        (0..4).map(|_| (id::generate(Kind::Run), id::generate(Kind::Thread), id::generate(Kind::Task))).collect();
+    // Both daemons append to the same runs and list them meanwhile: their followers and their reads
+    // derive the lists at once, and must take turns so that each event counts once.
+    let writers: Vec<_> = (0..6)
+        .map(|w| {
+            let (store, runs) = (Arc::clone(&daemons[w % 2]), runs.clone());
+            tokio::spawn(async move {
+                let mut appended = vec![0u64; runs.len()];
+                for round in 0..12 {
+                    let at = (w + round) % runs.len();
+                    let (run, thread, task) = &runs[at];
+                    let batch: Vec<_> = (0..1 + (w + round) % 4)
+                        .map(|_| message(run, thread, task, "agent:a", MessageType::ChatMessage))
+                        .collect();
+                    for outcome in store.append_messages(&batch).await.expect("batch commits") {
+                        outcome.expect("stored");
+                    }
+                    appended[at] += batch.len() as u64;
+                    if round % 3 == 0 {
+                        store.list_runs(&Query { limit: 10, ..Query::default() }).await.expect("listed");
+                    }
+                }
+                appended
+            })
+        })
+        .collect();
+    let mut appended = vec![0u64; runs.len()];
+    for writer in writers {
+        for (total, n) in appended.iter_mut().zip(writer.await.expect("writer finished")) {
+            *total += n;
+        }
+    }
+    let total: u64 = appended.iter().sum();
+    for store in &daemons {
+        let listed = store.list_runs(&Query { limit: 10, ..Query::default() }).await.unwrap();
+        assert_eq!(listed.as_of, total);
+        assert_eq!(listed.items.len(), runs.len());
+        for run in &listed.items {
+            let at = runs.iter().position(|(id, _, _)| *id == run.run_id).expect("one of the runs");
+            assert_eq!(run.events, appended[at], "each event counted once");
+        }
+        let threads = store.list_threads(&Query { limit: 10, ..Query::default() }).await.unwrap();
+        assert_eq!(threads.items.iter().map(|t| t.messages).sum::<u64>(), total);
+        let mut hits = 0;
+        let mut cursor = None;
+        loop {
+            let page = store.search("hello", &Query { limit: 200, cursor, ..Query::default() }).await.unwrap();
+            hits += page.items.len() as u64;
+            match page.next {
+                Some(next) => cursor = Cursor::decode(&next),
+                None => break,
+            }
+        }
+        assert_eq!(hits, total, "each event searched once");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemons_starting_together_migrate_once() {
     let Some(h) = harness().await else { return };
     let h = Arc::new(h);
@@ -88,7 +151,7 @@ async fn daemons_starting_together_migrate_once() {
     }
     let rows = h.client().await.query("SELECT version FROM clutch_migrations ORDER BY version", &[]).await.unwrap();
     let versions: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,7 +159,7 @@ async fn a_schema_from_a_newer_clutch_is_refused() {
     let Some(h) = harness().await else { return };
     h.store().await.close().await;
     h.client().await.execute("INSERT INTO clutch_migrations (version) VALUES (999)", &[]).await.unwrap();
-    let options = Options { schema: Some(h.schema().to_owned()), pool_size: 1, writer: false };
+    let options = Options { schema: Some(h.schema().to_owned()), pool_size: 1, writer: false, lists: true };
     match Store::open(h.url(), options).await {
         Err(e @ Error::TooNew { found: 999, .. }) => assert!(e.to_string().contains("upgrade Clutch"), "{e}"),
         other => panic!("expected TooNew, got {other:?}"),
@@ -117,7 +180,7 @@ async fn schemas_keep_their_logs_apart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_writer_on_one_schema_is_refused_until_the_first_closes() {
     let Some(h) = harness().await else { return };
-    let options = |writer| Options { schema: Some(h.schema().to_owned()), pool_size: 1, writer };
+    let options = |writer| Options { schema: Some(h.schema().to_owned()), pool_size: 1, writer, lists: true };
     let first = Store::open(h.url(), options(true)).await.unwrap();
     match Store::open(h.url(), options(true)).await {
         Err(e @ Error::Busy { .. }) => {

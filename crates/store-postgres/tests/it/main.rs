@@ -47,7 +47,7 @@ pub async fn harness() -> Option<PgHarness> {
 
 impl PgHarness {
     pub async fn store(&self) -> Store {
-        let options = Options { schema: Some(self.schema.clone()), pool_size: 4, writer: false };
+        let options = Options { schema: Some(self.schema.clone()), pool_size: 4, writer: false, lists: true };
         Store::open(&self.url, options).await.expect("open the PostgreSQL store")
     }
 

@@ -3,7 +3,7 @@
 use clutch_store_postgres::{Error, Options, Store};
 
 fn options() -> Options {
-    Options { schema: None, pool_size: 2, writer: false }
+    Options { schema: None, pool_size: 2, writer: false, lists: true }
 }
 
 #[tokio::test]
@@ -25,8 +25,8 @@ async fn an_unreachable_server_is_explained_without_the_password() {
 
 #[tokio::test]
 async fn bad_options_are_refused_before_connecting() {
-    let no_pool = Options { schema: None, pool_size: 0, writer: false };
+    let no_pool = Options { schema: None, pool_size: 0, writer: false, lists: true };
     assert!(matches!(Store::open("postgres://127.0.0.1:1/x", no_pool).await, Err(Error::Options(_))));
-    let long = Options { schema: Some("s".repeat(64)), pool_size: 1, writer: false };
+    let long = Options { schema: Some("s".repeat(64)), pool_size: 1, writer: false, lists: true };
     assert!(matches!(Store::open("postgres://127.0.0.1:1/x", long).await, Err(Error::Options(_))));
 }

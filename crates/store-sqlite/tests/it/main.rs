@@ -35,7 +35,8 @@ struct ChunkedStore {
 #[async_trait::async_trait]
 impl Harness for ChunkedStore {
     async fn open(&self) -> Arc<dyn Backend> {
-        let options = Options { index_chunk: 3, index_every: std::time::Duration::from_secs(3600) };
+        let options =
+            Options { index_chunk: 3, index_every: std::time::Duration::from_secs(3600), ..Options::default() };
         Arc::new(Store::open_with(self.dir.path(), options).expect("open store"))
     }
 }
@@ -75,7 +76,9 @@ async fn reads_are_the_same_however_far_the_indexes_lag() {
         let dir = tempfile::tempdir().unwrap();
         // Only the first store indexes on its timer too: the others lag by up to a chunk.
         let every = std::time::Duration::from_millis(if chunk == 1 { 10 } else { 3_600_000 });
-        let store = Store::open_with(dir.path(), Options { index_chunk: chunk, index_every: every }).unwrap();
+        let store =
+            Store::open_with(dir.path(), Options { index_chunk: chunk, index_every: every, ..Options::default() })
+                .unwrap();
         let (mut start, mut size) = (0, 1);
         while start < messages.len() {
             let end = (start + size).min(messages.len());
