@@ -22,7 +22,9 @@ pub const DEFAULT_URL: &str = "http://127.0.0.1:7700";
   clutch runs replay run_01J... --json    a run's events as NDJSON
   clutch agents list                      the registered agents, their load and usage
   clutch mcp                              the daemon's MCP tools on stdio (for Claude Code)
+  clutch runs list --state failed         runs by last activity, newest first
   clutch runs tasks run_01J...            a run's tasks as a tree
+  clutch search deploy failed             events whose text holds both words
   clutch config dump                      the effective daemon config
   clutch config check ./policy            check org.yaml and workflows.yaml
   clutch positions check ./positions      check position files (SKILL.md)
@@ -53,12 +55,25 @@ pub enum Command {
     /// Follow events live as they are appended; reconnects by itself.
     #[command(after_help = TAIL_EXAMPLES)]
     Tail(TailArgs),
-    /// Work with runs.
+    /// Work with runs: list, show, replay, their tasks, prune.
     #[command(after_help = RUNS_EXAMPLES)]
     Runs {
         #[command(subcommand)]
         command: RunsCommand,
     },
+    /// Work with threads: list them, show one's events.
+    #[command(after_help = crate::lists::THREADS_EXAMPLES)]
+    Threads {
+        #[command(subcommand)]
+        command: crate::lists::ThreadsCommand,
+    },
+    /// Find events by the words in their text: most relevant first, each with a snippet.
+    #[command(after_help = crate::lists::SEARCH_EXAMPLES)]
+    Search(crate::lists::SearchArgs),
+    /// Derive the lists and the search index again from the whole log (admins; the daemon does it by
+    /// itself when its SQLite index file is missing or outdated).
+    #[command(after_help = crate::lists::REINDEX_EXAMPLES)]
+    Reindex(crate::lists::ReindexArgs),
     /// Work with agents: list, show, register, remove.
     #[command(after_help = crate::agents::EXAMPLES)]
     Agents {
@@ -128,6 +143,12 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
+    /// List runs by last activity, newest first: state, kind, tasks per state, title.
+    #[command(after_help = crate::lists::RUNS_LIST_EXAMPLES)]
+    List(crate::lists::RunsListArgs),
+    /// Show a run: its first and last event, participants, task tree and threads.
+    #[command(after_help = crate::lists::RUN_SHOW_EXAMPLES)]
+    Show(crate::lists::RunShowArgs),
     /// Print every event of a run, in order.
     #[command(after_help = RUNS_EXAMPLES)]
     Replay(ReplayArgs),
@@ -377,6 +398,19 @@ impl std::fmt::Display for Usage {
 
 impl std::error::Error for Usage {}
 
+/// A thing asked about (a run, a thread) that nothing in the log belongs to, found out by the
+/// client rather than said by the daemon: exit code 3, as a `*_NOT_FOUND` answer.
+#[derive(Debug)]
+pub struct NotFound(pub String);
+
+impl std::fmt::Display for NotFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotFound {}
+
 fn message_types() -> PossibleValuesParser {
     PossibleValuesParser::new(MessageType::ALL.iter().map(|t| t.as_str()))
 }
@@ -447,6 +481,9 @@ const TAIL_EXAMPLES: &str = "EXAMPLES:
   printed. Ctrl-C stops.";
 
 const RUNS_EXAMPLES: &str = "EXAMPLES:
+  clutch runs list                               runs by last activity, newest first
+  clutch runs list --state failed --since 1d
+  clutch runs show run_01J...                    a run's facts, task tree and threads
   clutch runs replay run_01J...                  one line per event
   clutch runs replay run_01J... --json > run.ndjson
   clutch runs replay run_01J... --after 120

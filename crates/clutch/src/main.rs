@@ -1,6 +1,6 @@
 //! The `clutch` binary: parses the command line, loads config, starts logging and runs one command.
 //! Exit codes: 0 success, 1 failure (including a refused message), 2 a usage error (as clap and most
-//! tools have it), 3 a thing asked about (agent, task, run) that does not exist.
+//! tools have it), 3 a thing asked about (agent, task, run, thread) that does not exist.
 
 mod a2a;
 mod agents;
@@ -9,6 +9,7 @@ mod client;
 mod config;
 mod input;
 mod keys;
+mod lists;
 mod mcp;
 mod policy;
 mod positions;
@@ -111,11 +112,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 match command {
                     Command::Send(args) => send::run(args).await,
                     Command::Tail(args) => tail::run(args).await,
+                    Command::Runs { command: RunsCommand::List(args) } => lists::runs(args).await,
+                    Command::Runs { command: RunsCommand::Show(args) } => lists::run_show(args).await,
                     Command::Runs { command: RunsCommand::Replay(args) } => replay::run(args).await,
                     Command::Runs { command: RunsCommand::Tasks(args) } => tasks::run_tree(args).await,
                     Command::Runs { command: RunsCommand::Prune(args) } => prune::run(args).await,
                     Command::Agents { command } => agents::run(command).await,
                     Command::Tasks { command } => tasks::run(command).await,
+                    Command::Threads { command } => lists::threads(command).await,
+                    Command::Search(args) => lists::search(args).await,
+                    Command::Reindex(args) => lists::reindex(args).await,
                     Command::Workflows { command } => workflows::run(command).await,
                     Command::Tools { command } => tools::run(command).await,
                     #[cfg(feature = "bench")]
@@ -144,9 +150,13 @@ fn init_tracing(filter: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether the daemon answered that the agent, task or run asked about does not exist.
+/// Whether the agent, task, run or thread asked about does not exist (the daemon said so, or
+/// nothing in the log belongs to it).
 fn is_not_found(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.downcast_ref::<client::Error>().is_some_and(client::Error::is_not_found))
+    e.chain().any(|c| {
+        c.downcast_ref::<client::Error>().is_some_and(client::Error::is_not_found)
+            || c.downcast_ref::<cli::NotFound>().is_some()
+    })
 }
 
 /// Whether the command line asked for something that cannot be (exit code 2).

@@ -75,12 +75,33 @@ fn summary(payload: &Value) -> String {
             Value::Object(map) if map.is_empty() => String::new(),
             other => other.to_string(),
         });
+    one_line(&text, SUMMARY_MAX)
+}
+
+/// `text` on one line (control characters as spaces), cut to `max` characters with `…`.
+pub fn one_line(text: &str, max: usize) -> String {
     let flat: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-    if flat.chars().count() > SUMMARY_MAX {
-        let cut: String = flat.chars().take(SUMMARY_MAX - 1).collect();
+    if flat.chars().count() > max {
+        let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
         format!("{cut}…")
     } else {
         flat
+    }
+}
+
+/// How long before `now_ms` (ms since the epoch) the RFC 3339 time `ts` was: `12s ago`, `3m ago`,
+/// `5h ago`, `4d ago`; `ts` itself when it does not parse.
+pub fn age(ts: &str, now_ms: i64) -> String {
+    let at = clutch_store::lists::ts_ms(ts);
+    if at == 0 {
+        return ts.to_owned();
+    }
+    let secs = (now_ms - at).max(0) / 1000;
+    match secs {
+        0..60 => format!("{secs}s ago"),
+        60..3600 => format!("{}m ago", secs / 60),
+        3600..172_800 => format!("{}h ago", secs / 3600),
+        _ => format!("{}d ago", secs / 86_400),
     }
 }
 
@@ -116,6 +137,18 @@ mod tests {
         );
         let colored = event_line(&e, true);
         assert!(colored.contains("\x1b[33mtask.request"), "{colored:?}");
+    }
+
+    #[test]
+    fn ages_in_the_largest_whole_unit() {
+        let now = clutch_store::lists::ts_ms("2026-04-03T12:00:00Z");
+        let age = |ts: &str| age(ts, now);
+        assert_eq!(age("2026-04-03T11:59:48.500Z"), "11s ago");
+        assert_eq!(age("2026-04-03T11:57:00Z"), "3m ago");
+        assert_eq!(age("2026-04-03T07:00:00Z"), "5h ago");
+        assert_eq!(age("2026-04-01T11:00:00Z"), "2d ago");
+        assert_eq!(age("2026-04-03T12:00:05Z"), "0s ago", "a clock a little ahead");
+        assert_eq!(age("yesterday"), "yesterday");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `clutch tasks show` and `clutch runs tasks`: a task's state and history as a timeline, and a
 //! run's tasks as a tree by `parent_task_id`, read from `/v1/tasks/{id}` and `/v1/runs/{id}/tasks`;
-//! `clutch tasks inbox|reply`: a person (or an agent by hand) works the tasks sent to it.
+//! `clutch tasks inbox|reply`: a person (or an agent by hand) works the tasks sent to it. (`clutch
+//! tasks list` is in `lists`.)
 
 use clap::{Args, Subcommand};
 use clutch_core::view::{self, TaskKind, TaskState};
@@ -13,6 +14,10 @@ use crate::table::{Cell, Table, paint};
 
 #[derive(Debug, Subcommand)]
 pub enum TasksCommand {
+    /// List tasks by last activity, newest first: state, agent, title; filter by state, agent,
+    /// capability, run, workflow, parent or thread.
+    #[command(after_help = crate::lists::TASKS_LIST_EXAMPLES)]
+    List(crate::lists::TasksListArgs),
     /// Show a task: state, agent, attempts, error, and its history as a timeline.
     #[command(after_help = SHOW_EXAMPLES)]
     Show(ShowArgs),
@@ -104,6 +109,7 @@ pub struct RunTasksArgs {
 
 pub async fn run(command: TasksCommand) -> anyhow::Result<()> {
     match command {
+        TasksCommand::List(args) => crate::lists::tasks(args).await,
         TasksCommand::Show(args) => {
             let client = Client::connect(&args.client)?;
             let task: Value = client.json(client.get(&format!("/v1/tasks/{}", path_segment(&args.task)))).await?;
@@ -225,7 +231,7 @@ fn show(task: &view::Task, color: bool) -> String {
 }
 
 /// A run's tasks drawn as a tree (`task_id  state  agent  progress`), then counts per state.
-fn tree(answer: &view::RunTasks, color: bool) -> String {
+pub(crate) fn tree(answer: &view::RunTasks, color: bool) -> String {
     let mut table = Table::new(&[]);
     for root in &answer.tasks {
         node(&mut table, root, "", "");
@@ -294,7 +300,7 @@ fn progress(value: Option<f64>) -> String {
     value.map_or_else(|| "-".to_owned(), |p| format!("{p:.0}%"))
 }
 
-fn state_color(state: TaskState) -> Option<&'static str> {
+pub(crate) fn state_color(state: TaskState) -> Option<&'static str> {
     match state {
         TaskState::Completed => Some("32"),
         TaskState::Failed | TaskState::TimedOut => Some("31"),
@@ -308,6 +314,7 @@ fn state_color(state: TaskState) -> Option<&'static str> {
 }
 
 pub const EXAMPLES: &str = "EXAMPLES:
+  clutch tasks list --state failed               failed tasks, last active first
   clutch tasks show task_01J...                  state, agent, attempts, error and history
   clutch runs tasks run_01J...                   every task of a run, as a tree";
 

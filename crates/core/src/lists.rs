@@ -128,9 +128,9 @@ impl ListInput {
                 List::Runs => "runs",
                 List::Threads => "threads",
                 List::Tasks => "tasks",
-                List::Search => "search",
+                List::Search => "search results",
             };
-            return Err(invalid(field, format!("the {name} list takes no `{field}` filter")));
+            return Err(invalid(field, format!("a list of {name} takes no `{field}` filter")));
         }
         if let Some(state) = &query.state {
             let known: Vec<&str> = match list {

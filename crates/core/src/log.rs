@@ -573,7 +573,7 @@ impl Handle {
     /// A page of search results, visible events only.
     pub async fn search(&self, text: &str, query: &lists::Query) -> Result<lists::Page<lists::SearchHit>> {
         let visible = self.visible();
-        let mut page = self.backend.search(text, query).await.map_err(failed("search"))?;
+        let mut page = self.backend.search(text, query).await.map_err(failed("search the log"))?;
         page.items.retain(|hit| hit.seq <= visible);
         Ok(page)
     }

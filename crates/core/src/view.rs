@@ -650,11 +650,11 @@ pub struct Ended {
     pub payload: Value,
 }
 
-/// A page of runs (`GET /v1/runs`), newest activity first.
+/// A page of runs, newest activity first.
 pub type Runs = clutch_store::lists::Page<clutch_store::lists::RunSummary>;
-/// A page of threads (`GET /v1/threads`).
+/// A page of threads, newest activity first.
 pub type Threads = clutch_store::lists::Page<clutch_store::lists::ThreadSummary>;
-/// A page of tasks (`GET /v1/tasks`).
+/// A page of tasks, newest activity first.
 pub type Tasks = clutch_store::lists::Page<clutch_store::lists::TaskListing>;
-/// A page of search results (`GET /v1/search`).
+/// A page of search results, most relevant first.
 pub type Search = clutch_store::lists::Page<clutch_store::lists::SearchHit>;

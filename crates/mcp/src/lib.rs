@@ -10,6 +10,7 @@ mod approvals;
 mod error;
 mod fast;
 mod inbox;
+mod lists;
 mod origin;
 pub mod proxy;
 mod server;

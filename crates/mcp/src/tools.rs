@@ -359,6 +359,7 @@ impl Registry {
         tools.extend(crate::approvals::tools());
         tools.extend(crate::sessions::tools());
         tools.extend(crate::inbox::tools());
+        tools.extend(crate::lists::tools());
         tools.sort_by(|a, b| a.definition.name.cmp(&b.definition.name));
         let list = |lanes: &[Lane]| -> Arc<[rmcp::model::Tool]> {
             tools.iter().filter(|t| lanes.contains(&t.lane)).map(|t| t.definition.clone()).collect()

@@ -88,10 +88,9 @@ impl Lists {
         }
         // Words are letters and digits only, so joined with `&` they are a tsquery of nothing else.
         let tsquery = words.join(" & ");
-        let offset = query.cursor.map_or(0, |c| c.after);
-        let page = query.page();
-        let (as_of_param, offset_param, take) = (int(as_of), int(offset), int(page as u64 + 1));
-        let mut statement = Statement::new(vec![&tsquery, &as_of_param, &offset_param, &take]);
+        let (start, within) = lists::search_window(query.cursor.map_or(0, |c| c.after));
+        let (as_of_param, start_param, window) = (int(as_of), int(start), int(lists::SEARCH_WINDOW));
+        let mut statement = Statement::new(vec![&tsquery, &as_of_param, &start_param, &window]);
         statement.and(query.run_id.as_ref(), |p| format!("d.run_id = {p}"));
         statement.and(query.workflow_id.as_ref(), |p| format!("d.run_id = {p}"));
         statement.and(query.thread_id.as_ref(), |p| format!("d.thread_id = {p}"));
@@ -99,9 +98,17 @@ impl Lists {
         statement.and(query.agent.as_ref(), |p| format!("d.from_agent = {p}"));
         statement.and(query.since_ms.as_ref(), |p| format!("d.ts_ms >= {p}"));
         statement.and(query.until_ms.as_ref(), |p| format!("d.ts_ms < {p}"));
-        let text = sql::search(&statement.conditions);
+        let text = sql::window(&statement.conditions);
         let stmt = client.prepare_cached(&text).await.map_err(db)?;
         let rows = client.query(&stmt, &statement.params).await.map_err(db)?;
+        let matches = rows
+            .iter()
+            .map(|row| Ok((seq_of(row, 0)?, f64::from(row.try_get::<_, f32>(1).map_err(db)?))))
+            .collect::<Result<Vec<_>>>()?;
+        let (seqs, next) = lists::rank_window(matches, start, within, query.page());
+        let seqs: Vec<i64> = seqs.into_iter().map(int).collect();
+        let stmt = client.prepare_cached(sql::HITS).await.map_err(db)?;
+        let rows = client.query(&stmt, &[&tsquery, &seqs]).await.map_err(db)?;
         let mut items = rows
             .iter()
             .map(|row| {
@@ -118,9 +125,9 @@ impl Lists {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let more = items.len() > page;
-        items.truncate(page);
-        let next = more.then(|| Cursor { as_of, after: offset + page as u64 }.encode());
+        // In the ranked order (a match whose event retention removed meanwhile is left out).
+        items.sort_by_key(|hit| seqs.iter().position(|s| *s == int(hit.seq)));
+        let next = next.map(|after| Cursor { as_of, after }.encode());
         Ok(Page { items, next, as_of })
     }
 
@@ -523,19 +530,20 @@ mod sql {
         )
     }
 
-    /// The hits for the tsquery `$1` with `seq <= $2`, best first then newest, `$3` skipped, `$4`
-    /// at most; the snippet made only for the hits returned.
-    pub(super) fn search(conditions: &str) -> String {
+    /// The window of matches for the tsquery `$1` with `seq <= $2`, newest first, `$3` skipped, `$4`
+    /// at most, each with its rank.
+    pub(super) fn window(conditions: &str) -> String {
         format!(
-            "WITH q AS (SELECT to_tsquery('simple', $1) AS q), \
-             hits AS (SELECT d.seq, ts_rank(d.tsv, q.q) AS rank FROM search_docs d, q \
-             WHERE d.tsv @@ q.q AND d.seq <= $2{conditions} ORDER BY rank DESC, d.seq DESC OFFSET $3 LIMIT $4) \
-             SELECT h.seq, e.id, e.\"type\", e.from_agent, coalesce(e.body::jsonb ->> 'ts', ''), \
-             d.run_id, d.thread_id, d.task_id, \
-             ts_headline('simple', d.body, q.q, \
-             'StartSel=[, StopSel=], MaxWords=24, MinWords=8, MaxFragments=2, FragmentDelimiter=\" … \"') \
-             FROM hits h JOIN search_docs d ON d.seq = h.seq JOIN events e ON e.seq = h.seq CROSS JOIN q \
-             ORDER BY h.rank DESC, h.seq DESC"
+            "SELECT d.seq, ts_rank(d.tsv, to_tsquery('simple', $1)) FROM search_docs d \
+             WHERE d.tsv @@ to_tsquery('simple', $1) AND d.seq <= $2{conditions} \
+             ORDER BY d.seq DESC OFFSET $3 LIMIT $4"
         )
     }
+
+    /// The hits `$2` (seqs) of the tsquery `$1`, with the event's fields and the snippet.
+    pub(super) const HITS: &str = "SELECT d.seq, e.id, e.\"type\", e.from_agent, coalesce(e.body::jsonb ->> 'ts', ''), \
+        d.run_id, d.thread_id, d.task_id, \
+        ts_headline('simple', d.body, to_tsquery('simple', $1), \
+        'StartSel=[, StopSel=], MaxWords=24, MinWords=8, MaxFragments=2, FragmentDelimiter=\" … \"') \
+        FROM search_docs d JOIN events e ON e.seq = d.seq WHERE d.seq = ANY($2)";
 }

@@ -21,8 +21,8 @@ use rusqlite::{Connection, params};
 pub const INDEX_FILE: &str = "clutch.index.db";
 
 /// The index file's format (`PRAGMA user_version`): a file of another is rebuilt. 2: the lists and
-/// the search index ([`crate::lists`]).
-const FORMAT: i64 = 2;
+/// the search index ([`crate::lists`]); 3: how far they reach, apart from the indexes.
+const FORMAT: i64 = 3;
 
 /// Each index: its table and the events column it keys, in the order a read with several conditions
 /// prefers them (the most selective first).
@@ -44,6 +44,9 @@ CREATE TABLE IF NOT EXISTS indexed_upto (one INTEGER PRIMARY KEY CHECK (one = 1)
 INSERT OR IGNORE INTO indexed_upto (one, seq) VALUES (1, 0);
 ";
 
+/// The index connection's page cache, in KiB (SQLite's negative `cache_size`).
+const INDEX_CACHE_KIB: i64 = -32 * 1024;
+
 /// Most events indexed in one transaction.
 const CHUNK_MAX: u64 = 4096;
 
@@ -64,11 +67,16 @@ pub(crate) struct Progress {
     rounds: (Mutex<()>, Condvar),
     /// Whether the indexer derives the lists and the search index too (`Options::lists`).
     lists: bool,
+    /// How far the lists reach after the indexer's last round (never past `indexed`).
+    listed: AtomicU64,
+    /// How far reads waiting for the lists want them (derived now rather than when a chunk has
+    /// gathered, until they reach it).
+    lists_wanted: AtomicU64,
 }
 
 impl Progress {
     /// The log's durable `head`, and how far the index reaches (`indexed`).
-    pub(crate) fn new(head: u64, indexed: u64, chunk: u64, lists: bool) -> Progress {
+    pub(crate) fn new(head: u64, indexed: u64, listed: u64, chunk: u64, lists: bool) -> Progress {
         Progress {
             committed: AtomicU64::new(head),
             durable: AtomicU64::new(head),
@@ -78,6 +86,8 @@ impl Progress {
             wake: Mutex::new(None),
             rounds: (Mutex::new(()), Condvar::new()),
             lists,
+            listed: AtomicU64::new(listed),
+            lists_wanted: AtomicU64::new(0),
         }
     }
 
@@ -101,19 +111,25 @@ impl Progress {
         self.durable.load(Ordering::Acquire).saturating_sub(self.indexed.load(Ordering::Acquire))
     }
 
-    /// Waits (at most `patience`) until the index covers every event durable now; how far it reaches.
+    /// How far the lists reach after the indexer's last round.
+    fn listed(&self) -> u64 {
+        self.listed.load(Ordering::Acquire)
+    }
+
+    /// Waits (at most `patience`) until the lists cover every event durable now; how far they reach.
     /// Reads of the lists wait so that they show what was acknowledged before they were asked for.
     pub(crate) fn catch_up(&self, patience: Duration) -> u64 {
         let target = self.durable.load(Ordering::Acquire);
-        if self.indexed() >= target {
-            return self.indexed();
+        if self.listed() >= target {
+            return self.listed();
         }
+        self.lists_wanted.fetch_max(target, Ordering::AcqRel);
         if let Some(wake) = self.wake.lock().expect("indexer wake lock").as_ref() {
             let _ = wake.send(());
         }
         let deadline = std::time::Instant::now() + patience;
         let mut guard = self.rounds.0.lock().expect("index rounds lock");
-        while self.indexed() < target {
+        while self.listed() < target {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
                 break;
@@ -121,11 +137,12 @@ impl Progress {
             guard =
                 self.rounds.1.wait_timeout(guard, left.min(Duration::from_millis(20))).expect("index rounds lock").0;
         }
-        self.indexed()
+        self.listed()
     }
 
-    fn reached(&self, seq: u64) {
+    fn reached(&self, seq: u64, listed: u64) {
         self.indexed.store(seq, Ordering::Release);
+        self.listed.store(listed, Ordering::Release);
         let _guard = self.rounds.0.lock().expect("index rounds lock");
         self.rounds.1.notify_all();
     }
@@ -186,6 +203,9 @@ fn prepare(path: &Path, log_path: &Path, durable: u64) -> rusqlite::Result<Conne
     conn.execute_batch(SCHEMA)?;
     conn.execute_batch(crate::lists::SCHEMA)?;
     conn.pragma_update(None, "user_version", FORMAT)?;
+    // Each chunk inserts keys spread over the indexes' B-trees: a page cache that holds their hot
+    // pages (32 MiB at most, used as they grow) saves reading them back from the OS for every insert.
+    conn.pragma_update(None, "cache_size", INDEX_CACHE_KIB)?;
     conn.execute("ATTACH DATABASE ?1 AS log", [log_path.to_string_lossy()])?;
     let upto = upto(&conn)?;
     if upto > durable {
@@ -199,6 +219,7 @@ fn prepare(path: &Path, log_path: &Path, durable: u64) -> rusqlite::Result<Conne
             tx.execute(&format!("DELETE FROM main.{table}"), [])?;
         }
         tx.execute("UPDATE main.indexed_upto SET seq = 0", [])?;
+        crate::lists::set_upto(&tx, 0)?;
         tx.commit()?;
     }
     Ok(conn)
@@ -212,7 +233,7 @@ pub(crate) fn upto(conn: &Connection) -> rusqlite::Result<u64> {
 /// Indexes the durable events past `indexed_upto`, at most [`CHUNK_MAX`] of them, in one transaction;
 /// how far the index reaches after it. The transaction is deferred: it writes the index file only and
 /// reads the log, so it never holds the log's write lock.
-fn index_some(conn: &mut Connection, durable: u64, lists: bool) -> rusqlite::Result<u64> {
+fn index_some(conn: &mut Connection, durable: u64) -> rusqlite::Result<u64> {
     let tx = conn.transaction()?;
     let from = upto(&tx)?;
     if durable <= from {
@@ -225,31 +246,41 @@ fn index_some(conn: &mut Connection, durable: u64, lists: bool) -> rusqlite::Res
         ))?
         .execute(params![from as i64, to as i64])?;
     }
-    if lists {
-        crate::lists::derive(&tx, from, to)?;
-    }
     tx.prepare_cached("UPDATE main.indexed_upto SET seq = ?1")?.execute([to as i64])?;
     tx.commit()?;
     Ok(to)
 }
 
-/// Empties the lists and derives them again from the log up to `indexed_upto`, a chunk per
-/// transaction; how many events they cover.
+/// Derives the lists of the indexed events past `lists_upto` (up to `to`), a chunk of at most
+/// [`CHUNK_MAX`] per transaction; how far they reach.
+fn derive_lists(conn: &mut Connection, to: u64) -> rusqlite::Result<u64> {
+    loop {
+        let tx = conn.transaction()?;
+        let from = crate::lists::upto(&tx)?;
+        if from >= to {
+            return Ok(from);
+        }
+        let end = to.min(from + CHUNK_MAX);
+        crate::lists::derive(&tx, from, end)?;
+        crate::lists::set_upto(&tx, end)?;
+        tx.commit()?;
+    }
+}
+
+/// Events past the lists that make the indexer derive them without waiting for its round (each
+/// derivation rewrites the rows its events touch, so fewer, larger ones write less).
+const LISTS_CHUNK: u64 = 4096;
+
+/// Empties the lists and derives them again from the log up to `indexed_upto`; how many events they
+/// cover.
 pub(crate) fn rebuild_lists(conn: &mut Connection) -> rusqlite::Result<u64> {
     let tx = conn.transaction()?;
     for table in crate::lists::TABLES {
         tx.execute(&format!("DELETE FROM main.{table}"), [])?;
     }
+    crate::lists::set_upto(&tx, 0)?;
     tx.commit()?;
-    let upto = upto(conn)?;
-    let mut from = 0;
-    while from < upto {
-        let to = upto.min(from + CHUNK_MAX);
-        let tx = conn.transaction()?;
-        crate::lists::derive(&tx, from, to)?;
-        tx.commit()?;
-        from = to;
-    }
+    let upto = derive_lists(conn, upto(conn)?)?;
     conn.query_row("SELECT count(*) FROM log.events WHERE seq <= ?1", [upto as i64], |r| r.get::<_, i64>(0))
         .map(|n| n as u64)
 }
@@ -271,6 +302,24 @@ pub(crate) fn forget(conn: &Connection, removed: &[crate::log::Removed]) -> rusq
     tx.commit()
 }
 
+/// How much lower the index thread's priority is than the daemon's other threads (nice, Linux):
+/// under full load the writer and the threads answering clients take the CPU first, and the index
+/// (derived data, which reads wait for only when they ask) takes what is left, catching up as soon as
+/// the load eases.
+const INDEX_NICE: i32 = 10;
+
+#[cfg(target_os = "linux")]
+fn lower_priority() {
+    // `None` is the calling thread: on Linux the nice value is per thread.
+    let now = rustix::process::getpriority_process(None).unwrap_or(0);
+    if let Err(e) = rustix::process::setpriority_process(None, now.saturating_add(INDEX_NICE).min(19)) {
+        tracing::debug!(error = %e, "cannot lower the index thread's priority");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn lower_priority() {}
+
 /// The thread that keeps the index: it wakes when a chunk of durable events has gathered, or every
 /// `every` for the rest, and indexes everything durable.
 pub(crate) struct Indexer {
@@ -286,7 +335,9 @@ impl Indexer {
         let thread = std::thread::Builder::new()
             .name("clutch-index".into())
             .spawn(move || {
+                lower_priority();
                 let mut failing = false;
+                let mut listed_at = std::time::Instant::now();
                 loop {
                     match stopped.try_recv() {
                         Err(mpsc::TryRecvError::Empty) => {}
@@ -295,11 +346,25 @@ impl Indexer {
                     let durable = progress.durable.load(Ordering::Acquire);
                     let reached = {
                         let mut conn = conn.lock().expect("index connection lock");
-                        index_some(&mut conn, durable, progress.lists)
+                        index_some(&mut conn, durable).and_then(|reached| {
+                            // The lists follow the indexes, a larger chunk at a time, or at once when
+                            // a read waits for them.
+                            let pending = reached.saturating_sub(progress.listed());
+                            let due = pending >= LISTS_CHUNK
+                                || listed_at.elapsed() >= every
+                                || progress.lists_wanted.load(Ordering::Acquire) > progress.listed();
+                            let listed = if progress.lists && pending > 0 && due {
+                                listed_at = std::time::Instant::now();
+                                derive_lists(&mut conn, reached)?
+                            } else {
+                                progress.listed()
+                            };
+                            Ok((reached, listed))
+                        })
                     };
                     match reached {
-                        Ok(reached) => {
-                            progress.reached(reached);
+                        Ok((reached, listed)) => {
+                            progress.reached(reached, listed);
                             failing = false;
                             if reached < durable {
                                 continue;

@@ -183,7 +183,8 @@ impl Store {
         let artifacts = artifacts::Dir::open(&data_dir.join("artifacts"))
             .map_err(|source| Error::DataDir { path: data_dir.join("artifacts"), source })?;
         let indexed = index::upto(&index).map_err(|source| Error::Open { path: index_path.clone(), source })?;
-        let progress = Arc::new(index::Progress::new(head, indexed, options.index_chunk, options.lists));
+        let listed = lists::upto(&index).map_err(|source| Error::Open { path: index_path.clone(), source })?;
+        let progress = Arc::new(index::Progress::new(head, indexed, listed, options.index_chunk, options.lists));
         let index = Arc::new(Mutex::new(index));
         let inner = Inner {
             writer: Mutex::new(Some(writer)),

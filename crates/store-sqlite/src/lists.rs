@@ -1,7 +1,8 @@
 //! Lists of runs, threads and tasks, and full-text search (FTS5), in the index file: the indexer
-//! derives their rows with the shared fold ([`clutch_store::lists::Rows`]) in the same transaction
-//! as the indexes, so they cover exactly the events up to `indexed_upto`; reads see them through the
-//! readers' `idx` attachment.
+//! derives their rows with the shared fold ([`clutch_store::lists::Rows`]) from the indexed events,
+//! a larger chunk at a time than the indexes (each derivation rewrites the rows its events touch),
+//! or at once when a read waits for them; `lists_upto` says how far they reach. Reads see them
+//! through the readers' `idx` attachment.
 
 use clutch_proto::Message;
 use clutch_store::lists::{
@@ -31,6 +32,8 @@ CREATE INDEX IF NOT EXISTS tasks_run ON tasks (run_id, last_seq);
 CREATE INDEX IF NOT EXISTS tasks_thread ON tasks (thread_id, last_seq);
 CREATE INDEX IF NOT EXISTS tasks_parent ON tasks (parent_id, last_seq) WHERE parent_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS tasks_workflow ON tasks (workflow_id, last_seq) WHERE workflow_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS lists_upto (one INTEGER PRIMARY KEY CHECK (one = 1), seq INTEGER NOT NULL);
+INSERT OR IGNORE INTO lists_upto (one, seq) VALUES (1, 0);
 CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(body, run_id UNINDEXED, thread_id UNINDEXED,
     task_id UNINDEXED, from_agent UNINDEXED, ts_ms UNINDEXED);
 ";
@@ -40,6 +43,15 @@ pub(crate) const TABLES: [&str; 4] = ["runs", "threads", "tasks", "docs"];
 
 fn corrupt(e: impl std::fmt::Display) -> rusqlite::Error {
     rusqlite::Error::ToSqlConversionFailure(e.to_string().into())
+}
+
+/// How far the lists at `conn`'s `main` reach.
+pub(crate) fn upto(conn: &Connection) -> rusqlite::Result<u64> {
+    conn.prepare_cached("SELECT seq FROM main.lists_upto")?.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+}
+
+pub(crate) fn set_upto(conn: &Connection, seq: u64) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE main.lists_upto SET seq = ?1")?.execute([seq as i64]).map(|_| ())
 }
 
 /// Derives the rows of the events in `(from, to]` of the attached log into `main`'s lists.
@@ -243,16 +255,16 @@ pub(crate) fn tasks(c: &Connection, q: &Query) -> rusqlite::Result<Page<TaskList
     page(c, &TASKS, w, q)
 }
 
-/// How far the lists reach (the index's `indexed_upto`).
-fn upto(c: &Connection) -> rusqlite::Result<u64> {
-    c.prepare_cached("SELECT seq FROM idx.indexed_upto")?.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+/// How far the lists reach, as a reader sees them.
+fn reach(c: &Connection) -> rusqlite::Result<u64> {
+    c.prepare_cached("SELECT seq FROM idx.lists_upto")?.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as u64)
 }
 
 fn page<T: DeserializeOwned>(c: &Connection, table: &Table, w: Where, q: &Query) -> rusqlite::Result<Page<T>> {
     let tx = c.unchecked_transaction()?;
     let as_of = match q.cursor {
         Some(cursor) => cursor.as_of,
-        None => upto(&tx)?,
+        None => reach(&tx)?,
     };
     let before = q.cursor.map_or(as_of.saturating_add(1), |c| c.after);
     let limit = q.page();
@@ -288,7 +300,7 @@ pub(crate) fn search(c: &Connection, text: &str, q: &Query) -> rusqlite::Result<
     let tx = c.unchecked_transaction()?;
     let as_of = match q.cursor {
         Some(cursor) => cursor.as_of,
-        None => upto(&tx)?,
+        None => reach(&tx)?,
     };
     let words = lists::words(text);
     if words.is_empty() {
@@ -302,35 +314,48 @@ pub(crate) fn search(c: &Connection, text: &str, q: &Query) -> rusqlite::Result<
     w.eq("d.task_id", &q.task_id);
     w.eq("d.from_agent", &q.agent);
     w.time("d.ts_ms", q);
-    let (limit, offset) = (q.page(), q.cursor.map_or(0, |c| c.after));
-    let mut values = vec![Value::Text(matching), Value::Integer(as_of as i64)];
+    let (start, within) = lists::search_window(q.cursor.map_or(0, |c| c.after));
+    let mut values = vec![Value::Text(matching.clone()), Value::Integer(as_of as i64)];
     values.extend(w.values);
-    values.push(Value::Integer(limit as i64 + 1));
-    values.push(Value::Integer(offset.min(i64::MAX as u64) as i64));
+    values.push(Value::Integer(lists::SEARCH_WINDOW as i64));
+    values.push(Value::Integer(start.min(i64::MAX as u64) as i64));
+    // The window's matches in recency order (FTS5 walks its index by rowid), each with its BM25
+    // score (lower is better, so negated).
     let sql = format!(
-        "SELECT d.rowid, e.id, e.type, e.from_agent, json_extract(e.body, '$.ts'), d.run_id, d.thread_id, d.task_id, \
-                snippet(docs, 0, '[', ']', '…', 24) \
-         FROM idx.docs d JOIN events e ON e.seq = d.rowid \
-         WHERE docs MATCH ? AND d.rowid <= ?{} ORDER BY rank, d.rowid DESC LIMIT ? OFFSET ?",
+        "SELECT d.rowid, bm25(docs) FROM idx.docs d WHERE docs MATCH ? AND d.rowid <= ?{} \
+         ORDER BY d.rowid DESC LIMIT ? OFFSET ?",
         w.sql
     );
-    let mut items = tx
+    let matches = tx
         .prepare_cached(&sql)?
-        .query_map(rusqlite::params_from_iter(values), |r| {
-            Ok(SearchHit {
-                seq: r.get::<_, i64>(0)? as u64,
-                id: r.get(1)?,
-                kind: r.get(2)?,
-                from: r.get(3)?,
-                ts: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
-                run_id: r.get(5)?,
-                thread_id: r.get(6)?,
-                task_id: r.get(7)?,
-                snippet: r.get(8)?,
-            })
-        })?
+        .query_map(rusqlite::params_from_iter(values), |r| Ok((r.get::<_, i64>(0)? as u64, -r.get::<_, f64>(1)?)))?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    let next = (items.len() > limit).then(|| Cursor { as_of, after: offset + limit as u64 }.encode());
-    items.truncate(limit);
+    let (seqs, next) = lists::rank_window(matches, start, within, q.page());
+    let mut hit = tx.prepare_cached(
+        "SELECT e.id, e.type, e.from_agent, json_extract(e.body, '$.ts'), d.run_id, d.thread_id, d.task_id, \
+                snippet(docs, 0, '[', ']', '…', 24) \
+         FROM idx.docs d JOIN events e ON e.seq = d.rowid WHERE docs MATCH ?1 AND d.rowid = ?2",
+    )?;
+    let mut items = Vec::with_capacity(seqs.len());
+    for seq in seqs {
+        let found = hit
+            .query_row(params![matching, seq as i64], |r| {
+                Ok(SearchHit {
+                    seq,
+                    id: r.get(0)?,
+                    kind: r.get(1)?,
+                    from: r.get(2)?,
+                    ts: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+                    run_id: r.get(4)?,
+                    thread_id: r.get(5)?,
+                    task_id: r.get(6)?,
+                    snippet: r.get(7)?,
+                })
+            })
+            .optional()?;
+        // A match whose event retention removed meanwhile is left out.
+        items.extend(found);
+    }
+    let next = next.map(|after| Cursor { as_of, after }.encode());
     Ok(Page { items, next, as_of })
 }

@@ -756,8 +756,13 @@ pub async fn lists_follow_runs_threads_and_tasks(h: &impl Harness) {
         m.parent_task_id = Some(root.clone());
         planned.push(m);
     }
-    let mut wf =
-        message_with((&w, &wt, &root), "user:ann", "agent:orchestrator", T::TaskRequest, json!({"name": "ship"}));
+    let mut wf = message_with(
+        (&w, &wt, &root),
+        "agent:orchestrator",
+        "agent:orchestrator",
+        T::TaskRequest,
+        json!({"name": "ship"}),
+    );
     wf.payload_type = Some("clutch.workflow.v1".into());
     append_all(&*s, &[wf]).await;
     append_all(&*s, &planned).await;

@@ -254,7 +254,8 @@ pub trait Backend: Send + Sync + 'static {
     /// A page of tasks, as [`Backend::list_runs`].
     async fn list_tasks(&self, query: &lists::Query) -> Result<lists::Page<lists::TaskListing>>;
 
-    /// Events whose text holds every word of `text` (at least one), most relevant first, then newest.
+    /// Events whose text holds every word of `text` (at least one): the newest
+    /// [`lists::SEARCH_WINDOW`] matches by relevance, then the next ones.
     async fn search(&self, text: &str, query: &lists::Query) -> Result<lists::Page<lists::SearchHit>>;
 
     /// Drops the lists and the search index and derives them again from the whole log, before it

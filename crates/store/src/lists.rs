@@ -27,6 +27,36 @@ pub const PAGE_MAX: usize = 200;
 pub const NAMES_MAX: usize = 32;
 /// Characters of a title.
 const TITLE_MAX: usize = 120;
+/// Matches a search ranks at once: the newest `SEARCH_WINDOW` matches (as of the listing's
+/// `as_of`) are ranked by relevance, then the next `SEARCH_WINDOW` older ones, and so on, so a word
+/// that half the log holds costs a page no more than a rare one, and recent matches come first.
+pub const SEARCH_WINDOW: u64 = 1000;
+
+/// Where a search's page starts: the window (its first match's rank in recency order) and the rank
+/// within it.
+pub fn search_window(after: u64) -> (u64, u64) {
+    let start = after / SEARCH_WINDOW * SEARCH_WINDOW;
+    (start, after - start)
+}
+
+/// The page of a window's matches (`(seq, score)`, a higher score more relevant) from `within`, and
+/// the next cursor's `after` when more follow (in this window, or in the next when this one is full).
+pub fn rank_window(mut matches: Vec<(u64, f64)>, start: u64, within: u64, page: usize) -> (Vec<u64>, Option<u64>) {
+    let full = matches.len() as u64 == SEARCH_WINDOW;
+    matches.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    let from = (within as usize).min(matches.len());
+    let to = (from + page).min(matches.len());
+    let seqs = matches[from..to].iter().map(|m| m.0).collect();
+    let next = if to < matches.len() {
+        Some(start + to as u64)
+    } else if full {
+        Some(start + SEARCH_WINDOW)
+    } else {
+        None
+    };
+    (seqs, next)
+}
+
 /// Characters of an event's text that search indexes.
 pub const DOC_MAX: usize = 8192;
 
@@ -187,6 +217,7 @@ pub struct SearchHit {
 
 /// A page of a list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "{T}Page")]
 pub struct Page<T> {
     pub items: Vec<T>,
     /// Pass as `cursor` for the next page; absent on the last one.
@@ -367,11 +398,9 @@ impl Rows {
         run.last_seq = seq;
         run.last_ts = m.ts.clone();
         run.events += 1;
-        if m.kind == MessageType::TaskRequest
-            && m.parent_task_id.is_none()
-            && from != ORCHESTRATOR
-            && run.root_task_id.is_none()
-        {
+        // The run's first top-level request (the daemon's own, for a workflow made without an agent);
+        // a later one from the daemon is a delivery of a request already seen.
+        if m.kind == MessageType::TaskRequest && m.parent_task_id.is_none() && run.root_task_id.is_none() {
             run.root_task_id = Some(m.task_id.clone());
             run.kind = match m.payload_type.as_deref() {
                 Some(WORKFLOW_PAYLOAD) => RunKind::Workflow,
@@ -697,6 +726,17 @@ mod tests {
         assert_eq!(q.unsupported(List::Tasks), None);
         let q = Query { run_id: Some("run_x".into()), ..Query::default() };
         assert_eq!(q.unsupported(List::Runs), Some("run"));
+    }
+
+    #[test]
+    fn a_search_ranks_a_window_then_moves_to_the_next() {
+        let m = vec![(1, 0.5), (2, 0.9), (3, 0.5)];
+        assert_eq!(rank_window(m.clone(), 0, 0, 2), (vec![2, 3], Some(2)), "best first, then newest");
+        assert_eq!(rank_window(m, 0, 2, 2), (vec![1], None));
+        let full: Vec<(u64, f64)> = (0..SEARCH_WINDOW).map(|s| (s, 1.0)).collect();
+        let (seqs, next) = rank_window(full, SEARCH_WINDOW, SEARCH_WINDOW - 1, 5);
+        assert_eq!((seqs.len(), next), (1, Some(2 * SEARCH_WINDOW)), "a full window has a next one");
+        assert_eq!(search_window(2 * SEARCH_WINDOW + 7), (2 * SEARCH_WINDOW, 7));
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod bench;
 mod cli;
 mod config;
 mod crash;
+mod lists;
 mod llm;
 mod mcp;
 mod policy;

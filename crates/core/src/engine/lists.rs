@@ -9,7 +9,7 @@ use crate::Result;
 use crate::lists::ListInput;
 
 impl Engine {
-    /// Runs by last activity, newest first (`GET /v1/runs`, MCP `run_list`, `clutch runs list`).
+    /// Runs by last activity, newest first (each face's list of runs).
     pub async fn list_runs(&self, input: &ListInput) -> Result<Page<RunSummary>> {
         let query = input.query(List::Runs, self.now())?;
         self.inner.log.list_runs(&query).await
@@ -27,7 +27,7 @@ impl Engine {
         self.inner.log.list_tasks(&query).await
     }
 
-    /// Events whose text holds every word of `input.q`, most relevant first, then newest.
+    /// Events whose text holds every word of `input.q`, the newest matches by relevance first.
     pub async fn search(&self, input: &ListInput) -> Result<Page<SearchHit>> {
         let query = input.query(List::Search, self.now())?;
         let text = input.text()?;
@@ -38,8 +38,8 @@ impl Engine {
         SystemTime::UNIX_EPOCH + Duration::from_millis(self.inner.options.clock.now_ms().max(0) as u64)
     }
 
-    /// Drops the lists and the search index and derives them again from the whole log (`POST
-    /// /v1/reindex`, `clutch reindex`); how many events they cover. Reads of the lists wait for it.
+    /// Drops the lists and the search index and derives them again from the whole log (an admin's
+    /// reindex); how many events they cover. Reads of the lists wait for it.
     pub async fn rebuild_lists(&self) -> Result<u64> {
         self.inner.log.rebuild_lists().await
     }

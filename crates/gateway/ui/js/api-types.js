@@ -22,10 +22,10 @@
 //   inbox-view → Inbox
 //   ended-view → Ended
 //   retention-view → Retention
-//   runs-view → Page
-//   threads-view → ThreadsView
-//   tasks-view → TasksView
-//   search-view → SearchView
+//   runs-view → RunSummaryPage
+//   threads-view → ThreadSummaryPage
+//   tasks-view → TaskListingPage
+//   search-view → SearchHitPage
 //   clutch.agent.status.v1 → AgentStatus
 //   clutch.budget.v1 → BudgetNotice
 //   clutch.refusal.v1 → Refusal
@@ -373,14 +373,6 @@
  */
 
 /**
- * A page of a list.
- * @typedef {object} Page
- * @property {number} as_of  The log position the pages of this listing are read at.
- * @property {Array<RunSummary>} items
- * @property {string | null} [next]  Pass as `cursor` for the next page; absent on the last one.
- */
-
-/**
  * `task.progress` `clutch.workflow.plan.v1` on the root: a plan, followed in its batch by one
  * `clutch.workflow.task.v1` request per task.
  * @typedef {object} Plan
@@ -530,6 +522,14 @@
  */
 
 /**
+ * A page of a list.
+ * @typedef {object} RunSummaryPage
+ * @property {number} as_of  The log position the pages of this listing are read at.
+ * @property {Array<RunSummary>} items
+ * @property {string | null} [next]  Pass as `cursor` for the next page; absent on the last one.
+ */
+
+/**
  * A run's tasks as a tree by `parent_task_id`, with counts per state.
  * @typedef {object} RunTasks
  * @property {boolean | null} [budget_exhausted]  The run's budget is spent (absent for a workflow).
@@ -572,7 +572,7 @@
 
 /**
  * A page of a list.
- * @typedef {object} SearchView
+ * @typedef {object} SearchHitPage
  * @property {number} as_of  The log position the pages of this listing are read at.
  * @property {Array<SearchHit>} items
  * @property {string | null} [next]  Pass as `cursor` for the next page; absent on the last one.
@@ -829,6 +829,14 @@
  */
 
 /**
+ * A page of a list.
+ * @typedef {object} TaskListingPage
+ * @property {number} as_of  The log position the pages of this listing are read at.
+ * @property {Array<TaskListing>} items
+ * @property {string | null} [next]  Pass as `cursor` for the next page; absent on the last one.
+ */
+
+/**
  * `task.progress` `clutch.workflow.task_plan.v1`: how the holder means to do the task.
  * @typedef {object} TaskPlan
  * @property {any} plan
@@ -868,14 +876,6 @@
  */
 
 /**
- * A page of a list.
- * @typedef {object} TasksView
- * @property {number} as_of  The log position the pages of this listing are read at.
- * @property {Array<TaskListing>} items
- * @property {string | null} [next]  Pass as `cursor` for the next page; absent on the last one.
- */
-
-/**
  * A thread as its list shows it.
  * @typedef {object} ThreadSummary
  * @property {number} first_seq
@@ -891,7 +891,7 @@
 
 /**
  * A page of a list.
- * @typedef {object} ThreadsView
+ * @typedef {object} ThreadSummaryPage
  * @property {number} as_of  The log position the pages of this listing are read at.
  * @property {Array<ThreadSummary>} items
  * @property {string | null} [next]  Pass as `cursor` for the next page; absent on the last one.

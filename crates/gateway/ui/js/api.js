@@ -1,5 +1,6 @@
-// The HTTP API client: JSON requests, NDJSON replay, the stream URL, and the bearer token, asked for
-// only when the daemon answers 401 and then kept in localStorage and sent on every request.
+// The HTTP API client: JSON requests, NDJSON replay, the pages of the lists, the stream URL, and the
+// bearer token, asked for only when the daemon answers 401 and then kept in localStorage and sent on
+// every request.
 
 import { settings } from './util.js';
 
@@ -25,6 +26,41 @@ export class ApiError extends Error {
     const problems = this.problems.map((p) => `${p.path}: ${p.message}`);
     return [this.message, ...problems, this.hint].filter(Boolean).join(' · ');
   }
+}
+
+/**
+ * What a list or search selects (`ListInput`, the query string of `GET /v1/runs`, `/v1/threads`,
+ * `/v1/tasks` and `/v1/search`): each filter given must match; `cursor` is the previous page's `next`.
+ * @typedef {object} ListQuery
+ * @property {string} [q]           search only: the words to find
+ * @property {string} [state]       runs: active, completed, failed or cancelled; tasks: a task state
+ * @property {string} [agent]
+ * @property {string} [capability]  tasks only
+ * @property {string} [run]
+ * @property {string} [workflow]
+ * @property {string} [parent]      tasks only
+ * @property {string} [thread]
+ * @property {string} [task]        search only
+ * @property {string} [kind]        runs only: chat, task, workflow or session
+ * @property {string} [since]       an RFC 3339 time or an age (`15m`, `2h`, `7d`)
+ * @property {string} [until]
+ * @property {number} [limit]       1 to 200 (50 when absent)
+ * @property {string} [cursor]
+ */
+
+/**
+ * A page of a list (`GET /v1/runs`, `/v1/threads`, `/v1/tasks`, `/v1/search`): `next`, absent on the
+ * last page, is the cursor of the one after; `as_of` the log position every page of it is read at.
+ * @template T
+ * @typedef {{items: T[], next?: string | null, as_of: number}} Page
+ */
+
+/** The query string of a list: the fields set. @param {ListQuery} query */
+function listQuery(query) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== '') q.set(k, String(v));
+  const s = q.toString();
+  return s ? `?${s}` : '';
 }
 
 export class Api {
@@ -145,6 +181,46 @@ export class Api {
     }
   }
 
+  /**
+   * `GET /v1/runs`: a page of runs, newest activity first.
+   * @param {ListQuery} [query]
+   * @param {AbortSignal} [signal]
+   * @returns {Promise<import('./api-types.js').RunSummaryPage>}
+   */
+  runs(query = {}, signal) {
+    return this.json(`/v1/runs${listQuery(query)}`, { signal });
+  }
+
+  /**
+   * `GET /v1/threads`: a page of threads, newest activity first.
+   * @param {ListQuery} [query]
+   * @param {AbortSignal} [signal]
+   * @returns {Promise<import('./api-types.js').ThreadSummaryPage>}
+   */
+  threads(query = {}, signal) {
+    return this.json(`/v1/threads${listQuery(query)}`, { signal });
+  }
+
+  /**
+   * `GET /v1/tasks`: a page of tasks, newest activity first.
+   * @param {ListQuery} [query]
+   * @param {AbortSignal} [signal]
+   * @returns {Promise<import('./api-types.js').TaskListingPage>}
+   */
+  tasks(query = {}, signal) {
+    return this.json(`/v1/tasks${listQuery(query)}`, { signal });
+  }
+
+  /**
+   * `GET /v1/search`: a page of the events whose text has every word of `query.q`, best first.
+   * @param {ListQuery & {q: string}} query
+   * @param {AbortSignal} [signal]
+   * @returns {Promise<import('./api-types.js').SearchHitPage>}
+   */
+  search(query, signal) {
+    return this.json(`/v1/search${listQuery(query)}`, { signal });
+  }
+
   /** `GET /v1/agents`. @returns {Promise<import('./api-types.js').Agent[]>} */
   async agents() {
     /** @type {import('./api-types.js').Agents} */
@@ -163,5 +239,77 @@ export class Api {
     url.searchParams.set('after', String(after));
     if (this.token) url.searchParams.set('access_token', this.token);
     return url.href;
+  }
+}
+
+/**
+ * Pages of a list fetched one after another as the reader asks for more: each from the previous
+ * page's cursor, one request at a time, the items kept in the order the daemon gave them.
+ * @template T
+ */
+export class Pager {
+  /**
+   * @param {(cursor: string | undefined, signal: AbortSignal) => Promise<Page<T>>} fetchPage
+   * @param {() => void} onChange  called when a request starts, and when it ends (items or error)
+   */
+  constructor(fetchPage, onChange) {
+    this.fetchPage = fetchPage;
+    this.onChange = onChange;
+    /** @type {T[]} */
+    this.items = [];
+    /** @type {string | undefined} the cursor of the next page */
+    this.next = undefined;
+    /** The first page has come. */
+    this.started = false;
+    /** The last page has come. */
+    this.done = false;
+    this.loading = false;
+    /** @type {Error | null} why the last request failed */
+    this.error = null;
+    /** The log position the pages are read at (the first page's). */
+    this.asOf = 0;
+    /** @type {AbortController | null} */
+    this.request = null;
+  }
+
+  /** Fetches the next page (the first, when none has come); nothing while one is on its way or after the last. */
+  async more() {
+    if (this.loading || this.done) return;
+    const request = new AbortController();
+    this.request = request;
+    this.loading = true;
+    this.error = null;
+    this.onChange();
+    try {
+      const page = await this.fetchPage(this.started ? this.next : undefined, request.signal);
+      if (this.request !== request) return;
+      if (!this.started) this.asOf = page.as_of;
+      this.started = true;
+      this.items.push(...page.items);
+      this.next = page.next || undefined;
+      this.done = !this.next;
+    } catch (e) {
+      if (this.request !== request) return;
+      this.error = e instanceof Error ? e : new Error(String(e));
+    } finally {
+      if (this.request === request) {
+        this.request = null;
+        this.loading = false;
+        this.onChange();
+      }
+    }
+  }
+
+  /** Forgets every page and drops the request on its way; `more()` starts again from the first page. */
+  reset() {
+    this.request?.abort();
+    this.request = null;
+    this.items = [];
+    this.next = undefined;
+    this.started = false;
+    this.done = false;
+    this.loading = false;
+    this.error = null;
+    this.asOf = 0;
   }
 }

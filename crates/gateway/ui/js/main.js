@@ -1,5 +1,5 @@
 // The app: connects the API, the live stream and the store, lays out the header, sidebar and main
-// area, and shows the view the address asks for. Global keys: `/` filter, `c` compose, `?` help.
+// area, and shows the view the address asks for. Global keys: `/` filter and search, `c` compose, `?` help.
 
 import './components/elements.js';
 import { Api, ApiError } from './api.js';
@@ -104,7 +104,7 @@ class App {
     const floor = Math.max(0, head - this.history);
     this.store.reset(floor);
     this.marks = new ReadMarks(head);
-    this.sidebar = new Sidebar(this.store, this.marks, { onNewThread: () => this.newThread() });
+    this.sidebar = new Sidebar(this.store, this.api, this.marks, { onNewThread: () => this.newThread() });
     this.sidebarSlot.replaceChildren(this.sidebar.el);
     this.store.subscribe((change) => this.markVisibleRead(change.scopes));
     this.stream.start(floor);
@@ -155,7 +155,8 @@ class App {
       // keeps its place.
       const run = this.view instanceof RunView ? this.view : this.view instanceof ReplayView ? this.view.run : null;
       if (run) {
-        if (prev.task !== route.task) run.selectTask(route.task, route.filter);
+        if (prev.task !== route.task) run.selectTask(route.task, route.filter, route.at);
+        else if (route.at && route.at !== prev.at) run.timeline?.goTo(route.at);
         this.sidebar?.setActive(route.id);
         return;
       }
@@ -169,7 +170,7 @@ class App {
         void this.loadHistory('thread', route.id);
         break;
       case 'run':
-        view = new RunView({ store: this.store, api: this.api, runId: route.id, taskId: route.task, filter: route.filter, onFilter, taskHref, runHref: (r) => href.run(r), actions: h('a', { class: 'button', href: href.replay(route.id) }, icon('play'), 'Replay'), footer: this.composer.el });
+        view = new RunView({ store: this.store, api: this.api, runId: route.id, taskId: route.task, filter: route.filter, at: route.at, onFilter, taskHref, runHref: (r) => href.run(r), actions: h('a', { class: 'button', href: href.replay(route.id) }, icon('play'), 'Replay'), footer: this.composer.el });
         void this.loadHistory('run', route.id);
         break;
       case 'tools':
@@ -301,7 +302,7 @@ class App {
 
   help() {
     const keys = [
-      ['/', 'filter threads and runs'],
+      ['/', 'filter threads and runs, search every message'],
       ['f', 'search the timeline in view'],
       ['t', 'focus the timeline; then ↑ ↓ (or j k), PgUp PgDn, Home End, Enter'],
       ['c', 'write in the composer'],

@@ -2,6 +2,7 @@
 //   #/                         everything, with filters (?type=&agent=&task=&q=)
 //   #/thread/ID                a thread's conversation
 //   #/run/ID  #/run/ID/task/T  a run's task tree and timeline, optionally one task's events
+//   #/run/ID?at=SEQ            the same, scrolled to one event (a search result)
 //   #/agents  #/agent/ID       the agents panel, one agent's messages
 //   #/tools                    the tool servers and the calls waiting for approval
 //   #/positions                the positions (teams of agents) and a dialog to start one
@@ -13,6 +14,7 @@
  * @property {string} id
  * @property {string} task
  * @property {import('./types.js').Filter} filter
+ * @property {number} at  the seq of an event to scroll to and mark (a run's), or 0
  */
 
 /** @param {string} [hash] @returns {Route} */
@@ -30,16 +32,17 @@ export function parse(hash = location.hash) {
   switch (view) {
     case 'thread':
     case 'agent':
-      return { view, id, task: '', filter };
+      return { view, id, task: '', filter, at: 0 };
     case 'run':
+      return { view, id, task: sub === 'task' ? task : '', filter, at: Math.max(0, Number(q.get('at')) || 0) };
     case 'replay':
-      return { view, id, task: sub === 'task' ? task : '', filter };
+      return { view, id, task: sub === 'task' ? task : '', filter, at: 0 };
     case 'agents':
     case 'tools':
     case 'positions':
-      return { view, id: '', task: '', filter };
+      return { view, id: '', task: '', filter, at: 0 };
     default:
-      return { view: 'all', id: '', task: '', filter };
+      return { view: 'all', id: '', task: '', filter, at: 0 };
   }
 }
 
@@ -58,6 +61,8 @@ export const href = {
   thread: (id) => `#/thread/${encodeURIComponent(id)}`,
   /** @param {string} id @param {string} [task] */
   run: (id, task) => `#/run/${encodeURIComponent(id)}${task ? `/task/${encodeURIComponent(task)}` : ''}`,
+  /** A run scrolled to one of its events. @param {string} id @param {number} seq */
+  runAt: (id, seq) => `#/run/${encodeURIComponent(id)}?at=${seq}`,
   agents: () => '#/agents',
   tools: () => '#/tools',
   positions: () => '#/positions',

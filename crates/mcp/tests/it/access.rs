@@ -72,7 +72,7 @@ async fn every_tool_decides_who_may_call_it_before_parsing_its_arguments() {
     let client = connect(&format!("{}/mcp", daemon.url), Era::Modern).await;
     let tools = client.list_all_tools().await.unwrap();
     client.cancel().await.unwrap();
-    assert_eq!(tools.len(), 30, "every tool is walked");
+    assert_eq!(tools.len(), 34, "every tool is walked");
     let routers = [true, false].map(|fast_path| {
         let options = clutch_mcp::Options { fast_path, ..Default::default() };
         clutch_mcp::router(daemon.engine.clone(), &options).unwrap()

@@ -12,6 +12,7 @@ mod errors;
 mod fast;
 mod fuzz;
 mod lifecycle;
+mod lists;
 mod origin;
 mod sessions;
 mod tools;

@@ -32,8 +32,12 @@ const WORKER: &[&str] = &[
 ];
 const COORDINATOR_ONLY: &[&str] = &[
     "agent_list",
+    "search",
     "position_invoke",
     "positions_list",
+    "run_list",
+    "task_list",
+    "thread_list",
     "tool_approvals_pending",
     "tool_call_approve",
     "tool_call_deny",
@@ -108,7 +112,8 @@ async fn every_tool_has_strict_described_schemas_and_truthful_annotations() {
     for read in ["workflow_get", "workflow_list", "workflow_progress", "workflow_next_tasks", "task_get"] {
         assert_eq!(hints(read), (json!(true), json!(false), json!(true)), "{read}");
     }
-    for read in ["task_load_context", "checkpoint_list", "task_inbox"] {
+    for read in ["task_load_context", "checkpoint_list", "task_inbox", "run_list", "task_list", "thread_list", "search"]
+    {
         assert_eq!(hints(read), (json!(true), json!(false), json!(true)), "{read}");
     }
     assert_eq!(hints("task_claim"), (json!(false), json!(false), json!(false)));

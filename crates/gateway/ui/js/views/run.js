@@ -22,6 +22,7 @@ export class RunView {
    *   runId: string,
    *   taskId?: string,
    *   filter?: Filter,
+   *   at?: number,
    *   taskHref: (taskId: string, runId: string) => string,
    *   runHref: (runId: string) => string,
    *   onFilter?: (filter: Filter) => void,
@@ -80,7 +81,7 @@ export class RunView {
       for (const id of change.tasks) this.changed.add(id);
       this.schedule();
     });
-    this.selectTask(this.taskId, options.filter);
+    this.selectTask(this.taskId, options.filter, options.at);
     this.refresh();
   }
 
@@ -89,8 +90,13 @@ export class RunView {
     this.timeline?.destroy();
   }
 
-  /** Shows the run's timeline, or one task's. @param {string} taskId @param {Filter} [filter] */
-  selectTask(taskId, filter = {}) {
+  /**
+   * Shows the run's timeline, or one task's; `at`: scrolled to that event.
+   * @param {string} taskId
+   * @param {Filter} [filter]
+   * @param {number} [at]
+   */
+  selectTask(taskId, filter = {}, at = 0) {
     this.taskId = taskId;
     this.structureChanged = true;
     this.timeline?.destroy();
@@ -100,6 +106,7 @@ export class RunView {
       id: taskId || this.runId,
       fold: !taskId,
       filter,
+      at,
       taskHref: this.options.taskHref,
       onFilter: this.options.onFilter,
       empty: taskId ? 'No events for this task yet.' : 'No events in this run yet.',

@@ -25,6 +25,7 @@ import { LIFECYCLE, TYPES, callOf, isTaskEvent, matches, isEmptyFilter } from '.
  * @property {import('../render/events.js').RenderContext['taskHref']} taskHref
  * @property {(filter: Filter) => void} [onFilter]  the filter changed (to keep the address in step)
  * @property {string} [empty]  what to say when there is nothing to show
+ * @property {number} [at]  the seq of an event to scroll to and mark once it is held (a search result)
  */
 
 /** Row height guesses by kind, refined by measurement. */
@@ -45,6 +46,10 @@ export class Timeline {
     /** @type {Change[]} */
     this.pending = [];
     this.ctx = { store: this.store, taskHref: options.taskHref };
+    /** The seq of the event to scroll to once it is held and shown; 0 when none (or done). */
+    this.at = options.at || 0;
+    /** The key of the row marked as the one asked for. */
+    this.target = '';
     this.viewport = h('div', { class: 'timeline-rows', 'aria-label': 'events' });
     this.emptyNote = h('p', { class: 'empty', hidden: true }, options.empty || 'No events yet.');
     this.countEl = h('span', { class: 'muted count', 'aria-live': 'polite' });
@@ -140,6 +145,28 @@ export class Timeline {
     }
     this.list.setRows(rows, { bottom });
     this.updateCount();
+    this.reveal();
+  }
+
+  /** Scrolls to the event at `seq` and marks its row (its card's, when it folds into one). @param {number} seq */
+  goTo(seq) {
+    this.at = seq;
+    this.reveal();
+  }
+
+  /** Scrolls to the row of the event asked for, once it is held and shown (history may bring it later). */
+  reveal() {
+    if (!this.at) return;
+    const e = this.store.bySeq.get(this.at);
+    if (!e) return;
+    const call = callOf(e);
+    const key = [`e:${e.seq}`, `t:${e.task_id}`, call && `c:${call}`].find((k) => k && this.list.indexOf.has(k));
+    if (!key) return;
+    const before = this.target;
+    this.target = key;
+    this.at = 0;
+    this.list.refresh([before, key].filter(Boolean));
+    this.list.scrollToIndex(/** @type {number} */ (this.list.indexOf.get(key)), 'start');
   }
 
   applyPending() {
@@ -171,6 +198,7 @@ export class Timeline {
     this.list.append(rows);
     if (cards.size) this.list.refresh(cards);
     if (rows.length) this.updateCount();
+    if (rows.length) this.reveal();
     if (this.agentList && this.store.bySender.size !== this.agentsKnown) this.fillAgents();
   }
 
@@ -193,6 +221,13 @@ export class Timeline {
 
   /** @param {Row} row */
   renderRow(row) {
+    const el = this.renderContent(row);
+    if (row.key === this.target) el.classList.add('is-target');
+    return el;
+  }
+
+  /** @param {Row} row */
+  renderContent(row) {
     if (row.task) {
       const t = this.store.tasks.get(row.task);
       if (t) return renderTaskCard(t, this.ctx);
