@@ -262,9 +262,27 @@ impl Streamer {
                     return Some((Ok(SseEvent::default().data(body.to_string())), self));
                 }
             };
+            let ending = said.as_ref().is_some_and(|m| {
+                matches!(
+                    m.kind,
+                    MessageType::TaskResult
+                        | MessageType::TaskError
+                        | MessageType::TaskCancel
+                        | MessageType::TaskTimeout
+                )
+            });
             match self.last {
                 // A stream begins with the task.
                 None => self.pending.push_back(wire::task_event_json(&task, self.version)),
+                // An event from before the task ended, read once it had (the stream fell behind):
+                // only what it said, so that the end comes last, with the event that brought it.
+                Some(last) if task.state.is_terminal() && !ending => {
+                    let mut then = task.clone();
+                    then.state = last.0;
+                    then.artifacts.truncate(last.1);
+                    self.pending.extend(changes(&then, said.as_ref(), last, self.version));
+                    continue;
+                }
                 Some(last) => self.pending.extend(changes(&task, said.as_ref(), last, self.version)),
             }
             self.last = Some((task.state, task.artifacts.len()));
