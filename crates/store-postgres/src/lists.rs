@@ -384,13 +384,17 @@ fn bodies<T: Listed>(rows: &[&T]) -> Result<Vec<String>> {
 }
 
 /// A list's row type: where it is stored and which filters it takes.
-trait Listed: Sized + Send {
+trait Listed: Sized + Send + serde::Serialize + serde::de::DeserializeOwned {
     /// Its table.
     const TABLE: &'static str;
     /// Its key, a column of both its table and `events`, which places a row that moved.
     const KEY: &'static str;
-    fn parse(body: &str) -> serde_json::Result<Self>;
-    fn to_json(&self) -> serde_json::Result<String>;
+    fn parse(body: &str) -> serde_json::Result<Self> {
+        serde_json::from_str(body)
+    }
+    fn to_json(&self) -> serde_json::Result<String> {
+        serde_json::to_string(self)
+    }
     /// Adds the conditions of `query`'s filters this list takes, but for the times (every list's).
     fn filters<'a>(query: &'a Query, statement: &mut Statement<'a>);
 }
@@ -398,14 +402,6 @@ trait Listed: Sized + Send {
 impl Listed for RunSummary {
     const TABLE: &'static str = "runs";
     const KEY: &'static str = "run_id";
-
-    fn parse(body: &str) -> serde_json::Result<Self> {
-        serde_json::from_str(body)
-    }
-
-    fn to_json(&self) -> serde_json::Result<String> {
-        serde_json::to_string(self)
-    }
 
     fn filters<'a>(query: &'a Query, statement: &mut Statement<'a>) {
         statement.and(query.state.as_ref(), |p| format!("state = {p}"));
@@ -418,14 +414,6 @@ impl Listed for ThreadSummary {
     const TABLE: &'static str = "threads";
     const KEY: &'static str = "thread_id";
 
-    fn parse(body: &str) -> serde_json::Result<Self> {
-        serde_json::from_str(body)
-    }
-
-    fn to_json(&self) -> serde_json::Result<String> {
-        serde_json::to_string(self)
-    }
-
     fn filters<'a>(query: &'a Query, statement: &mut Statement<'a>) {
         statement.and(query.run_id.as_ref(), |p| format!("run_id = {p}"));
         statement.and(query.agent.as_ref(), |p| format!("(body::jsonb -> 'participants') ? {p}"));
@@ -435,14 +423,6 @@ impl Listed for ThreadSummary {
 impl Listed for TaskListing {
     const TABLE: &'static str = "tasks";
     const KEY: &'static str = "task_id";
-
-    fn parse(body: &str) -> serde_json::Result<Self> {
-        serde_json::from_str(body)
-    }
-
-    fn to_json(&self) -> serde_json::Result<String> {
-        serde_json::to_string(self)
-    }
 
     fn filters<'a>(query: &'a Query, statement: &mut Statement<'a>) {
         statement.and(query.state.as_ref(), |p| format!("state = {p}"));

@@ -82,7 +82,6 @@ pub(crate) fn derive(tx: &Connection, from: u64, to: u64) -> rusqlite::Result<()
         rows.apply(*seq, m);
     }
     let (runs, threads, tasks) = rows.changed();
-    let json = |v: &dyn erased::Json| v.json().map_err(corrupt);
     let mut put = tx.prepare_cached(
         "INSERT OR REPLACE INTO main.runs (run_id, first_seq, last_seq, last_ms, state, kind, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
@@ -138,16 +137,8 @@ pub(crate) fn derive(tx: &Connection, from: u64, to: u64) -> rusqlite::Result<()
     Ok(())
 }
 
-/// Serialising the three row types through one closure.
-mod erased {
-    pub(super) trait Json {
-        fn json(&self) -> serde_json::Result<String>;
-    }
-    impl<T: serde::Serialize> Json for T {
-        fn json(&self) -> serde_json::Result<String> {
-            serde_json::to_string(self)
-        }
-    }
+fn json(row: &impl serde::Serialize) -> rusqlite::Result<String> {
+    serde_json::to_string(row).map_err(corrupt)
 }
 
 fn load<T: DeserializeOwned>(tx: &Connection, sql: &str, ids: &[String]) -> rusqlite::Result<Vec<T>> {
