@@ -198,10 +198,26 @@ async fn drop_schema(cleanup: Option<(String, String)>) {
     }
 }
 
-/// Appends every event; the writer's events/s (time in `append_batch` only, generation aside).
-async fn fill(store: &dyn Backend, args: &ListsArgs, label: &str) -> anyhow::Result<f64> {
+/// What the writer did: events/s (time in `append_batch` only, generation aside), and each append's
+/// time in microseconds.
+struct Filled {
+    rate: f64,
+    appends: Vec<u32>,
+}
+
+impl Filled {
+    /// The appends' p50, p99 and longest, in milliseconds.
+    fn latency(&self) -> (f64, f64, f64) {
+        let s = Summary::new(self.appends.clone(), self.appends.len(), 1.0);
+        (s.p50_ms, s.p99_ms, self.appends.iter().copied().max().unwrap_or(0) as f64 / 1000.0)
+    }
+}
+
+/// Appends every event.
+async fn fill(store: &dyn Backend, args: &ListsArgs, label: &str) -> anyhow::Result<Filled> {
     let mut events = Events::new(args);
     let (mut written, mut writing) = (0u64, Duration::ZERO);
+    let mut appends = Vec::with_capacity((args.events as usize).div_ceil(args.batch.max(1)));
     let started = Instant::now();
     while written < args.events {
         let batch = events.batch(args.batch.min((args.events - written) as usize), args.active)?;
@@ -212,7 +228,9 @@ async fn fill(store: &dyn Backend, args: &ListsArgs, label: &str) -> anyhow::Res
         for outcome in store.append_batch(&batch).await? {
             outcome?;
         }
-        writing += t.elapsed();
+        let took = t.elapsed();
+        writing += took;
+        appends.push(took.as_micros().min(u32::MAX as u128) as u32);
         let before = written;
         written += batch.len() as u64;
         if written / 200_000 != before / 200_000 {
@@ -224,7 +242,7 @@ async fn fill(store: &dyn Backend, args: &ListsArgs, label: &str) -> anyhow::Res
             );
         }
     }
-    Ok(written as f64 / writing.as_secs_f64())
+    Ok(Filled { rate: written as f64 / writing.as_secs_f64(), appends })
 }
 
 pub async fn run(args: ListsArgs) -> anyhow::Result<()> {
@@ -235,11 +253,11 @@ pub async fn run(args: ListsArgs) -> anyhow::Result<()> {
         thousands(args.runs)
     );
     let (off, cleanup_off) = open(&args, false).await?;
-    let rate_off = fill(&*off, &args, "lists off").await?;
+    let filled_off = fill(&*off, &args, "lists off").await?;
     off.close().await;
     drop_schema(cleanup_off).await;
     let (on, cleanup_on) = open(&args, true).await?;
-    let rate_on = fill(&*on, &args, "lists on").await?;
+    let filled_on = fill(&*on, &args, "lists on").await?;
     let lag = on.index_lag();
     let head = on.head().await?;
     let t = Instant::now();
@@ -249,12 +267,14 @@ pub async fn run(args: ListsArgs) -> anyhow::Result<()> {
 
     let daemon = Daemon::start(on.clone()).await?;
     // The engine reacts to what it replayed (tasks whose agents never registered, timers): the
-    // queries start once the log has been still for a second.
+    // queries start once the log has been still for a second and the lists cover all of it, so that
+    // they measure pages of a settled log (a cursor taken while the lists trail pays, on each later
+    // page, for placing every row that moved since).
     let mut still = on.head().await?;
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let now = on.head().await?;
-        if now == still {
+        if now == still && on.list_runs(&probe).await?.as_of >= now {
             break;
         }
         still = now;
@@ -309,8 +329,18 @@ pub async fn run(args: ListsArgs) -> anyhow::Result<()> {
         println!("  {label:<15} p50 {:>6.2} ms   p99 {:>6.2} ms   ({items} items a page)", s.p50_ms, s.p99_ms);
     }
     println!("writer (append_batch of {} events, one at a time), the same events:", args.batch);
-    println!("  lists off  {:>10} events/s", thousands(rate_off as u64));
-    println!("  lists on   {:>10} events/s   ({:.2}× off)", thousands(rate_on as u64), rate_on / rate_off);
+    for (label, filled) in [("lists off", &filled_off), ("lists on", &filled_on)] {
+        let (p50, p99, max) = filled.latency();
+        let ratio = if std::ptr::eq(filled, &filled_on) {
+            format!("   ({:.2}× off)", filled_on.rate / filled_off.rate)
+        } else {
+            String::new()
+        };
+        println!(
+            "  {label:<10} {:>10} events/s   an append p50 {p50:>6.2} ms   p99 {p99:>6.2} ms   max {max:>7.2} ms{ratio}",
+            thousands(filled.rate as u64)
+        );
+    }
     match lag {
         Some(lag) => println!(
             "  the index was {} events behind when the last append returned; caught up {:.2} s later",

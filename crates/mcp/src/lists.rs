@@ -56,7 +56,7 @@ pub(crate) fn tools() -> Vec<Tool> {
             "search",
             "Search the event log",
             "Find events (messages, task requests, results, errors...) whose text holds every word of `q`, \
-             most relevant first among the newest 1,000 matches, then the next 1,000, and so on: each \
+             most relevant first among the newest 500 matches, then the next 500, and so on: each \
              hit with its seq, type, sender, run, thread and task, and a snippet with the matched words \
              between [ and ]. Filters: `run`, `thread`, `task`, `agent` (the sender), `workflow`, \
              `since`/`until`. A page holds `limit` hits (default 50, at most 200); pass `next` back as \

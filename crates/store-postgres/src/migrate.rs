@@ -15,6 +15,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (6, include_str!("../migrations/0006_records.sql")),
     (7, include_str!("../migrations/0007_log_floor.sql")),
     (8, include_str!("../migrations/0008_lists.sql")),
+    (9, include_str!("../migrations/0009_list_filters.sql")),
 ];
 
 pub(crate) enum Error {

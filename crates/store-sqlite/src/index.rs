@@ -255,13 +255,16 @@ fn index_some(conn: &mut Connection, durable: u64) -> rusqlite::Result<u64> {
 /// [`CHUNK_MAX`] per transaction; how far they reach.
 fn derive_lists(conn: &mut Connection, to: u64) -> rusqlite::Result<u64> {
     loop {
-        let tx = conn.transaction()?;
-        let from = crate::lists::upto(&tx)?;
+        // Only this connection moves `lists_upto`, so it is read before the transaction, and the
+        // events outside it (see `lists::events`).
+        let from = crate::lists::upto(conn)?;
         if from >= to {
             return Ok(from);
         }
         let end = to.min(from + CHUNK_MAX);
-        crate::lists::derive(&tx, from, end)?;
+        let events = crate::lists::events(conn, from, end)?;
+        let tx = conn.transaction()?;
+        crate::lists::derive(&tx, &events)?;
         crate::lists::set_upto(&tx, end)?;
         tx.commit()?;
     }

@@ -54,31 +54,36 @@ pub(crate) fn set_upto(conn: &Connection, seq: u64) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE main.lists_upto SET seq = ?1")?.execute([seq as i64]).map(|_| ())
 }
 
-/// Derives the rows of the events in `(from, to]` of the attached log into `main`'s lists.
-pub(crate) fn derive(tx: &Connection, from: u64, to: u64) -> rusqlite::Result<()> {
-    let mut events: Vec<(u64, Message)> = Vec::new();
-    {
-        let mut read =
-            tx.prepare_cached("SELECT seq, body FROM log.events WHERE seq > ?1 AND seq <= ?2 ORDER BY seq")?;
-        let mut rows = read.query(params![from as i64, to as i64])?;
-        while let Some(row) = rows.next()? {
-            let seq = row.get::<_, i64>(0)? as u64;
-            match serde_json::from_str::<Message>(row.get_ref(1)?.as_str()?) {
-                Ok(m) => events.push((seq, m)),
-                Err(e) => tracing::warn!(seq, error = %e, "an event the lists cannot read is left out of them"),
-            }
+/// The events in `(from, to]` of the attached log, parsed. Read in a statement of its own, outside
+/// any transaction: the log's snapshot is held for this read only, never while the rows are folded
+/// and written, because a checkpoint that restarts the log's WAL waits for every reader to leave it,
+/// and holds the log's writer back while it waits.
+pub(crate) fn events(conn: &Connection, from: u64, to: u64) -> rusqlite::Result<Vec<(u64, Message)>> {
+    let mut events = Vec::new();
+    let mut read = conn.prepare_cached("SELECT seq, body FROM log.events WHERE seq > ?1 AND seq <= ?2 ORDER BY seq")?;
+    let mut rows = read.query(params![from as i64, to as i64])?;
+    while let Some(row) = rows.next()? {
+        let seq = row.get::<_, i64>(0)? as u64;
+        match serde_json::from_str::<Message>(row.get_ref(1)?.as_str()?) {
+            Ok(m) => events.push((seq, m)),
+            Err(e) => tracing::warn!(seq, error = %e, "an event the lists cannot read is left out of them"),
         }
     }
+    Ok(events)
+}
+
+/// Derives the rows of `events` (in `seq` order, past what the lists cover) into `main`'s lists.
+pub(crate) fn derive(tx: &Connection, events: &[(u64, Message)]) -> rusqlite::Result<()> {
     if events.is_empty() {
         return Ok(());
     }
-    let (run_ids, thread_ids, task_ids) = lists::touched(&events);
+    let (run_ids, thread_ids, task_ids) = lists::touched(events);
     let mut rows = Rows::new(
         load(tx, "SELECT body FROM main.runs WHERE run_id = ?1", &run_ids)?,
         load(tx, "SELECT body FROM main.threads WHERE thread_id = ?1", &thread_ids)?,
         load(tx, "SELECT body FROM main.tasks WHERE task_id = ?1", &task_ids)?,
     );
-    for (seq, m) in &events {
+    for (seq, m) in events {
         rows.apply(*seq, m);
     }
     let (runs, threads, tasks) = rows.changed();
@@ -272,18 +277,21 @@ fn page<T: DeserializeOwned>(c: &Connection, table: &Table, w: Where, q: &Query)
         .prepare_cached(&sql)?
         .query_map(rusqlite::params_from_iter(values), |r| Ok((r.get::<_, i64>(0)? as u64, body(r, 1)?)))?
         .collect::<rusqlite::Result<Vec<(u64, T)>>>()?;
-    let mut values = vec![Value::Integer(as_of as i64), Value::Integer(as_of as i64)];
+    // The rows that moved since `as_of`, each placed by its key's last event at or before it: only
+    // the page's worth placed nearest below the cursor can be on the page, so only theirs are read.
+    let mut values = vec![Value::Integer(as_of as i64), Value::Integer(as_of as i64), Value::Integer(as_of as i64)];
     values.extend(w.values);
-    let sql = format!("SELECT {key}, body FROM idx.{name} WHERE last_seq > ? AND first_seq <= ?{}", w.sql);
-    let mut place = tx.prepare_cached(&format!("SELECT max(seq) FROM idx.{by} WHERE key = ?1 AND seq <= ?2"))?;
-    let mut moved = Vec::new();
-    let mut stmt = tx.prepare_cached(&sql)?;
-    let mut rows = stmt.query(rusqlite::params_from_iter(values))?;
-    while let Some(r) = rows.next()? {
-        let id: String = r.get(0)?;
-        let at = place.query_row(params![id, as_of as i64], |r| r.get::<_, Option<i64>>(0))?;
-        moved.push((at.map(|n| n as u64), body(r, 1)?));
-    }
+    values.push(Value::Integer(before.min(i64::MAX as u64) as i64));
+    values.push(Value::Integer(limit as i64 + 1));
+    let sql = format!(
+        "SELECT placed, body FROM (SELECT (SELECT max(b.seq) FROM idx.{by} b WHERE b.key = l.{key} AND b.seq <= ?) AS placed, \
+         l.body FROM idx.{name} l WHERE l.last_seq > ? AND l.first_seq <= ?{}) WHERE placed < ? ORDER BY placed DESC LIMIT ?",
+        w.sql
+    );
+    let moved = tx
+        .prepare_cached(&sql)?
+        .query_map(rusqlite::params_from_iter(values), |r| Ok((r.get::<_, i64>(0)? as u64, body(r, 1)?)))?
+        .collect::<rusqlite::Result<Vec<(u64, T)>>>()?;
     Ok(merge_page(fresh, moved, as_of, before, limit))
 }
 

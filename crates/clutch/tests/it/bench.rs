@@ -49,7 +49,18 @@ fn bench_a2a_answers_every_message_with_a_completed_task() {
     // A round trip and a throughput line each for the daemon and the axum ceiling; no SDK.
     assert_eq!((lines("clutch "), lines("axum "), lines("a2a-sdk ")), (3, 2, 0), "{out:?}");
     assert!(out.stdout.contains("the a2a-sdk not measured (--no-sdk)"), "{out:?}");
-    assert!(!out.stdout.contains(" 0 calls/s"), "{out:?}");
+    // Each measurement of the daemon counted answered calls ("(N in S s)"); a machine loaded by the
+    // other tests may slow them below one a second, but the bench exits non-zero on any answer
+    // that is not a completed task.
+    let counted: Vec<u64> = out
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("clutch ") && l.contains("calls/s"))
+        .filter_map(|l| {
+            l.split('(').find_map(|part| part.split_once(" in ").and_then(|(n, _)| n.replace(',', "").parse().ok()))
+        })
+        .collect();
+    assert!(counted.len() == 2 && counted.iter().all(|n| *n > 0), "{counted:?} {out:?}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{out:?}");
 }
 
