@@ -2,9 +2,9 @@
 //! the schema, derived from the log behind the appends, which never wait for them: a task of the
 //! store's own follows the log (woken by its appends, at most every 250 ms, and every 250 ms for
 //! other stores' appends), and every list or search first derives what it has not reached yet, so
-//! that it reflects every event appended before it was asked for. Each chunk of events is derived in one transaction under
-//! an advisory lock of its own, so stores sharing a schema take turns and the lists always cover
-//! exactly the events up to `lists_upto`.
+//! that it reflects every event appended before it was asked for. Each chunk of events is derived
+//! in one transaction under an advisory lock of its own, so stores sharing a schema take turns and
+//! the lists always cover exactly the events up to `lists_upto`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -142,7 +142,7 @@ impl Lists {
         let _turn = self.shared.turn.lock().await;
         let mut client = pooled(&self.shared.pool).await?;
         let tx = client.build_transaction().isolation_level(IsolationLevel::ReadCommitted).start().await.map_err(db)?;
-        lock(&tx, self.shared.lock_key).await?;
+        begin_derivation(&tx, self.shared.lock_key).await?;
         tx.batch_execute(sql::EMPTY).await.map_err(db)?;
         let mut upto = 0;
         loop {
@@ -155,7 +155,9 @@ impl Lists {
         let count = tx.prepare_cached(sql::COUNT).await.map_err(db)?;
         let covered: i64 = column(&tx.query_one(&count, &[&int(upto)]).await.map_err(db)?, 0)?;
         tx.commit().await.map_err(db)?;
-        analyze(&client).await?;
+        if let Err(error) = analyze(&client).await {
+            tracing::warn!(error = %error, "refreshing the lists' statistics after the rebuild failed");
+        }
         tracing::info!(events = covered, upto, "rebuilt the lists and the search index");
         Ok(u64::try_from(covered).unwrap_or(0))
     }
@@ -213,7 +215,7 @@ impl Shared {
         while upto < head {
             let tx =
                 client.build_transaction().isolation_level(IsolationLevel::ReadCommitted).start().await.map_err(db)?;
-            lock(&tx, self.lock_key).await?;
+            begin_derivation(&tx, self.lock_key).await?;
             let (reached, read) = derive(&tx).await?;
             tx.commit().await.map_err(db)?;
             upto = reached;
@@ -280,7 +282,7 @@ async fn follow(shared: Arc<Shared>) {
 /// lose the last derivations whole (derived again at the next start), never half of one; while a
 /// derivation's flush per append (the follower is woken by each) doubled the flushes the log's
 /// writer competes with.
-async fn lock(tx: &Transaction<'_>, lock_key: i32) -> Result<()> {
+async fn begin_derivation(tx: &Transaction<'_>, lock_key: i32) -> Result<()> {
     let stmt = tx.prepare_cached(sql::LOCK).await.map_err(db)?;
     tx.execute(&stmt, &[&LISTS_LOCK_CLASS, &lock_key]).await.map_err(db)?;
     tx.batch_execute("SET LOCAL synchronous_commit = off").await.map_err(db)?;
