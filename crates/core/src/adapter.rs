@@ -10,8 +10,10 @@
 //! makes the call, and the answer (`tool.result` or `tool.error`, to the caller) after. After a
 //! crash, a call with a note and no answer may have run: it is answered `TOOL_IN_DOUBT` and never
 //! made again, unless its adapter says it is safe to repeat (a read-only or idempotent tool), when
-//! it is made once more. A call without a note was never made, and is made. Each note and answer
-//! carries an idempotency key, so the log holds one of each whatever the retries.
+//! it is made once more. A call without a note was never made, and is made. A call safe to repeat
+//! needs no note first (a crash makes it again either way): its note goes with its answer, or is
+//! stored while it runs when it runs long. Each note and answer carries an idempotency key, so the
+//! log holds one of each whatever the retries.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
@@ -516,18 +518,29 @@ impl Ctx {
         }
     }
 
-    /// Makes a call of a read-only or idempotent tool, noting its start at the same time instead of
-    /// first: if the daemon stops before the answer, the next start makes it again, which such a
-    /// tool allows, so the note only tells observers and need not be durable before the call.
+    /// Makes a call of a read-only or idempotent tool without noting its start first: if the daemon
+    /// stops before the answer, the next start makes it again, which such a tool allows, so the note
+    /// only tells observers. A call answered within [`NOTE_AFTER`] is stored with its note in one
+    /// commit (one flush on the call's path instead of two back to back); a slower one's note is
+    /// stored as soon as that time is up, so observers see it under way.
     async fn make_repeatable(self, adapter: Arc<dyn Adapter>, call: Message, seq: u64) -> u64 {
         let Ok(_permit) = self.permits.clone().acquire_owned().await else { return 0 };
         let began = Instant::now();
-        let (noted, answer) =
-            tokio::join!(self.log.append_one(started_note(&call, adapter.name(), 1)), adapter.outbound(&call));
-        if let Err(e) = noted {
-            tracing::warn!(call_id = %call.id, error = %e, "cannot note a tool call as started");
-        }
-        append_answer(&self.log, &call, answer, began.elapsed().as_millis() as u64).await;
+        let note = started_note(&call, adapter.name(), 1);
+        let outbound = adapter.outbound(&call);
+        tokio::pin!(outbound);
+        let (answer, note) = tokio::select! {
+            answer = &mut outbound => (answer, Some(note)),
+            () = tokio::time::sleep(NOTE_AFTER) => {
+                let (noted, answer) = tokio::join!(self.log.append_one(note), outbound);
+                if let Err(e) = noted {
+                    tracing::warn!(call_id = %call.id, error = %e, "cannot note a tool call as started");
+                }
+                (answer, None)
+            }
+        };
+        let answer = answer_message(&self.log, &call, answer, began.elapsed().as_millis() as u64).await;
+        store_answer(&self.log, &call, note.into_iter().chain([answer]).collect()).await;
         seq
     }
 
@@ -605,6 +618,10 @@ fn started_note(call: &Message, adapter: &str, attempt: u32) -> Message {
     m
 }
 
+/// How long a read-only or idempotent call runs before its start is noted on its own; a quicker
+/// call's note is stored with its answer.
+const NOTE_AFTER: Duration = Duration::from_millis(20);
+
 /// A content block larger than this (as JSON) is stored as an artifact and replaced by a reference.
 pub const INLINE_MAX: usize = 32 * 1024;
 
@@ -660,6 +677,24 @@ async fn offload(log: &Handle, tool: &str, content: Vec<Value>) -> (Vec<Value>, 
 
 /// Stores the answer to `call` (to its caller); one per call, whatever the retries.
 async fn append_answer(log: &Handle, call: &Message, answer: Answer, duration_ms: u64) {
+    let answer = answer_message(log, call, answer, duration_ms).await;
+    store_answer(log, call, vec![answer]).await;
+}
+
+/// Appends `messages` (the answer to `call`, after its note when they go together), in one commit.
+async fn store_answer(log: &Handle, call: &Message, messages: Vec<Message>) {
+    let stored = match log.append(messages).await {
+        Ok(outcomes) => outcomes.into_iter().find_map(Result::err),
+        Err(e) => Some(e),
+    };
+    if let Some(e) = stored {
+        tracing::warn!(call_id = %call.id, error = %e, "cannot store a tool call's answer");
+    }
+}
+
+/// The answer to `call` as a message to its caller: one per call (its idempotency key), whatever the
+/// retries; large content blocks stored as artifacts first.
+async fn answer_message(log: &Handle, call: &Message, answer: Answer, duration_ms: u64) -> Message {
     let tool = tool_of(call);
     let mut m = match answer {
         Answer::Result { content, structured_content } => {
@@ -684,7 +719,5 @@ async fn append_answer(log: &Handle, call: &Message, answer: Answer, duration_ms
     };
     m.to = vec![Recipient { agent_id: call.from.agent_id.clone() }];
     m.idempotency_key = Some(format!("clutch:tool-answer:{}", call.id));
-    if let Err(e) = log.append_one(m).await {
-        tracing::warn!(call_id = %call.id, error = %e, "cannot store a tool call's answer");
-    }
+    m
 }

@@ -128,7 +128,7 @@ async fn calls_run_on_a_real_mcp_server_and_answer_in_the_log() {
     assert!(echo.annotations.read_only && echo.annotations.idempotent, "{echo:?}");
     assert_eq!(echo.input_schema["required"], json!(["message"]));
 
-    // Success: the content blocks as the tool gave them, to the caller, after a durable start note.
+    // Success: the content blocks as the tool gave them, to the caller, after a start note.
     let (call, task) = d.call("agent:ken", "mcp:everything/echo", json!({"message": "hello"})).await.unwrap();
     let (answer, events) = d.answer(&task).await;
     assert_eq!(answer["type"], "tool.result", "{answer}");
@@ -148,6 +148,9 @@ async fn calls_run_on_a_real_mcp_server_and_answer_in_the_log() {
         events[1]["payload"],
         json!({"tool": "mcp:everything/echo", "call_id": call, "adapter": "mcp", "attempt": 1})
     );
+    // A quick call of a read-only tool: its note is stored with its answer, in one append.
+    let seq = |e: &Value| e["seq"].as_u64().expect("events carry their seq");
+    assert_eq!(seq(&events[2]), seq(&events[1]) + 1, "{events:?}");
 
     // Structured content is kept.
     let (_, task) =
