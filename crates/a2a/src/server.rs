@@ -539,6 +539,9 @@ impl Face {
         };
         // Listening before it is stored: the end cannot slip by unseen.
         let message = message_of(params)?;
+        // A new task's every event comes through the subscription, so it is shown from them, without
+        // reading the log; a task the message continues began before it.
+        let new_task = message.task_id.is_none();
         let task = message.task_id.clone().unwrap_or_else(|| id::generate(Kind::Task));
         let mut events = if blocking {
             let filter = Filter { task_id: Some(task.clone()), ..Filter::default() };
@@ -548,30 +551,44 @@ impl Face {
         };
         self.store(version, params, message, who, &task).await?;
         let mut ended = None;
+        // The task's events as the subscription brought them, while it brought every one.
+        let mut seen: Option<Vec<Envelope>> = new_task.then(Vec::new);
         if let Some(events) = &mut events {
             // Until it ends, or stops for the client (input or authentication needed). Every change
-            // comes as an event on the task (subscribed before it was stored), so the task is read
-            // again only after one that can end or stop it: not its request, routing or accept.
+            // comes as an event on the task (subscribed before it was stored), so the task is
+            // looked at again only after one that can end or stop it: not its request, routing or
+            // accept.
             let deadline = Instant::now() + self.options.blocking_wait;
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
                 match tokio::time::timeout(left, events.next()).await {
                     Ok(Ok(event)) => {
-                        let moves = !event.message().is_ok_and(|m| {
+                        let message = event.message().ok();
+                        let moves = !message.as_ref().is_some_and(|m| {
                             matches!(
                                 m.kind,
                                 MessageType::TaskRequest | MessageType::TaskAccept | MessageType::RoutingDecision
                             )
                         });
+                        match (&mut seen, message) {
+                            (Some(seen), Some(m)) => seen.push(m),
+                            (s, _) => *s = None,
+                        }
                         if moves {
-                            let now = self.task(&task, history_length(params)).await?;
+                            let now = match &seen {
+                                Some(seen) => self.task_from(&task, seen, history_length(params)).await?,
+                                None => self.task(&task, history_length(params)).await?,
+                            };
                             if now.state.ends_stream() {
                                 ended = Some(now);
                                 break;
                             }
                         }
                     }
-                    Ok(Err(_)) | Err(_) => break,
+                    Ok(Err(_)) | Err(_) => {
+                        seen = None;
+                        break;
+                    }
                 }
             }
         }
@@ -582,7 +599,7 @@ impl Face {
         // An agent that answered with a message, not a task: the client is answered so.
         if blocking
             && shown.state == A2aState::Completed
-            && let Some(reply) = self.message_reply(&task, &shown.context_id).await
+            && let Some(reply) = self.message_reply(&task, seen.as_deref(), &shown.context_id).await
         {
             let reply = wire::message_json(&reply, version);
             return Ok(match version {
@@ -598,13 +615,19 @@ impl Face {
     }
 
     /// The message the agent of `task` answered with instead of a task: its result's
-    /// `a2a.message` (an A2A message), said in context `context`.
-    async fn message_reply(&self, task: &str, context: &str) -> Option<wire::Message> {
-        let end = self.engine.task_end(task).await.ok()??;
-        if end.kind != MessageType::TaskResult {
+    /// `a2a.message` (an A2A message), said in context `context`. Its end is read from the log,
+    /// unless `seen` holds the task's events.
+    async fn message_reply(&self, task: &str, seen: Option<&[Envelope]>, context: &str) -> Option<wire::Message> {
+        let (kind, payload) = match seen {
+            Some(seen) => {
+                seen.iter().rev().find(|m| ends(m.kind)).map(|m| (m.kind, Value::Object(m.payload.clone())))?
+            }
+            None => self.engine.task_end(task).await.ok()?.map(|end| (end.kind, end.payload))?,
+        };
+        if kind != MessageType::TaskResult {
             return None;
         }
-        let mut reply = wire::read_message(end.payload.get(PAYLOAD_KEY)?.get("message")?).ok()?;
+        let mut reply = wire::read_message(payload.get(PAYLOAD_KEY)?.get("message")?).ok()?;
         reply.role = Role::Agent;
         reply.context_id = Some(context.to_owned());
         reply.task_id = None;
@@ -832,12 +855,6 @@ impl Face {
     /// events: its state (waiting for input while the agent's last progress asks for it and no reply
     /// came since), the A2A messages exchanged (its history), and the message that ended it.
     pub(crate) async fn task(&self, id: &str, history: Option<usize>) -> Result<wire::Task, RpcError> {
-        let view = self
-            .engine
-            .find_task(id)
-            .await
-            .map_err(|e| RpcError::internal(e.to_string()))?
-            .ok_or_else(|| RpcError::task_not_found(id))?;
         let filter = Filter { task_id: Some(id.to_owned()), ..Filter::default() };
         let mut events = Vec::new();
         let mut after = 0;
@@ -851,6 +868,17 @@ impl Face {
                 break;
             }
         }
+        self.task_from(id, &events, history).await
+    }
+
+    /// The A2A task of Clutch task `id` from `events`, all of its events the log shows, in order.
+    async fn task_from(&self, id: &str, events: &[Envelope], history: Option<usize>) -> Result<wire::Task, RpcError> {
+        let view = self
+            .engine
+            .find_task(id)
+            .await
+            .map_err(|e| RpcError::internal(e.to_string()))?
+            .ok_or_else(|| RpcError::task_not_found(id))?;
         let request = events
             .iter()
             .find(|m| m.kind == MessageType::TaskRequest && m.from.agent_id != ORCHESTRATOR)
@@ -870,7 +898,7 @@ impl Face {
             origin.get("message").and_then(|m| wire::read_message(m).ok()).into_iter().collect();
         let mut waiting: Option<(A2aState, wire::Message)> = None;
         let mut end: Option<&Envelope> = None;
-        for m in &events {
+        for m in events {
             match m.kind {
                 MessageType::ChatMessage => {
                     if let Some(reply) = m
@@ -899,12 +927,7 @@ impl Face {
                         (state, said)
                     });
                 }
-                MessageType::TaskResult
-                | MessageType::TaskError
-                | MessageType::TaskTimeout
-                | MessageType::TaskCancel => {
-                    end = Some(m);
-                }
+                kind if ends(kind) => end = Some(m),
                 _ => {}
             }
         }
@@ -990,6 +1013,14 @@ impl Face {
             metadata,
         })
     }
+}
+
+/// Whether an event of `kind` ends its task.
+fn ends(kind: MessageType) -> bool {
+    matches!(
+        kind,
+        MessageType::TaskResult | MessageType::TaskError | MessageType::TaskTimeout | MessageType::TaskCancel
+    )
 }
 
 /// The request's message, a client's.

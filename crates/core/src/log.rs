@@ -608,9 +608,12 @@ impl Handle {
     /// of the past), then live ones, with no gap and no repeat.
     pub async fn subscribe(&self, filter: Filter, after: Option<u64>) -> Result<Subscription> {
         let receiver = self.bus.subscribe(&filter);
-        let after = match after {
-            Some(a) => a,
-            None => self.head().await?,
+        // The visible head, once the writer has set it: every visible event is durable, so the
+        // store's head is never below it, and `head()` would cost a query per subscription.
+        let after = match (after, self.visible()) {
+            (Some(a), _) => a,
+            (None, visible) if visible != u64::MAX => visible,
+            (None, _) => self.head().await?,
         };
         Ok(Subscription::new(
             self.backend.clone(),

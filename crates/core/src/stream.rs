@@ -133,6 +133,9 @@ impl Subscription {
         after: u64,
     ) -> Subscription {
         metrics.subscribers.fetch_add(1, Ordering::Relaxed);
+        // Nothing to catch up on from the visible head: the receiver, subscribed before the head
+        // was read, gets every later event.
+        let catching_up = visible.load(Ordering::Acquire) > after;
         Subscription {
             backend,
             visible,
@@ -142,7 +145,7 @@ impl Subscription {
             filter,
             last: after,
             buffer: VecDeque::new(),
-            catching_up: true,
+            catching_up,
             live_ok: false,
         }
     }

@@ -371,6 +371,11 @@ pub(crate) fn asker_works(engine: Engine, log: clutch_core::Handle) -> tokio::ta
         let mut asked: Vec<String> = Vec::new();
         loop {
             let Ok(inbox) = engine.inbox("agent:asker", Duration::from_secs(5)).await else { return };
+            // The inbox answers at once while a task it asked about waits for its answer: a pause
+            // keeps this loop from holding a worker thread.
+            if inbox.tasks.iter().all(|item| asked.contains(&item.task.task_id)) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
             for item in inbox.tasks {
                 let task = item.task.task_id.clone();
                 if asked.contains(&task) {
