@@ -262,15 +262,7 @@ impl Streamer {
                     return Some((Ok(SseEvent::default().data(body.to_string())), self));
                 }
             };
-            let ending = said.as_ref().is_some_and(|m| {
-                matches!(
-                    m.kind,
-                    MessageType::TaskResult
-                        | MessageType::TaskError
-                        | MessageType::TaskCancel
-                        | MessageType::TaskTimeout
-                )
-            });
+            let ending = said.as_ref().is_some_and(|m| ends(m.kind));
             match self.last {
                 // A stream begins with the task.
                 None => self.pending.push_back(wire::task_event_json(&task, self.version)),
