@@ -9,8 +9,9 @@
 //! others); the daemon's endpoint keeps no session, so it sends nothing unasked. stdout carries
 //! protocol messages only; anything else goes to the log (stderr).
 
+use std::borrow::Cow;
 use std::os::fd::AsFd;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -18,12 +19,14 @@ use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use axum::http::{Method, Request, Response, Uri};
 use clutch_core::Refusal;
 use clutch_proto::ErrorCode;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::Profile;
@@ -40,8 +43,6 @@ pub struct Options {
     pub profile: Profile,
 }
 
-/// The request metadata key that names a request's protocol version (2026-07-28).
-const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// How SEP-2243 marks a header value carried in Base64.
 const BASE64_PREFIX: &str = "=?base64?";
 
@@ -60,32 +61,25 @@ pub async fn run(options: Options) -> Result<()> {
     if let Err(Unanswered::Connect(_)) = daemon.send(daemon.request(Method::GET, "/healthz", Bytes::new())).await {
         return Err(Error::NoDaemon { url: base });
     }
-    let bridge = Arc::new(Bridge {
-        daemon,
-        endpoint: path,
-        base,
-        settled: Mutex::new(None),
-        out: tokio::sync::Mutex::new(stdout()),
-    });
+    let bridge =
+        Bridge { daemon, endpoint: path, base, settled: Mutex::new(None), out: tokio::sync::Mutex::new(stdout()) };
     tracing::info!(url = %bridge.base, profile = %options.profile, "serving MCP on stdio");
     let mut lines = BufReader::new(stdin()).lines();
-    let mut forwarding = tokio::task::JoinSet::new();
-    loop {
-        let line = match lines.next_line().await {
-            Ok(Some(line)) => line,
-            Ok(None) => break,
-            Err(e) => return Err(Error::Stdio(e.to_string())),
-        };
-        if line.trim().is_empty() {
-            continue;
+    // The lines in flight, forwarded concurrently on this one thread: no task to spawn for each.
+    let mut forwarding = FuturesUnordered::new();
+    let mut open = true;
+    while open || !forwarding.is_empty() {
+        tokio::select! {
+            line = lines.next_line(), if open => match line {
+                Ok(Some(line)) if line.trim().is_empty() => {}
+                Ok(Some(line)) => forwarding.push(bridge.forward(line)),
+                // stdin closed: the answers still due are written before leaving.
+                Ok(None) => open = false,
+                Err(e) => return Err(Error::Stdio(e.to_string())),
+            },
+            Some(()) = forwarding.next(), if !forwarding.is_empty() => {}
         }
-        let bridge = bridge.clone();
-        forwarding.spawn(async move { bridge.forward(line).await });
-        // Finished ones are reaped as they go, so the set stays the size of what is in flight.
-        while forwarding.try_join_next().is_some() {}
     }
-    // stdin closed: the answers still due are written before leaving.
-    while forwarding.join_next().await.is_some() {}
     tracing::debug!("stdio closed");
     Ok(())
 }
@@ -205,61 +199,40 @@ impl Daemon {
     }
 }
 
-/// What the bridge reads of a message: enough to set its headers.
+/// What the bridge reads of a message: enough to set its headers. The rest of the line (the
+/// arguments, the other `_meta` keys) is skipped over, not built.
 #[derive(Deserialize)]
-struct Head {
+struct Head<'a> {
     #[serde(default)]
     id: Option<Value>,
-    #[serde(default)]
-    method: Option<String>,
-    #[serde(default)]
-    params: Option<HeadParams>,
+    #[serde(default, borrow)]
+    method: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    params: Option<HeadParams<'a>>,
 }
 
 #[derive(Deserialize)]
-struct HeadParams {
+struct HeadParams<'a> {
     #[serde(default)]
     name: Option<Value>,
     #[serde(default)]
     uri: Option<Value>,
-    #[serde(default, rename = "_meta")]
-    meta: Option<Map<String, Value>>,
+    #[serde(default, rename = "_meta", borrow)]
+    meta: Option<HeadMeta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct HeadMeta<'a> {
+    #[serde(default, rename = "io.modelcontextprotocol/protocolVersion", borrow)]
+    version: Option<Cow<'a, str>>,
 }
 
 impl Bridge {
     /// Posts one line and writes back what the daemon answers.
     async fn forward(&self, line: String) {
-        let head: Option<Head> = serde_json::from_str(&line).ok();
-        let id = head.as_ref().and_then(|h| h.id.clone());
-        let method = head.as_ref().and_then(|h| h.method.clone());
+        let (id, method, headers) = self.headers(&line);
         let mut request = self.daemon.request(Method::POST, self.endpoint, Bytes::from(line));
-        let headers = request.headers_mut();
-        if let (Some(head), Some(method)) = (&head, &method) {
-            let params = head.params.as_ref();
-            let version = params
-                .and_then(|p| p.meta.as_ref())
-                .and_then(|m| m.get(META_VERSION))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .or_else(|| self.settled.lock().unwrap_or_else(|e| e.into_inner()).clone());
-            let mut put = |name: &'static str, value: &str| {
-                if let Ok(value) = HeaderValue::from_str(value) {
-                    headers.insert(HeaderName::from_static(name), value);
-                }
-            };
-            if let Some(version) = version.filter(|_| method != "initialize") {
-                put("mcp-protocol-version", &version);
-            }
-            put("mcp-method", &header_value(method));
-            let name = match method.as_str() {
-                "tools/call" | "prompts/get" => params.and_then(|p| p.name.as_ref()),
-                "resources/read" => params.and_then(|p| p.uri.as_ref()),
-                _ => None,
-            };
-            if let Some(name) = name.and_then(Value::as_str) {
-                put("mcp-name", &header_value(name));
-            }
-        }
+        request.headers_mut().extend(headers);
         let (response, connection) = match self.daemon.send(request).await {
             Ok(sent) => sent,
             Err(e) => return self.unreachable(id, method.as_deref(), &e.to_string()).await,
@@ -302,6 +275,37 @@ impl Bridge {
             self.write(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": message}}).to_string())
                 .await;
         }
+    }
+
+    /// What `line` says of itself: its id, its method and the headers an HTTP client would send
+    /// with it (none when it is not a JSON-RPC request or notification: the daemon answers it).
+    fn headers(&self, line: &str) -> (Option<Value>, Option<String>, HeaderMap) {
+        let mut headers = HeaderMap::new();
+        let Ok(head) = serde_json::from_str::<Head>(line) else { return (None, None, headers) };
+        let Some(method) = head.method else { return (head.id, None, headers) };
+        let params = head.params.as_ref();
+        let version = match params.and_then(|p| p.meta.as_ref()).and_then(|m| m.version.as_deref()) {
+            Some(version) => Some(version.to_owned()),
+            None => self.settled.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        };
+        let mut put = |name: &'static str, value: &str| {
+            if let Ok(value) = HeaderValue::from_str(value) {
+                headers.insert(HeaderName::from_static(name), value);
+            }
+        };
+        if let Some(version) = version.filter(|_| method != "initialize") {
+            put("mcp-protocol-version", &version);
+        }
+        put("mcp-method", &header_value(&method));
+        let name = match &*method {
+            "tools/call" | "prompts/get" => params.and_then(|p| p.name.as_ref()),
+            "resources/read" => params.and_then(|p| p.uri.as_ref()),
+            _ => None,
+        };
+        if let Some(name) = name.and_then(Value::as_str) {
+            put("mcp-name", &header_value(name));
+        }
+        (head.id, Some(method.into_owned()), headers)
     }
 
     /// Writes one answer; an `initialize` result settles the version of the requests after it.
