@@ -4,8 +4,10 @@ stdio bridge (`clutch mcp`). Run as `python -c` by the bench, which reads the da
 measured phase; this driver says on stdout when it starts and ends, one JSON object per line:
 
   {"phase": "start"}                            the clients are connected: the measurement begins
-  {"phase": "end", "ops": N, "cpu": S, ...}     the measured operations and this process's CPU seconds
-  {"phase": "closed", "children_cpu": S}         after the sessions closed: the bridges' CPU seconds
+  {"phase": "end", "ops": N, "cpu": S, ...}     the measured operations, this process's CPU seconds and
+                                                its bridges' in the phase (`bridges_cpu`, from /proc)
+  {"phase": "closed", "children_cpu": S}         after the sessions closed: the bridges' CPU seconds, from
+                                                their start to their exit
 
 Modes: `calls` (each client loops `tools/call agent_heartbeat` for --duration seconds) and
 `workflow` (each agent loops workflow_next_tasks -> task_claim -> task_update_status in_progress ->
@@ -16,6 +18,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import resource
 import sys
 import time
@@ -31,6 +34,22 @@ def say(**fields):
 def cpu():
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def bridges_cpu():
+    """The CPU seconds of this process's children (the stdio bridges) so far: the time on a CPU of each
+    of their threads, in nanoseconds (/proc/PID/task/TID/schedstat), where /proc/PID/stat counts whole
+    clock ticks."""
+    total = 0
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            pids = f.read().split()
+        for pid in pids:
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                for thread in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{thread}/schedstat") as stat:
+                        total += int(stat.read().split()[0])
+    return total / 1e9
 
 
 def structured(result, tool):
@@ -50,7 +69,7 @@ async def register(clients, names):
 async def calls(clients, names, duration):
     await register(clients, names)
     say(phase="start")
-    start = cpu()
+    start, bridges = cpu(), bridges_cpu()
     until = time.monotonic() + duration
 
     async def loop(client, name):
@@ -61,13 +80,13 @@ async def calls(clients, names, duration):
         return n
 
     ops = sum(await asyncio.gather(*(loop(c, n) for c, n in zip(clients, names))))
-    say(phase="end", ops=ops, cpu=cpu() - start)
+    say(phase="end", ops=ops, cpu=cpu() - start, bridges_cpu=bridges_cpu() - bridges)
 
 
 async def workflow(clients, names, workflow_id):
     await register(clients, names)
     say(phase="start")
-    start = cpu()
+    start, bridges = cpu(), bridges_cpu()
 
     async def loop(index, client, name):
         done = lost = 0
@@ -101,7 +120,10 @@ async def workflow(clients, names, workflow_id):
             done += 1
 
     tallies = await asyncio.gather(*(loop(i, c, n) for i, (c, n) in enumerate(zip(clients, names))))
-    say(phase="end", ops=sum(d for d, _ in tallies), lost=sum(l for _, l in tallies), cpu=cpu() - start)
+    say(
+        phase="end", ops=sum(d for d, _ in tallies), lost=sum(l for _, l in tallies), cpu=cpu() - start,
+        bridges_cpu=bridges_cpu() - bridges,
+    )
 
 
 async def main():

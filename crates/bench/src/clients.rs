@@ -5,7 +5,7 @@
 //! requests. Two loads each: `tools/call agent_heartbeat` from N clients for a while, and M agents
 //! working a planned workflow (next → claim → begin → checkpoint → complete per task). The
 //! daemon's CPU is read from `/proc` around each measured phase; the SDK driver reports its own CPU
-//! and, after its sessions close, its bridges'.
+//! and its bridges' (from `/proc`, in the phase and, after its sessions close, from start to exit).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -76,8 +76,11 @@ struct Phase {
     daemon_cpu: Duration,
     /// The client process's own CPU (the SDK driver's).
     client_cpu: Option<Duration>,
-    /// The bridges' CPU, start-up included.
+    /// The bridges' CPU in the measured phase.
     bridge_cpu: Option<Duration>,
+    /// The bridges' CPU from their start to their exit: start-up, the handshake and registration
+    /// included.
+    bridge_life_cpu: Option<Duration>,
 }
 
 impl Phase {
@@ -94,6 +97,9 @@ impl Phase {
         }
         if let Some(cpu) = self.bridge_cpu {
             line += &format!("   bridge {:>6.3} ms/{unit}", per(cpu));
+        }
+        if let Some(cpu) = self.bridge_life_cpu {
+            line += &format!(" ({:.3} from start to exit)", per(cpu));
         }
         line + &format!("   ({} {unit}s in {:.1} s)", thousands(self.ops), self.seconds)
     }
@@ -143,8 +149,10 @@ pub async fn run(args: ClientsArgs) -> anyhow::Result<()> {
             sdk / paced,
             sdk / lean
         );
-        if let (Some(sdk), Some(lean)) = (daemon_per(&tasks, Kind::SdkHttp), daemon_per(&tasks, Kind::Lean)) {
-            print!(", {:.2}× per workflow task", sdk / lean);
+        if let (Some(sdk), Some(lean), Some(paced)) =
+            (daemon_per(&tasks, Kind::SdkHttp), daemon_per(&tasks, Kind::Lean), daemon_per(&tasks, Kind::LeanPaced))
+        {
+            print!(", {:.2}× per workflow task at the same pace ({:.2}× lean flat out)", sdk / paced, sdk / lean);
         }
         println!();
     }
@@ -184,12 +192,17 @@ async fn measure(args: &ClientsArgs, daemon: &Server) -> anyhow::Result<(Phases,
         };
         calls.push((kind, phase));
     }
-    let mut tasks = Vec::new();
-    for &kind in &kinds {
+    let mut tasks: Phases = Vec::new();
+    for &kind in &call_kinds {
         eprintln!("bench: {}: {} agents working {} tasks …", kind.label(), args.agents, args.tasks);
         let workflow = plan(&base, args.tasks).await?;
         let phase = match kind {
-            Kind::Lean => lean_workflow(&base, daemon, args.agents, &workflow).await?,
+            Kind::Lean => lean_workflow(&base, daemon, args.agents, &workflow, None).await?,
+            Kind::LeanPaced => {
+                let sdk = tasks.iter().find(|(k, _)| *k == Kind::SdkHttp).map(|(_, p): &(Kind, Phase)| p);
+                let rate = sdk.map(|p| p.ops as f64 / p.seconds.max(1e-9)).context("no SDK pace to follow")?;
+                lean_workflow(&base, daemon, args.agents, &workflow, Some(rate)).await?
+            }
             _ => {
                 let agents = args.agents.to_string();
                 sdk(args, daemon, kind, &["workflow", "--clients", &agents, "--workflow", &workflow]).await?
@@ -240,14 +253,18 @@ async fn sdk(args: &ClientsArgs, daemon: &Server, kind: Kind, mode: &[&str]) -> 
                     seconds,
                     daemon_cpu: daemon_cpu.unwrap_or_default(),
                     client_cpu: said["cpu"].as_f64().map(Duration::from_secs_f64),
-                    bridge_cpu: None,
+                    bridge_cpu: said["bridges_cpu"]
+                        .as_f64()
+                        .filter(|_| kind == Kind::SdkStdio)
+                        .map(Duration::from_secs_f64),
+                    bridge_life_cpu: None,
                 });
             }
             Some("closed") => {
                 if let Some(phase) = &mut phase
                     && kind == Kind::SdkStdio
                 {
-                    phase.bridge_cpu = said["children_cpu"].as_f64().map(Duration::from_secs_f64);
+                    phase.bridge_life_cpu = said["children_cpu"].as_f64().map(Duration::from_secs_f64);
                 }
             }
             _ => {}
@@ -340,6 +357,25 @@ async fn lean_calls(
     finish(loops, daemon, started, from).await
 }
 
+/// A lean client whose every call waits for its turn, when it has a pace.
+struct Paced<'a> {
+    lean: &'a mut Lean,
+    pace: Option<&'a mut tokio::time::Interval>,
+}
+
+impl Paced<'_> {
+    async fn call(&mut self, tool: &str, arguments: Value) -> anyhow::Result<Result<Value, String>> {
+        if let Some(pace) = &mut self.pace {
+            pace.tick().await;
+        }
+        self.lean.call(tool, arguments).await
+    }
+
+    async fn ok(&mut self, tool: &str, arguments: Value) -> anyhow::Result<Value> {
+        self.call(tool, arguments).await?.map_err(|e| anyhow::anyhow!("{tool} failed: {e}"))
+    }
+}
+
 /// The phase the lean clients' `loops` (each answering its operations) made since `started`, when
 /// the daemon had used `from` of CPU.
 async fn finish(
@@ -353,7 +389,14 @@ async fn finish(
         ops += l.await??;
     }
     let daemon_cpu = daemon.cpu_since(from).unwrap_or_default();
-    Ok(Phase { ops, seconds: started.elapsed().as_secs_f64(), daemon_cpu, client_cpu: None, bridge_cpu: None })
+    Ok(Phase {
+        ops,
+        seconds: started.elapsed().as_secs_f64(),
+        daemon_cpu,
+        client_cpu: None,
+        bridge_cpu: None,
+        bridge_life_cpu: None,
+    })
 }
 
 /// A workflow of `tasks` independent tasks, planned through the coordinator's tools; its id.
@@ -367,7 +410,18 @@ async fn plan(base: &str, tasks: usize) -> anyhow::Result<String> {
     Ok(id)
 }
 
-async fn lean_workflow(base: &str, daemon: &Server, agents: usize, workflow: &str) -> anyhow::Result<Phase> {
+/// Calls of a workflow task: next, claim, begin, checkpoint, complete.
+const CALLS_PER_TASK: f64 = 5.0;
+
+/// `agents` lean agents working `workflow`, flat out or together at `rate` tasks per second (each
+/// agent's calls evenly spaced, as an agent whose own work between calls sets its pace).
+async fn lean_workflow(
+    base: &str,
+    daemon: &Server,
+    agents: usize,
+    workflow: &str,
+    rate: Option<f64>,
+) -> anyhow::Result<Phase> {
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut leans = Vec::new();
@@ -376,6 +430,7 @@ async fn lean_workflow(base: &str, daemon: &Server, agents: usize, workflow: &st
         lean.ok("agent_register", json!({"name": format!("lean-w{run}-{i}"), "runtime": "bench"})).await?;
         leans.push((format!("agent:lean-w{run}-{i}"), lean));
     }
+    let period = rate.map(|r| Duration::from_secs_f64(agents as f64 / (r.max(1e-3) * CALLS_PER_TASK)));
     let (started, from) = (Instant::now(), daemon.cpu());
     let loops: Vec<_> = leans
         .into_iter()
@@ -384,6 +439,13 @@ async fn lean_workflow(base: &str, daemon: &Server, agents: usize, workflow: &st
             let workflow = workflow.to_owned();
             tokio::spawn(async move {
                 let mut done = 0u64;
+                let mut pace = period.map(|p| {
+                    let first = tokio::time::Instant::now() + p.mul_f64(index as f64 / agents as f64);
+                    let mut pace = tokio::time::interval_at(first, p);
+                    pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    pace
+                });
+                let mut lean = Paced { lean: &mut lean, pace: pace.as_mut() };
                 loop {
                     let next = lean.ok("workflow_next_tasks", json!({"workflow_id": workflow})).await?;
                     let tasks = next["tasks"].as_array().context("next_tasks without tasks")?;
