@@ -95,14 +95,20 @@ fn bench_clients_measures_the_sdk_beside_the_lean_client() {
     let out = run(cmd, "");
     assert_eq!(out.code, Some(0), "{out:?}");
     let lines = |label: &str| out.stdout.lines().filter(|l| l.trim_start().starts_with(label)).count();
-    // Calls: lean, sdk http, lean paced, sdk stdio; workflow tasks: lean, sdk http, sdk stdio.
+    // Calls and workflow tasks each: lean, sdk http, lean paced (at the SDK's pace), sdk stdio;
+    // "lean " counts the paced lines too.
     assert_eq!(
         (lines("lean "), lines("sdk http "), lines("sdk stdio "), lines("lean paced ")),
-        (3, 2, 2, 1),
+        (4, 2, 2, 2),
         "{out:?}"
     );
-    let bridge = out.stdout.lines().filter(|l| l.contains("bridge ") && l.contains("ms/call")).count();
-    assert_eq!(bridge, 1, "the bridge's CPU per call: {out:?}");
+    // The bridges' CPU in the phase, and from their start to their exit.
+    for unit in ["ms/call", "ms/task"] {
+        let bridge = out.stdout.lines().filter(|l| l.contains("bridge ") && l.contains(unit)).count();
+        assert_eq!(bridge, 1, "the bridge's CPU ({unit}): {out:?}");
+    }
+    assert!(out.stdout.contains("from start to exit"), "{out:?}");
+    assert!(out.stdout.contains("per workflow task at the same pace"), "{out:?}");
     assert!(!out.stdout.contains(" 0 calls/s"), "{out:?}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{out:?}");
 }
