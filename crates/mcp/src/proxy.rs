@@ -207,30 +207,31 @@ struct Head<'a> {
     id: Option<Value>,
     #[serde(default, borrow)]
     method: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    params: Option<HeadParams<'a>>,
+    #[serde(default)]
+    params: Option<HeadParams>,
 }
 
 #[derive(Deserialize)]
-struct HeadParams<'a> {
+struct HeadParams {
     #[serde(default)]
     name: Option<Value>,
     #[serde(default)]
     uri: Option<Value>,
-    #[serde(default, rename = "_meta", borrow)]
-    meta: Option<HeadMeta<'a>>,
+    #[serde(default, rename = "_meta")]
+    meta: Option<HeadMeta>,
 }
 
+/// Of `_meta`, the one key the bridge needs (a value that is not a string is the daemon's to refuse).
 #[derive(Deserialize)]
-struct HeadMeta<'a> {
-    #[serde(default, rename = "io.modelcontextprotocol/protocolVersion", borrow)]
-    version: Option<Cow<'a, str>>,
+struct HeadMeta {
+    #[serde(default, rename = "io.modelcontextprotocol/protocolVersion")]
+    version: Option<Value>,
 }
 
 impl Bridge {
     /// Posts one line and writes back what the daemon answers.
     async fn forward(&self, line: String) {
-        let (id, method, headers) = self.headers(&line);
+        let (id, method, headers) = headers(&line, || self.settled.lock().unwrap_or_else(|e| e.into_inner()).clone());
         let mut request = self.daemon.request(Method::POST, self.endpoint, Bytes::from(line));
         request.headers_mut().extend(headers);
         let (response, connection) = match self.daemon.send(request).await {
@@ -275,37 +276,6 @@ impl Bridge {
             self.write(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": message}}).to_string())
                 .await;
         }
-    }
-
-    /// What `line` says of itself: its id, its method and the headers an HTTP client would send
-    /// with it (none when it is not a JSON-RPC request or notification: the daemon answers it).
-    fn headers(&self, line: &str) -> (Option<Value>, Option<String>, HeaderMap) {
-        let mut headers = HeaderMap::new();
-        let Ok(head) = serde_json::from_str::<Head>(line) else { return (None, None, headers) };
-        let Some(method) = head.method else { return (head.id, None, headers) };
-        let params = head.params.as_ref();
-        let version = match params.and_then(|p| p.meta.as_ref()).and_then(|m| m.version.as_deref()) {
-            Some(version) => Some(version.to_owned()),
-            None => self.settled.lock().unwrap_or_else(|e| e.into_inner()).clone(),
-        };
-        let mut put = |name: &'static str, value: &str| {
-            if let Ok(value) = HeaderValue::from_str(value) {
-                headers.insert(HeaderName::from_static(name), value);
-            }
-        };
-        if let Some(version) = version.filter(|_| method != "initialize") {
-            put("mcp-protocol-version", &version);
-        }
-        put("mcp-method", &header_value(&method));
-        let name = match &*method {
-            "tools/call" | "prompts/get" => params.and_then(|p| p.name.as_ref()),
-            "resources/read" => params.and_then(|p| p.uri.as_ref()),
-            _ => None,
-        };
-        if let Some(name) = name.and_then(Value::as_str) {
-            put("mcp-name", &header_value(name));
-        }
-        (head.id, Some(method.into_owned()), headers)
     }
 
     /// Writes one answer; an `initialize` result settles the version of the requests after it.
@@ -358,6 +328,38 @@ impl Bridge {
     }
 }
 
+/// What `line` says of itself: its id, its method and the headers an HTTP client would send
+/// with it (none when it is not a JSON-RPC request or notification: the daemon answers it).
+/// `settled`: the version `initialize` settled, for a request that names none of its own.
+fn headers(line: &str, settled: impl FnOnce() -> Option<String>) -> (Option<Value>, Option<String>, HeaderMap) {
+    let mut headers = HeaderMap::new();
+    let Ok(head) = serde_json::from_str::<Head>(line) else { return (None, None, headers) };
+    let Some(method) = head.method else { return (head.id, None, headers) };
+    let params = head.params.as_ref();
+    let version = match params.and_then(|p| p.meta.as_ref()).and_then(|m| m.version.as_ref()?.as_str()) {
+        Some(version) => Some(version.to_owned()),
+        None => settled(),
+    };
+    let mut put = |name: &'static str, value: &str| {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    };
+    if let Some(version) = version.filter(|_| method != "initialize") {
+        put("mcp-protocol-version", &version);
+    }
+    put("mcp-method", &header_value(&method));
+    let name = match &*method {
+        "tools/call" | "prompts/get" => params.and_then(|p| p.name.as_ref()),
+        "resources/read" => params.and_then(|p| p.uri.as_ref()),
+        _ => None,
+    };
+    if let Some(name) = name.and_then(Value::as_str) {
+        put("mcp-name", &header_value(name));
+    }
+    (head.id, Some(method.into_owned()), headers)
+}
+
 /// The `data` of each complete event in `pending` (an SSE stream so far), removing them from it.
 fn take_events(pending: &mut Vec<u8>) -> Vec<String> {
     let mut out = Vec::new();
@@ -405,6 +407,33 @@ mod tests {
         pending.extend_from_slice(b":2}\r\n\r\n: keep-alive\n\n");
         assert_eq!(take_events(&mut pending), vec!["{\"b\":2}".to_owned()]);
         assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn a_line_gives_its_headers_from_its_method_name_and_version() {
+        let header = |h: &HeaderMap, name: &str| h.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"agent_list","arguments":{"x":[1,{"y":"\u00e9"}]},
+            "_meta":{"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/clientCapabilities":{},
+            "io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        let (id, method, h) = headers(call, || Some("2025-11-25".into()));
+        assert_eq!((id, method.as_deref()), (Some(json!(7)), Some("tools/call")));
+        assert_eq!(header(&h, "mcp-protocol-version").as_deref(), Some("2026-07-28"));
+        assert_eq!(header(&h, "mcp-method").as_deref(), Some("tools/call"));
+        assert_eq!(header(&h, "mcp-name").as_deref(), Some("agent_list"));
+        // No version of its own, or one that is not a string: the settled one.
+        let (_, _, h) = headers(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#, || Some("2025-11-25".into()));
+        assert_eq!(header(&h, "mcp-protocol-version").as_deref(), Some("2025-11-25"));
+        let odd = r#"{"jsonrpc":"2.0","id":2,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":3}}}"#;
+        let (_, _, h) = headers(odd, || Some("2025-11-25".into()));
+        assert_eq!(header(&h, "mcp-protocol-version").as_deref(), Some("2025-11-25"));
+        // `initialize` names no version in a header; a line that is not JSON-RPC gets no header.
+        let (_, _, h) = headers(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#, || Some("x".into()));
+        assert_eq!(
+            (header(&h, "mcp-protocol-version"), header(&h, "mcp-method").as_deref()),
+            (None, Some("initialize"))
+        );
+        let (id, method, h) = headers("not json", || None);
+        assert_eq!((id, method, h.len()), (None, None, 0));
     }
 
     #[test]
