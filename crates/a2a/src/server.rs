@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
-use clutch_core::tasks::ORCHESTRATOR;
+use clutch_core::tasks::{ORCHESTRATOR, ends_task};
 use clutch_core::view::TaskState;
 use clutch_core::{Engine, Handle, Subscription};
 use clutch_proto::id::{self, Kind};
@@ -262,7 +262,7 @@ impl Streamer {
                     return Some((Ok(SseEvent::default().data(body.to_string())), self));
                 }
             };
-            let ending = said.as_ref().is_some_and(|m| ends(m.kind));
+            let ending = said.as_ref().is_some_and(|m| ends_task(m.kind));
             match self.last {
                 // A stream begins with the task.
                 None => self.pending.push_back(wire::task_event_json(&task, self.version)),
@@ -612,7 +612,7 @@ impl Face {
     async fn message_reply(&self, task: &str, seen: Option<&[Envelope]>, context: &str) -> Option<wire::Message> {
         let (kind, payload) = match seen {
             Some(seen) => {
-                seen.iter().rev().find(|m| ends(m.kind)).map(|m| (m.kind, Value::Object(m.payload.clone())))?
+                seen.iter().rev().find(|m| ends_task(m.kind)).map(|m| (m.kind, Value::Object(m.payload.clone())))?
             }
             None => self.engine.task_end(task).await.ok()?.map(|end| (end.kind, end.payload))?,
         };
@@ -919,7 +919,7 @@ impl Face {
                         (state, said)
                     });
                 }
-                kind if ends(kind) => end = Some(m),
+                kind if ends_task(kind) => end = Some(m),
                 _ => {}
             }
         }
@@ -1005,14 +1005,6 @@ impl Face {
             metadata,
         })
     }
-}
-
-/// Whether an event of `kind` ends its task.
-fn ends(kind: MessageType) -> bool {
-    matches!(
-        kind,
-        MessageType::TaskResult | MessageType::TaskError | MessageType::TaskTimeout | MessageType::TaskCancel
-    )
 }
 
 /// The request's message, a client's.

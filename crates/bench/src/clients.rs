@@ -179,11 +179,7 @@ async fn measure(args: &ClientsArgs, daemon: &Server) -> anyhow::Result<(Phases,
         );
         let phase = match kind {
             Kind::Lean => lean_calls(&base, daemon, args.clients, args.duration, None).await?,
-            Kind::LeanPaced => {
-                let sdk = calls.iter().find(|(k, _)| *k == Kind::SdkHttp).map(|(_, p)| p);
-                let rate = sdk.map(|p| p.ops as f64 / p.seconds.max(1e-9)).context("no SDK pace to follow")?;
-                lean_calls(&base, daemon, args.clients, args.duration, Some(rate)).await?
-            }
+            Kind::LeanPaced => lean_calls(&base, daemon, args.clients, args.duration, Some(sdk_pace(&calls)?)).await?,
             _ => {
                 let duration = args.duration.to_string();
                 sdk(args, daemon, kind, &["calls", "--clients", &args.clients.to_string(), "--duration", &duration])
@@ -198,11 +194,7 @@ async fn measure(args: &ClientsArgs, daemon: &Server) -> anyhow::Result<(Phases,
         let workflow = plan(&base, args.tasks).await?;
         let phase = match kind {
             Kind::Lean => lean_workflow(&base, daemon, args.agents, &workflow, None).await?,
-            Kind::LeanPaced => {
-                let sdk = tasks.iter().find(|(k, _)| *k == Kind::SdkHttp).map(|(_, p): &(Kind, Phase)| p);
-                let rate = sdk.map(|p| p.ops as f64 / p.seconds.max(1e-9)).context("no SDK pace to follow")?;
-                lean_workflow(&base, daemon, args.agents, &workflow, Some(rate)).await?
-            }
+            Kind::LeanPaced => lean_workflow(&base, daemon, args.agents, &workflow, Some(sdk_pace(&tasks)?)).await?,
             _ => {
                 let agents = args.agents.to_string();
                 sdk(args, daemon, kind, &["workflow", "--clients", &agents, "--workflow", &workflow]).await?
@@ -214,6 +206,12 @@ async fn measure(args: &ClientsArgs, daemon: &Server) -> anyhow::Result<(Phases,
         tasks.push((kind, phase));
     }
     Ok((calls, tasks))
+}
+
+/// The pace the SDK over HTTP reached in `phases`, operations per second, for the lean client to follow.
+fn sdk_pace(phases: &Phases) -> anyhow::Result<f64> {
+    let sdk = phases.iter().find(|(k, _)| *k == Kind::SdkHttp).map(|(_, p)| p);
+    sdk.map(|p| p.ops as f64 / p.seconds.max(1e-9)).context("no SDK pace to follow")
 }
 
 /// Runs the SDK driver and reads its phases; the daemon's CPU between its `start` and `end`.
@@ -338,15 +336,9 @@ async fn lean_calls(
         .map(|(i, mut lean)| {
             tokio::spawn(async move {
                 let mut n = 0u64;
-                // Clients start spread over one period, as independent agents would.
-                let mut pace = period.map(|p| {
-                    let first = tokio::time::Instant::now() + p.mul_f64(i as f64 / clients as f64);
-                    tokio::time::interval_at(first, p)
-                });
+                let mut pace = period.map(|p| spread(p, i, clients));
+                let mut lean = Paced { lean: &mut lean, pace: pace.as_mut() };
                 while Instant::now() < until {
-                    if let Some(pace) = &mut pace {
-                        pace.tick().await;
-                    }
                     lean.ok("agent_heartbeat", json!({"agent_id": format!("agent:lean-{i}")})).await?;
                     n += 1;
                 }
@@ -355,6 +347,12 @@ async fn lean_calls(
         })
         .collect();
     finish(loops, daemon, started, from).await
+}
+
+/// The pace of client `i` of `n`, one tick per `period`: the clients start spread over one period,
+/// as independent agents would.
+fn spread(period: Duration, i: usize, n: usize) -> tokio::time::Interval {
+    tokio::time::interval_at(tokio::time::Instant::now() + period.mul_f64(i as f64 / n as f64), period)
 }
 
 /// A lean client whose every call waits for its turn, when it has a pace.
@@ -440,8 +438,7 @@ async fn lean_workflow(
             tokio::spawn(async move {
                 let mut done = 0u64;
                 let mut pace = period.map(|p| {
-                    let first = tokio::time::Instant::now() + p.mul_f64(index as f64 / agents as f64);
-                    let mut pace = tokio::time::interval_at(first, p);
+                    let mut pace = spread(p, index, agents);
                     pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                     pace
                 });

@@ -140,6 +140,14 @@ pub fn is_lifecycle(kind: MessageType) -> bool {
     )
 }
 
+/// Whether an event of `kind` ends its task: its result, error, cancellation or timeout.
+pub fn ends_task(kind: MessageType) -> bool {
+    matches!(
+        kind,
+        MessageType::TaskResult | MessageType::TaskError | MessageType::TaskCancel | MessageType::TaskTimeout
+    )
+}
+
 /// Whether `kind` may change a task's state: its lifecycle, and the router's events about it.
 pub fn moves_task(kind: MessageType) -> bool {
     is_lifecycle(kind) || matches!(kind, MessageType::RoutingDecision | MessageType::RoutingFailure)

@@ -68,10 +68,7 @@ impl Engine {
         let filter = Filter { task_id: Some(task_id.to_owned()), ..Filter::default() };
         let mut last = None;
         self.each_event(&filter, |seq, m| {
-            if matches!(
-                m.kind,
-                MessageType::TaskResult | MessageType::TaskError | MessageType::TaskTimeout | MessageType::TaskCancel
-            ) {
+            if tasks::ends_task(m.kind) {
                 last = Some(view::Ended {
                     seq,
                     id: m.id.clone(),
