@@ -3,7 +3,8 @@
 //! commit) and flush it, and only then publishes the new events, in `seq` order, and answers each
 //! caller; what arrives meanwhile makes the next batch. When the writer falls behind, a flusher beside
 //! it makes committed batches durable (one `sync` covers every batch committed before it) while the
-//! writer commits the next one.
+//! writer commits the next one. When the writer is idle and nothing waits, a caller over a backend
+//! with blocking writes commits its own request on its own thread instead ([`Writer::write_inline`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,16 +59,26 @@ struct Request {
 
 /// The writer. Create with [`Service::new`], then start with [`Service::spawn`].
 pub struct Service {
-    backend: Arc<dyn Backend>,
-    /// The backend's blocking write path, when it has one: the writer then runs on a thread of its own.
-    blocking: Option<Arc<dyn BlockingWrites>>,
     requests: mpsc::Receiver<Request>,
-    bus: Arc<Bus>,
     closing: Arc<watch::Sender<bool>>,
+    writer: Arc<tokio::sync::Mutex<Writer>>,
+    /// The backend has a blocking write path: the writer then runs on a thread of its own.
+    blocking: bool,
+}
+
+/// The writer's state: whoever holds it commits. That is the writer's thread, or, when nothing waits
+/// for it, a caller of [`Handle::append`] on its own thread (see [`Writer::write_inline`]).
+struct Writer {
+    backend: Arc<dyn Backend>,
+    /// The backend's blocking write path, when it has one.
+    blocking: Option<Arc<dyn BlockingWrites>>,
+    bus: Arc<Bus>,
     metrics: Arc<Metrics>,
     batch_max: usize,
     gate: Option<Arc<dyn Gate>>,
     visible: Arc<AtomicU64>,
+    /// The way to the flusher, while the writer runs.
+    link: Option<Link>,
 }
 
 /// The longest a batch waits for the requests it expects while the disk is busy. Callers answered by
@@ -117,6 +128,7 @@ pub struct Handle {
     closing: Arc<watch::Sender<bool>>,
     metrics: Arc<Metrics>,
     artifact_max_bytes: u64,
+    writer: Arc<tokio::sync::Mutex<Writer>>,
     /// The highest `seq` that is durable, applied by the gate and published: reads show nothing past
     /// it (the store may already hold later, not yet flushed, events). `u64::MAX` until the writer runs.
     visible: Arc<AtomicU64>,
@@ -129,32 +141,34 @@ impl Service {
         let closing = Arc::new(watch::Sender::new(false));
         let metrics = Arc::new(Metrics::new());
         let visible = Arc::new(AtomicU64::new(u64::MAX));
-        let handle = Handle {
+        let blocking = backend.blocking_writes();
+        let writer = Arc::new(tokio::sync::Mutex::new(Writer {
+            blocking: blocking.clone(),
             backend: backend.clone(),
-            requests: tx,
             bus: bus.clone(),
-            closing: closing.clone(),
             metrics: metrics.clone(),
-            artifact_max_bytes: options.artifact_max_bytes,
-            visible: visible.clone(),
-        };
-        let service = Service {
-            blocking: backend.blocking_writes(),
-            backend,
-            requests: rx,
-            bus,
-            closing,
-            metrics,
             batch_max: options.batch_max.max(1),
             gate: None,
+            visible: visible.clone(),
+            link: None,
+        }));
+        let handle = Handle {
+            backend,
+            requests: tx,
+            bus,
+            closing: closing.clone(),
+            metrics,
+            artifact_max_bytes: options.artifact_max_bytes,
             visible,
+            writer: writer.clone(),
         };
+        let service = Service { requests: rx, closing, writer, blocking: blocking.is_some() };
         (service, handle)
     }
 
     /// Puts `gate` on the append path: it vets every message and follows every commit.
     pub fn set_gate(&mut self, gate: Arc<dyn Gate>) {
-        self.gate = Some(gate);
+        self.writer.try_lock().expect("the writer is not running yet").gate = Some(gate);
     }
 
     /// Starts the writer; it runs until `shutdown` resolves, then ends live subscriptions, refuses new
@@ -163,7 +177,7 @@ impl Service {
     /// as it runs), where it commits without a hand-off to another thread and back for each batch;
     /// otherwise it is a task like any other.
     pub fn spawn(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> JoinHandle<()> {
-        if self.blocking.is_some() {
+        if self.blocking {
             let runtime = tokio::runtime::Handle::current();
             tokio::task::spawn_blocking(move || runtime.block_on(self.run(shutdown)))
         } else {
@@ -172,24 +186,27 @@ impl Service {
     }
 
     async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
-        match self.backend.head().await {
-            Ok(head) => self.visible.store(head, Ordering::Release),
+        let mut writer = self.writer.lock().await;
+        match writer.backend.head().await {
+            Ok(head) => writer.visible.store(head, Ordering::Release),
             Err(e) => tracing::error!(error = %e, "cannot read the log's head; reads show nothing until it is written"),
         }
-        if self.visible.load(Ordering::Acquire) == u64::MAX {
-            self.visible.store(0, Ordering::Release);
+        if writer.visible.load(Ordering::Acquire) == u64::MAX {
+            writer.visible.store(0, Ordering::Release);
         }
         let (flushing, watching) = watch::channel(Flushing::default());
         let (to_flush, unflushed) = mpsc::channel(UNFLUSHED_MAX);
         let flusher = Flusher {
-            backend: self.backend.clone(),
-            bus: self.bus.clone(),
-            metrics: self.metrics.clone(),
-            visible: self.visible.clone(),
+            backend: writer.backend.clone(),
+            bus: writer.bus.clone(),
+            metrics: writer.metrics.clone(),
+            visible: writer.visible.clone(),
             state: flushing,
         };
         let flusher = tokio::spawn(flusher.run(unflushed));
-        let mut link = Link { to_flush, state: watching, handed: 0, failed: false };
+        writer.link = Some(Link { to_flush, state: watching, handed: 0, failed: false });
+        let backend = writer.backend.clone();
+        drop(writer);
         tokio::pin!(shutdown);
         loop {
             let first = tokio::select! {
@@ -197,34 +214,44 @@ impl Service {
                 () = &mut shutdown => None,
             };
             let Some(first) = first else { break };
-            self.write(first, &mut link).await;
+            self.writer.lock().await.write(first, &mut self.requests).await;
         }
         self.closing.send_replace(true);
         self.requests.close();
+        let mut writer = self.writer.lock().await;
         while let Some(request) = self.requests.recv().await {
-            self.write(request, &mut link).await;
+            writer.write(request, &mut self.requests).await;
         }
-        drop(link);
+        // The flusher ends once it has flushed what it was handed.
+        writer.link = None;
+        drop(writer);
         if let Err(e) = flusher.await {
             tracing::error!(error = %e, "the log's flusher failed");
         }
-        self.backend.close().await;
+        backend.close().await;
         tracing::info!("event log closed");
     }
+}
 
+impl Writer {
     /// Commits `first` and whatever else is queued as one transaction, up to `batch_max` messages.
     /// Unless the writer is falling behind (its batch is full and more requests wait) or the flusher
     /// still has batches, it flushes the batch in the same step and answers it itself: no hand-off,
     /// and what arrives meanwhile makes the next batch. Falling behind, it hands the batch to the
     /// flusher and commits the next one while the disk flushes; while every flush slot is taken, it
     /// first waits (at most [`LINGER`]) for about as many requests as the last flush answered.
-    async fn write(&mut self, first: Request, link: &mut Link) {
+    async fn write(&mut self, first: Request, queue: &mut mpsc::Receiver<Request>) {
+        let Some(link) = self.link.as_mut() else {
+            // Only while the writer runs; answer rather than hang.
+            let _ = first.reply.send(first.entries.iter().map(|_| Err(Error::ShuttingDown)).collect());
+            return;
+        };
         let mut count = first.entries.len();
         let mut requests = vec![first];
         let deadline = tokio::time::Instant::now() + LINGER;
         let mut lingering = true;
         while count < self.batch_max {
-            if let Ok(r) = self.requests.try_recv() {
+            if let Ok(r) = queue.try_recv() {
                 count += r.entries.len();
                 requests.push(r);
                 continue;
@@ -234,7 +261,7 @@ impl Service {
                 break;
             }
             tokio::select! {
-                r = self.requests.recv() => match r {
+                r = queue.recv() => match r {
                     Some(r) => {
                         count += r.entries.len();
                         requests.push(r);
@@ -256,39 +283,23 @@ impl Service {
         // Refused entries leave the batch, their positions remembered; the rest is stored as it is.
         let mut stored = batch;
         let mut refused = Vec::new();
-        if let Some(gate) = &self.gate {
-            let vetting = Instant::now();
-            let refusals = gate.admit(&stored);
-            self.metrics.vet.observe_duration(vetting.elapsed());
-            if refusals.iter().any(Option::is_some) {
-                let mut kept = Vec::with_capacity(stored.len());
-                for (i, (entry, refusal)) in stored.into_iter().zip(refusals).enumerate() {
-                    match refusal {
-                        Some(r) => refused.push((i, entry, r)),
-                        None => kept.push(entry),
-                    }
+        let refusals = vet(self.gate.as_deref(), &self.metrics, &stored);
+        if refusals.iter().any(Option::is_some) {
+            let mut kept = Vec::with_capacity(stored.len());
+            for (i, (entry, refusal)) in stored.into_iter().zip(refusals).enumerate() {
+                match refusal {
+                    Some(r) => refused.push((i, entry, r)),
+                    None => kept.push(entry),
                 }
-                stored = kept;
             }
+            stored = kept;
         }
-        let behind = count >= self.batch_max && !self.requests.is_empty();
+        let behind = count >= self.batch_max && !queue.is_empty();
         let inline = !behind && link.handed == link.state.borrow().released;
         let started = Instant::now();
         let result = match (&self.blocking, inline) {
             _ if stored.is_empty() => Ok(Vec::new()),
-            (Some(blocking), inline) => {
-                // Committed, then (inline) flushed: two steps on this thread, timed apart.
-                let written = blocking.write_batch(&stored);
-                self.metrics.commit.observe_duration(started.elapsed());
-                if inline && written.is_ok() {
-                    let flushing = Instant::now();
-                    let synced = blocking.sync();
-                    self.metrics.sync.observe_duration(flushing.elapsed());
-                    synced.and(written)
-                } else {
-                    written
-                }
-            }
+            (Some(blocking), inline) => commit(&self.metrics, blocking.as_ref(), &stored, inline),
             (None, true) => {
                 let appended = self.backend.append_batch(&stored).await;
                 self.metrics.commit_and_sync.observe_duration(started.elapsed());
@@ -300,64 +311,14 @@ impl Service {
                 written
             }
         };
-        self.metrics.batches.fetch_add(1, Ordering::Relaxed);
-        self.metrics.batch_size.observe(stored.len() as f64);
-        let stored_outcomes: Vec<Result<Outcome>> = match result {
-            Ok(outcomes) => outcomes.into_iter().map(|o| o.map_err(Error::Store)).collect(),
-            Err(e @ clutch_store::Error::NotDurable(_)) => {
-                tracing::error!(error = %e, "the event log could not be flushed to disk; no more appends are taken or acknowledged until the daemon restarts");
-                self.metrics.batch_failures.fetch_add(1, Ordering::Relaxed);
-                link.failed = true;
-                stored.iter().map(|_| Err(not_durable())).collect()
-            }
-            Err(e) => {
-                tracing::error!(error = %e, messages = stored.len(), "append batch failed; nothing stored");
-                self.metrics.batch_failures.fetch_add(1, Ordering::Relaxed);
-                let text = e.to_string();
-                let closed = matches!(e, clutch_store::Error::Closed);
-                stored
-                    .iter()
-                    .map(|_| {
-                        Err(if closed {
-                            Error::ShuttingDown
-                        } else {
-                            Error::Store(clutch_store::Error::Backend(text.clone()))
-                        })
-                    })
-                    .collect()
-            }
-        };
+        let stored_outcomes = answers(&self.metrics, link, result, stored.len());
         // Refused entries and their answers go back to their places, in request order.
         let (mut batch, mut outcomes) = (stored, stored_outcomes);
         for (i, entry, refusal) in refused {
-            outcomes.insert(i, self.refused(&entry, refusal).await);
+            outcomes.insert(i, refused_answer(self.backend.as_ref(), &self.metrics, &entry, refusal).await);
             batch.insert(i, entry);
         }
-        let mut events = Vec::new();
-        for (Entry { message, json }, outcome) in batch.into_iter().zip(&outcomes) {
-            match outcome {
-                Ok(o) if !o.duplicate => {
-                    self.metrics.appended.fetch_add(1, Ordering::Relaxed);
-                    events.push(Arc::new(Live::new(Event { seq: o.seq, json }, message)));
-                }
-                Ok(_) => {
-                    self.metrics.duplicates.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(Error::Store(clutch_store::Error::IdConflict { .. })) => {
-                    self.metrics.conflicts.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(_) => {}
-            }
-        }
-        // The gate applies the batch now, before the next one is vetted; everyone else sees it only
-        // once it is durable.
-        if let Some(gate) = &self.gate
-            && !events.is_empty()
-        {
-            let applying = Instant::now();
-            gate.committed(&events);
-            self.metrics.apply.observe_duration(applying.elapsed());
-        }
+        let events = apply(self.gate.as_deref(), &self.metrics, batch, &outcomes);
         let head = events.last().map_or(0, |e| e.event.seq);
         let mut outcomes = outcomes.into_iter();
         let answers =
@@ -374,6 +335,134 @@ impl Service {
             for (reply, outcomes) in written.answers {
                 let _ = reply.send(outcomes.into_iter().map(|_| Err(Error::ShuttingDown)).collect());
             }
+        }
+    }
+
+    /// Commits `request` alone, flushes it and answers it, all on the caller's thread, without the
+    /// hand-offs to the writer's thread and back (each a thread woken; on a virtual machine, a lone
+    /// append's largest cost). Only over a backend with blocking writes, only while the flusher has
+    /// nothing, and only when the gate admits every entry: a refusal's answer looks the store up,
+    /// which the writer's thread does. Gives the request back when it cannot.
+    ///
+    /// It has no await, so a caller that goes away cannot leave a batch committed and unapplied.
+    fn write_inline(&mut self, request: Request) -> std::result::Result<(), Request> {
+        let Some(blocking) = self.blocking.clone() else { return Err(request) };
+        let Some(link) = self.link.as_ref() else { return Err(request) };
+        let flushing = *link.state.borrow();
+        if link.failed || flushing.failed || link.handed != flushing.released {
+            return Err(request);
+        }
+        if vet(self.gate.as_deref(), &self.metrics, &request.entries).iter().any(Option::is_some) {
+            return Err(request);
+        }
+        let Request { entries, reply } = request;
+        self.metrics.inline_batches.fetch_add(1, Ordering::Relaxed);
+        let result = commit(&self.metrics, blocking.as_ref(), &entries, true);
+        let link = self.link.as_mut().expect("checked above");
+        let outcomes = answers(&self.metrics, link, result, entries.len());
+        let events = apply(self.gate.as_deref(), &self.metrics, entries, &outcomes);
+        let head = events.last().map_or(0, |e| e.event.seq);
+        release(&self.visible, &self.bus, Written { head, events, answers: vec![(reply, outcomes)] });
+        Ok(())
+    }
+}
+
+/// The gate's verdict on each entry (none without a gate).
+fn vet(gate: Option<&dyn Gate>, metrics: &Metrics, batch: &[Entry]) -> Vec<Option<Refusal>> {
+    let Some(gate) = gate else { return vec![None; batch.len()] };
+    let vetting = Instant::now();
+    let refusals = gate.admit(batch);
+    metrics.vet.observe_duration(vetting.elapsed());
+    refusals
+}
+
+/// The new events of a committed batch, counted and applied by the gate: it applies them now,
+/// before the next batch is vetted; everyone else sees them only once they are durable.
+fn apply(
+    gate: Option<&dyn Gate>,
+    metrics: &Metrics,
+    batch: Vec<Entry>,
+    outcomes: &[Result<Outcome>],
+) -> Vec<Arc<Live>> {
+    let mut events = Vec::new();
+    for (Entry { message, json }, outcome) in batch.into_iter().zip(outcomes) {
+        match outcome {
+            Ok(o) if !o.duplicate => {
+                metrics.appended.fetch_add(1, Ordering::Relaxed);
+                events.push(Arc::new(Live::new(Event { seq: o.seq, json }, message)));
+            }
+            Ok(_) => {
+                metrics.duplicates.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(Error::Store(clutch_store::Error::IdConflict { .. })) => {
+                metrics.conflicts.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {}
+        }
+    }
+    if let Some(gate) = gate
+        && !events.is_empty()
+    {
+        let applying = Instant::now();
+        gate.committed(&events);
+        metrics.apply.observe_duration(applying.elapsed());
+    }
+    events
+}
+
+/// Commits `stored` on this thread through the backend's blocking writes and, when `flush`, flushes
+/// it: two steps, timed apart.
+fn commit(
+    metrics: &Metrics,
+    blocking: &dyn BlockingWrites,
+    stored: &[Entry],
+    flush: bool,
+) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
+    let started = Instant::now();
+    let written = blocking.write_batch(stored);
+    metrics.commit.observe_duration(started.elapsed());
+    if flush && written.is_ok() {
+        let flushing = Instant::now();
+        let synced = blocking.sync();
+        metrics.sync.observe_duration(flushing.elapsed());
+        synced.and(written)
+    } else {
+        written
+    }
+}
+
+/// One answer per stored entry from what the store said of the batch. A failed flush leaves the
+/// log's durability unknown: the link remembers it, and nothing more is written or acknowledged.
+fn answers(
+    metrics: &Metrics,
+    link: &mut Link,
+    result: clutch_store::Result<Vec<clutch_store::Result<Outcome>>>,
+    stored: usize,
+) -> Vec<Result<Outcome>> {
+    metrics.batches.fetch_add(1, Ordering::Relaxed);
+    metrics.batch_size.observe(stored as f64);
+    match result {
+        Ok(outcomes) => outcomes.into_iter().map(|o| o.map_err(Error::Store)).collect(),
+        Err(e @ clutch_store::Error::NotDurable(_)) => {
+            tracing::error!(error = %e, "the event log could not be flushed to disk; no more appends are taken or acknowledged until the daemon restarts");
+            metrics.batch_failures.fetch_add(1, Ordering::Relaxed);
+            link.failed = true;
+            (0..stored).map(|_| Err(not_durable())).collect()
+        }
+        Err(e) => {
+            tracing::error!(error = %e, messages = stored, "append batch failed; nothing stored");
+            metrics.batch_failures.fetch_add(1, Ordering::Relaxed);
+            let text = e.to_string();
+            let closed = matches!(e, clutch_store::Error::Closed);
+            (0..stored)
+                .map(|_| {
+                    Err(if closed {
+                        Error::ShuttingDown
+                    } else {
+                        Error::Store(clutch_store::Error::Backend(text.clone()))
+                    })
+                })
+                .collect()
         }
     }
 }
@@ -499,26 +588,21 @@ impl Flusher {
     }
 }
 
-impl Service {
-    /// The answer to a refused entry: a retry of a message already stored is still a duplicate (the
-    /// state moved on because of that very message); anything else gets the refusal.
-    async fn refused(&self, entry: &Entry, refusal: Refusal) -> Result<Outcome> {
-        self.metrics.refusals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if let Ok(Some(stored)) = self.backend.get(&entry.message.id).await {
-            let same = serde_json::from_str::<Message>(&stored.json)
-                .is_ok_and(|original| original.dedup_body() == entry.message.dedup_body());
-            if same {
-                self.metrics.duplicates.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                return Ok(Outcome { id: entry.message.id.clone(), seq: stored.seq, duplicate: true });
-            }
-            self.metrics.conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            return Err(Error::Store(clutch_store::Error::IdConflict {
-                id: entry.message.id.clone(),
-                seq: stored.seq,
-            }));
+/// The answer to a refused entry: a retry of a message already stored is still a duplicate (the state
+/// moved on because of that very message); anything else gets the refusal.
+async fn refused_answer(backend: &dyn Backend, metrics: &Metrics, entry: &Entry, refusal: Refusal) -> Result<Outcome> {
+    metrics.refusals.fetch_add(1, Ordering::Relaxed);
+    if let Ok(Some(stored)) = backend.get(&entry.message.id).await {
+        let same = serde_json::from_str::<Message>(&stored.json)
+            .is_ok_and(|original| original.dedup_body() == entry.message.dedup_body());
+        if same {
+            metrics.duplicates.fetch_add(1, Ordering::Relaxed);
+            return Ok(Outcome { id: entry.message.id.clone(), seq: stored.seq, duplicate: true });
         }
-        Err(Error::Refused(refusal))
+        metrics.conflicts.fetch_add(1, Ordering::Relaxed);
+        return Err(Error::Store(clutch_store::Error::IdConflict { id: entry.message.id.clone(), seq: stored.seq }));
     }
+    Err(Error::Refused(refusal))
 }
 
 impl Handle {
@@ -531,8 +615,25 @@ impl Handle {
         // Serialized here, on the caller's task, not on the writer's serial path.
         let entries = messages.into_iter().map(Entry::new).collect();
         let (reply, answer) = oneshot::channel();
-        self.requests.send(Request { entries, reply }).await.map_err(|_| Error::ShuttingDown)?;
+        let request = Request { entries, reply };
+        if let Err(request) = self.try_inline(request) {
+            self.requests.send(request).await.map_err(|_| Error::ShuttingDown)?;
+        }
         answer.await.map_err(|_| Error::ShuttingDown)
+    }
+
+    /// Commits `request` on this thread when the writer is idle and nothing waits for it
+    /// ([`Writer::write_inline`]); under load, requests queue and the writer's thread batches them.
+    fn try_inline(&self, request: Request) -> std::result::Result<(), Request> {
+        if self.queued() > 0 || *self.closing.borrow() {
+            return Err(request);
+        }
+        let Ok(mut writer) = self.writer.try_lock() else { return Err(request) };
+        // Checked again while the writer is held: once closing, every request goes through the queue.
+        if *self.closing.borrow() {
+            return Err(request);
+        }
+        writer.write_inline(request)
     }
 
     /// Appends one message.
@@ -593,6 +694,18 @@ impl Handle {
     /// (see [`clutch_store::Backend::index_lag`]).
     pub fn index_lag(&self) -> Option<u64> {
         self.backend.index_lag()
+    }
+
+    /// Whether the writer runs and is idle: nothing queued, no batch in hand, nothing being flushed.
+    /// An append now is committed on the caller's thread (over a backend with blocking writes).
+    pub fn idle(&self) -> bool {
+        self.queued() == 0
+            && self.writer.try_lock().is_ok_and(|w| {
+                w.link.as_ref().is_some_and(|l| {
+                    let flushing = *l.state.borrow();
+                    l.handed == flushing.released && !l.failed && !flushing.failed
+                })
+            })
     }
 
     /// Append requests waiting for the writer (sent, not yet taken into a batch).

@@ -12,6 +12,8 @@ pub struct Metrics {
     pub conflicts: AtomicU64,
     pub batches: AtomicU64,
     pub batch_failures: AtomicU64,
+    /// Batches a caller committed on its own thread, the writer being idle (among `batches`).
+    pub inline_batches: AtomicU64,
     /// Time the engine spent vetting a batch before it is stored (on the writer's path).
     pub vet: Histogram,
     /// Time spent committing a batch without its flush, which `sync` measures (SQLite; PostgreSQL
@@ -122,6 +124,12 @@ impl Metrics {
         counter(&mut out, "clutch_append_duplicates_total", "Appends answered as duplicates.", load(&self.duplicates));
         counter(&mut out, "clutch_append_conflicts_total", "Appends refused with ID_CONFLICT.", load(&self.conflicts));
         counter(&mut out, "clutch_append_batches_total", "Group-commit batches written.", load(&self.batches));
+        counter(
+            &mut out,
+            "clutch_append_inline_batches_total",
+            "Batches of one caller committed on its own thread while the writer was idle (among the batches).",
+            load(&self.inline_batches),
+        );
         counter(
             &mut out,
             "clutch_append_batch_failures_total",

@@ -184,7 +184,8 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The write path as blocking calls, for a backend whose writes occupy a thread anyway (SQLite).
     /// The log's writer then runs on a thread of its own and makes them there, instead of handing each
-    /// batch to another thread and waiting to be woken when it is done.
+    /// batch to another thread and waiting to be woken when it is done; and a caller that finds the
+    /// writer idle makes them on its own thread.
     fn blocking_writes(&self) -> Option<Arc<dyn BlockingWrites>> {
         None
     }

@@ -2,7 +2,9 @@
 //! nothing is answered, published or readable before a flush has made it durable; the writer
 //! commits and flushes in one step, and one falling behind (`batch_max: 1` with a queue) commits the
 //! next batch while a flush is under way;
-//! a failed flush stops the log without acknowledging anything.
+//! a failed flush stops the log without acknowledging anything. The first and the last hold also
+//! over the store's blocking writes, where a lone append is committed and flushed on the caller's
+//! own thread.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -26,6 +28,8 @@ use super::message;
 /// have started, to fix that order.
 struct Held {
     inner: clutch_store_sqlite::Store,
+    /// Offer the store's blocking writes, held the same way (see [`HeldBlocking`]).
+    blocking: Option<std::sync::Weak<Held>>,
     permits: Semaphore,
     syncs: AtomicUsize,
     fail: AtomicBool,
@@ -120,6 +124,35 @@ impl Backend for Held {
     async fn close(&self) {
         self.inner.close().await
     }
+    fn blocking_writes(&self) -> Option<Arc<dyn clutch_store::BlockingWrites>> {
+        let held = self.blocking.as_ref()?.upgrade()?;
+        let inner = self.inner.blocking_writes()?;
+        Some(Arc::new(HeldBlocking { held, inner }))
+    }
+}
+
+/// The store's blocking writes with the same holds as [`Held`]'s: its `sync` waits (on the calling
+/// thread) for a permit, or fails when told to.
+struct HeldBlocking {
+    held: Arc<Held>,
+    inner: Arc<dyn clutch_store::BlockingWrites>,
+}
+
+impl clutch_store::BlockingWrites for HeldBlocking {
+    fn write_batch(&self, batch: &[Entry]) -> clutch_store::Result<Vec<clutch_store::Result<Outcome>>> {
+        self.held.writes.fetch_add(1, Ordering::SeqCst);
+        self.inner.write_batch(batch)
+    }
+    fn sync(&self) -> clutch_store::Result<()> {
+        self.held.syncs.fetch_add(1, Ordering::SeqCst);
+        if self.held.fail.load(Ordering::SeqCst) {
+            return Err(clutch_store::Error::NotDurable("the disk is gone".into()));
+        }
+        while self.held.permits.try_acquire().map(|p| p.forget()).is_err() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.inner.sync()
+    }
 }
 
 struct Fixture {
@@ -130,15 +163,17 @@ struct Fixture {
     _dir: tempfile::TempDir,
 }
 
-fn start() -> Fixture {
-    start_with(Options::default())
+fn start_with(options: Options) -> Fixture {
+    start_over(options, false)
 }
 
-fn start_with(options: Options) -> Fixture {
+/// Over the store's blocking writes too when `blocking` (as `clutch serve` runs SQLite).
+fn start_over(options: Options, blocking: bool) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let inner = clutch_store_sqlite::Store::open(dir.path()).unwrap();
-    let held = Arc::new(Held {
+    let held = Arc::new_cyclic(|me| Held {
         inner,
+        blocking: blocking.then(|| me.clone()),
         permits: Semaphore::new(0),
         syncs: AtomicUsize::new(0),
         fail: AtomicBool::new(false),
@@ -157,6 +192,15 @@ fn start_with(options: Options) -> Fixture {
 }
 
 impl Fixture {
+    /// Waits until the writer runs and is idle: an append before then queues.
+    async fn until_running(&self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !self.handle.idle() {
+            assert!(tokio::time::Instant::now() < deadline, "the writer never started");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     /// Waits until the store holds `head` events (committed, flushed or not) and `syncs` flushes began.
     async fn until_stored(&self, head: u64, syncs: usize) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -189,7 +233,17 @@ const QUIET: Duration = Duration::from_millis(100);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_is_answered_published_or_read_before_its_flush() {
-    let f = start();
+    nothing_before_the_flush(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_answered_published_or_read_before_its_flush_on_the_callers_thread() {
+    nothing_before_the_flush(true).await;
+}
+
+async fn nothing_before_the_flush(blocking: bool) {
+    let f = start_over(Options::default(), blocking);
+    f.until_running().await;
     let run = id::generate(Kind::Run);
     let m = message(&run, MessageType::ChatMessage);
     let mut live = f.handle.subscribe(Filter::default(), None).await.unwrap();
@@ -213,6 +267,8 @@ async fn nothing_is_answered_published_or_read_before_its_flush() {
     assert_eq!(f.handle.get(&m.id).await.unwrap().unwrap().seq, 1, "the caller reads its own write");
     assert_eq!(live.next().await.unwrap().seq, 1);
     assert_eq!(catch_up.next().await.unwrap().seq, 1);
+    let inline = f.handle.metrics().inline_batches.load(Ordering::Relaxed);
+    assert_eq!(inline, u64::from(blocking), "committed on the caller's thread only over blocking writes");
     f.stop().await;
 }
 
@@ -277,7 +333,17 @@ async fn a_later_flush_releases_the_batches_before_it_while_an_earlier_one_is_st
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_flush_acknowledges_nothing_and_stops_the_log() {
-    let f = start();
+    a_failed_flush(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_flush_on_the_callers_thread_acknowledges_nothing_and_stops_the_log() {
+    a_failed_flush(true).await;
+}
+
+async fn a_failed_flush(blocking: bool) {
+    let f = start_over(Options::default(), blocking);
+    f.until_running().await;
     f.held.fail.store(true, Ordering::SeqCst);
     let run = id::generate(Kind::Run);
     let mut live = f.handle.subscribe(Filter::default(), None).await.unwrap();
@@ -294,5 +360,7 @@ async fn a_failed_flush_acknowledges_nothing_and_stops_the_log() {
     let again = f.handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap_err();
     assert_eq!(again.code(), ErrorCode::Unavailable);
     assert_eq!(f.held.inner.head().await.unwrap(), 1, "nothing more was written");
+    let inline = f.handle.metrics().inline_batches.load(Ordering::Relaxed);
+    assert_eq!(inline, u64::from(blocking), "the first on the caller's thread; the second queued and was refused");
     f.stop().await;
 }
