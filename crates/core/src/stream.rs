@@ -76,6 +76,11 @@ impl Bus {
         inboxes.entry(agent.clone()).or_insert_with(|| broadcast::channel(self.inbox_buffer).0).subscribe()
     }
 
+    /// Subscribers to every event (not one recipient's): those each publish wakes.
+    pub(crate) fn broad_subscribers(&self) -> usize {
+        self.all.receiver_count()
+    }
+
     /// Publishes `events`, in order, to the general channel and to each recipient's inbox.
     pub(crate) fn publish(&self, events: Vec<Arc<Live>>) {
         let inboxes = self.inboxes.lock().expect("bus lock");

@@ -91,6 +91,39 @@ async fn concurrent_appends_are_group_committed_and_all_acknowledged() {
     d.shutdown().await;
 }
 
+/// A lone append on an idle log is committed on the caller's own thread, unless its publish would
+/// wake more subscribers to every event than that is worth (32): then the writer's thread commits and
+/// publishes it. Either way every subscriber gets every event, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_append_is_committed_on_the_callers_thread_unless_many_subscribers_wait() {
+    let d = start(Options::default());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !d.handle.idle() {
+        assert!(std::time::Instant::now() < deadline, "the writer never started");
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let inline = || d.handle.metrics().inline_batches.load(std::sync::atomic::Ordering::Relaxed);
+    let run = id::generate(Kind::Run);
+    let mut subscribers = Vec::new();
+    for _ in 0..32 {
+        subscribers.push(d.handle.subscribe(Filter::default(), None).await.unwrap());
+    }
+    assert_eq!(d.handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap().seq, 1);
+    assert_eq!(inline(), 1, "32 subscribers: committed on the caller's thread");
+    subscribers.push(d.handle.subscribe(Filter::default(), None).await.unwrap());
+    assert!(d.handle.idle());
+    assert_eq!(d.handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap().seq, 2);
+    assert_eq!(inline(), 1, "33 subscribers: committed and published by the writer's thread");
+    assert_eq!(d.handle.metrics().batches.load(std::sync::atomic::Ordering::Relaxed), 2);
+    for (i, subscriber) in subscribers.iter_mut().enumerate() {
+        if i < 32 {
+            assert_eq!(subscriber.next().await.unwrap().seq, 1);
+        }
+        assert_eq!(subscriber.next().await.unwrap().seq, 2);
+    }
+    d.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_answers_each_message() {
     let d = start(Options::default());
