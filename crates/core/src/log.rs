@@ -136,6 +136,8 @@ pub struct Handle {
     metrics: Arc<Metrics>,
     artifact_max_bytes: u64,
     writer: Arc<tokio::sync::Mutex<Writer>>,
+    /// The backend has blocking writes, so a caller may commit its own append ([`Writer::write_inline`]).
+    inline: bool,
     /// The highest `seq` that is durable, applied by the gate and published: reads show nothing past
     /// it (the store may already hold later, not yet flushed, events). `u64::MAX` until the writer runs.
     visible: Arc<AtomicU64>,
@@ -168,6 +170,7 @@ impl Service {
             artifact_max_bytes: options.artifact_max_bytes,
             visible,
             writer: writer.clone(),
+            inline: blocking.is_some(),
         };
         let service = Service { requests: rx, closing, writer, blocking: blocking.is_some() };
         (service, handle)
@@ -632,7 +635,11 @@ impl Handle {
     /// Commits `request` on this thread when the writer is idle and nothing waits for it
     /// ([`Writer::write_inline`]); under load, requests queue and the writer's thread batches them.
     fn try_inline(&self, request: Request) -> std::result::Result<(), Request> {
-        if self.queued() > 0 || *self.closing.borrow() || self.bus.broad_subscribers() > INLINE_FAN_OUT_MAX {
+        if !self.inline
+            || self.queued() > 0
+            || *self.closing.borrow()
+            || self.bus.broad_subscribers() > INLINE_FAN_OUT_MAX
+        {
             return Err(request);
         }
         let Ok(mut writer) = self.writer.try_lock() else { return Err(request) };
