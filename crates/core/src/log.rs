@@ -214,7 +214,7 @@ impl Service {
             state: flushing,
         };
         let flusher = tokio::spawn(flusher.run(unflushed));
-        writer.link = Some(Link { to_flush, state: watching, handed: 0, failed: false });
+        writer.link = Some(Link { to_flush, state: watching, handed: 0, failed: false, writing: false });
         let backend = writer.backend.clone();
         drop(writer);
         tokio::pin!(shutdown);
@@ -282,6 +282,7 @@ impl Writer {
                 () = tokio::time::sleep_until(deadline) => lingering = false,
             }
         }
+        interrupted(link, &self.metrics);
         if link.failed || link.state.borrow().failed {
             for request in requests {
                 let _ = request.reply.send(request.entries.iter().map(|_| Err(not_durable())).collect());
@@ -306,6 +307,7 @@ impl Writer {
         }
         let behind = count >= self.batch_max && !queue.is_empty();
         let inline = !behind && link.handed == link.state.borrow().released;
+        link.writing = true;
         let started = Instant::now();
         let result = match (&self.blocking, inline) {
             _ if stored.is_empty() => Ok(Vec::new()),
@@ -337,9 +339,11 @@ impl Writer {
         if inline {
             // Durable already, or never to be (then its answers are errors and its events none).
             release(&self.visible, &self.bus, written);
+            link.writing = false;
             return;
         }
         link.handed += 1;
+        link.writing = false;
         if let Err(mpsc::error::SendError(written)) = link.to_flush.send(written).await {
             // The flusher is gone (it only ends after the writer): answer rather than hang.
             for (reply, outcomes) in written.answers {
@@ -357,9 +361,9 @@ impl Writer {
     /// It has no await, so a caller that goes away cannot leave a batch committed and unapplied.
     fn write_inline(&mut self, request: Request) -> std::result::Result<(), Request> {
         let Some(blocking) = self.blocking.clone() else { return Err(request) };
-        let Some(link) = self.link.as_ref() else { return Err(request) };
+        let Some(link) = self.link.as_mut() else { return Err(request) };
         let flushing = *link.state.borrow();
-        if link.failed || flushing.failed || link.handed != flushing.released {
+        if link.failed || link.writing || flushing.failed || link.handed != flushing.released {
             return Err(request);
         }
         if vet(self.gate.as_deref(), &self.metrics, &request.entries).iter().any(Option::is_some) {
@@ -367,12 +371,13 @@ impl Writer {
         }
         let Request { entries, reply } = request;
         self.metrics.inline_batches.fetch_add(1, Ordering::Relaxed);
+        link.writing = true;
         let result = commit(&self.metrics, blocking.as_ref(), &entries, true);
-        let link = self.link.as_mut().expect("checked above");
         let outcomes = answers(&self.metrics, link, result, entries.len());
         let events = apply(self.gate.as_deref(), &self.metrics, entries, &outcomes);
         let head = events.last().map_or(0, |e| e.event.seq);
         release(&self.visible, &self.bus, Written { head, events, answers: vec![(reply, outcomes)] });
+        link.writing = false;
         Ok(())
     }
 }
@@ -485,6 +490,23 @@ struct Link {
     handed: u64,
     /// A batch the writer committed and flushed itself could not be flushed.
     failed: bool,
+    /// A batch is being written: from its commit until it is released or handed to the flusher. Still
+    /// set when the next batch comes, that write was cut short (a panic, on the writer's thread or a
+    /// caller's): what it stored may be neither applied nor published.
+    writing: bool,
+}
+
+/// After a write cut short, the log stops as after a failed flush: its state may no longer match the
+/// store, so nothing more is written or acknowledged until the daemon restarts.
+fn interrupted(link: &mut Link, metrics: &Metrics) {
+    if link.writing {
+        link.writing = false;
+        link.failed = true;
+        metrics.batch_failures.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(
+            "a write to the event log was cut short (a panic on its way); no more appends are taken or acknowledged until the daemon restarts"
+        );
+    }
 }
 
 /// A durable batch: visible, published, answered. Returns how many callers it answered.
@@ -717,7 +739,7 @@ impl Handle {
             && self.writer.try_lock().is_ok_and(|w| {
                 w.link.as_ref().is_some_and(|l| {
                     let flushing = *l.state.borrow();
-                    l.handed == flushing.released && !l.failed && !flushing.failed
+                    l.handed == flushing.released && !l.failed && !l.writing && !flushing.failed
                 })
             })
     }

@@ -124,6 +124,53 @@ async fn a_lone_append_is_committed_on_the_callers_thread_unless_many_subscriber
     d.shutdown().await;
 }
 
+/// A gate that panics when it applies a `task.cancel`: a bug on the writer's path.
+struct Panicky;
+
+impl clutch_core::log::Gate for Panicky {
+    fn admit(&self, batch: &[clutch_store::Entry]) -> Vec<Option<clutch_core::Refusal>> {
+        vec![None; batch.len()]
+    }
+    fn committed(&self, events: &[Arc<clutch_core::Live>]) {
+        assert!(events.iter().all(|e| e.message.kind != MessageType::TaskCancel), "the gate's bug");
+    }
+}
+
+/// A write cut short by a panic (here in the gate, on the caller's own thread) stops the log as a
+/// failed flush does: what it stored was never applied, so nothing more is taken or acknowledged,
+/// and its event is never shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_cut_short_by_a_panic_stops_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = clutch_store_sqlite::Store::open(dir.path()).unwrap();
+    let (mut service, handle) = Service::new(Arc::new(store), Options::default());
+    service.set_gate(Arc::new(Panicky));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = service.spawn(async move {
+        let _ = stopped.await;
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !handle.idle() {
+        assert!(std::time::Instant::now() < deadline, "the writer never started");
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let run = id::generate(Kind::Run);
+    assert_eq!(handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap().seq, 1);
+    let cut = tokio::spawn({
+        let (handle, m) = (handle.clone(), message(&run, MessageType::TaskCancel));
+        async move { handle.append_one(m).await }
+    });
+    assert!(cut.await.unwrap_err().is_panic(), "the caller's task met the gate's panic");
+    assert!(!handle.idle(), "the log is not idle: it is stopped");
+    let after = handle.append_one(message(&run, MessageType::ChatMessage)).await.unwrap_err();
+    assert_eq!(after.code(), clutch_proto::ErrorCode::Unavailable);
+    let shown: Vec<u64> = handle.read(&Filter::default(), 0, 10).await.unwrap().iter().map(|e| e.seq).collect();
+    assert_eq!(shown, vec![1], "the cut write's event is never shown");
+    handle.close_streams();
+    let _ = stop.send(());
+    task.await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_answers_each_message() {
     let d = start(Options::default());
