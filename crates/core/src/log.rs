@@ -360,19 +360,15 @@ impl Writer {
     ///
     /// It has no await, so a caller that goes away cannot leave a batch committed and unapplied.
     fn write_inline(&mut self, request: Request) -> std::result::Result<(), Request> {
-        let Some(blocking) = self.blocking.clone() else { return Err(request) };
-        let Some(link) = self.link.as_mut() else { return Err(request) };
-        let flushing = *link.state.borrow();
-        if link.failed || link.writing || flushing.failed || link.handed != flushing.released {
-            return Err(request);
-        }
+        let Some(blocking) = self.blocking.as_deref() else { return Err(request) };
+        let Some(link) = self.link.as_mut().filter(|l| l.clear()) else { return Err(request) };
         if vet(self.gate.as_deref(), &self.metrics, &request.entries).iter().any(Option::is_some) {
             return Err(request);
         }
         let Request { entries, reply } = request;
         self.metrics.inline_batches.fetch_add(1, Ordering::Relaxed);
         link.writing = true;
-        let result = commit(&self.metrics, blocking.as_ref(), &entries, true);
+        let result = commit(&self.metrics, blocking, &entries, true);
         let outcomes = answers(&self.metrics, link, result, entries.len());
         let events = apply(self.gate.as_deref(), &self.metrics, entries, &outcomes);
         let head = events.last().map_or(0, |e| e.event.seq);
@@ -494,6 +490,15 @@ struct Link {
     /// set when the next batch comes, that write was cut short (a panic, on the writer's thread or a
     /// caller's): what it stored may be neither applied nor published.
     writing: bool,
+}
+
+impl Link {
+    /// Nothing waits for the flusher, and no flush failed and no write was cut short: a batch may be
+    /// committed, flushed and released at once.
+    fn clear(&self) -> bool {
+        let flushing = *self.state.borrow();
+        !self.failed && !self.writing && !flushing.failed && self.handed == flushing.released
+    }
 }
 
 /// After a write cut short, the log stops as after a failed flush: its state may no longer match the
@@ -735,13 +740,7 @@ impl Handle {
     /// Whether the writer runs and is idle: nothing queued, no batch in hand, nothing being flushed.
     /// An append now is committed on the caller's thread (over a backend with blocking writes).
     pub fn idle(&self) -> bool {
-        self.queued() == 0
-            && self.writer.try_lock().is_ok_and(|w| {
-                w.link.as_ref().is_some_and(|l| {
-                    let flushing = *l.state.borrow();
-                    l.handed == flushing.released && !l.failed && !l.writing && !flushing.failed
-                })
-            })
+        self.queued() == 0 && self.writer.try_lock().is_ok_and(|w| w.link.as_ref().is_some_and(Link::clear))
     }
 
     /// Append requests waiting for the writer (sent, not yet taken into a batch).
