@@ -221,6 +221,7 @@ impl State {
         for agent in state.agents.values_mut() {
             agent.profile = router::Profile::new(&agent.card);
         }
+        state.workflows.reindex();
         Some(state)
     }
 

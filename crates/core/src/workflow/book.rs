@@ -113,6 +113,16 @@ pub struct Workflows {
     holds: BTreeMap<String, BTreeSet<String>>,
     checkpoints: HashMap<String, Vec<api::Checkpoint>>,
     workspaces: BTreeMap<String, api::Workspace>,
+    /// Workflow → its pending tasks by plan position (`order`, id): what [`Workflows::next`] walks,
+    /// rather than every planned task on each agent's ask. Derived, so not saved:
+    /// [`Workflows::reindex`] rebuilds it after a load.
+    #[serde(skip)]
+    pending: HashMap<String, BTreeSet<(u32, String)>>,
+}
+
+/// Whether `t` is one of its workflow's pending tasks (a replaced plan's are not).
+fn waits(t: &PlannedTask) -> bool {
+    t.status == TaskStatus::Pending && !t.cancelled
 }
 
 /// Workflow state as earlier messages of a batch being vetted leave it.
@@ -175,9 +185,12 @@ impl Workflows {
     /// ended (completed, or failed; a replaced task does not count).
     pub fn open(&self, id: &str) -> bool {
         self.workflows.get(id).is_some_and(|w| {
+            // From the plan's end: tasks end roughly in plan order, so an open one is usually found
+            // at once there (from the start, every task's end walked every ended task before it).
             w.tasks.is_empty()
                 || w.tasks
                     .iter()
+                    .rev()
                     .filter_map(|t| self.tasks.get(t))
                     .any(|t| !t.cancelled && !matches!(t.status, api::TaskStatus::Completed | api::TaskStatus::Failed))
         })
@@ -187,6 +200,7 @@ impl Workflows {
     /// removed by retention).
     pub fn forget(&mut self, id: &str) {
         let Some(workflow) = self.workflows.remove(id) else { return };
+        self.pending.remove(id);
         self.roots.remove(&workflow.root_task_id);
         for task in workflow.tasks.into_iter().chain(workflow.replaced) {
             if let Some(t) = self.tasks.remove(&task)
@@ -305,6 +319,14 @@ impl Workflows {
                     w.updated_at = item.updated_at.clone();
                 }
                 let workflow = item.workflow_id.clone();
+                if let Some(was) = self.tasks.get(&item.id).filter(|t| waits(t))
+                    && let Some(set) = self.pending.get_mut(&workflow)
+                {
+                    set.remove(&(was.order, item.id.clone()));
+                }
+                if waits(&item) {
+                    self.pending.entry(workflow.clone()).or_default().insert((item.order, item.id.clone()));
+                }
                 self.tasks.insert(item.id.clone(), item);
                 // Only a task's end can end its workflow: only then are its tasks walked.
                 if ends && self.workflows.contains_key(&workflow) && !self.open(&workflow) {
@@ -494,13 +516,27 @@ impl Workflows {
     /// Pending tasks whose dependencies are completed, in plan order.
     /// At most `limit` of them after plan position `after`, and whether more follow.
     pub fn next(&self, w: &Workflow, after: Option<u32>, limit: usize) -> (Vec<api::TaskSummary>, bool) {
-        let mut ready = self
-            .plan_order(w)
-            .into_iter()
-            .filter(|t| after.is_none_or(|a| t.order > a) && t.status == TaskStatus::Pending && self.ready(t));
+        let Some(pending) = self.pending.get(&w.id) else { return (Vec::new(), false) };
+        let from = match after {
+            None => 0,
+            Some(a) => match a.checked_add(1) {
+                Some(from) => from,
+                None => return (Vec::new(), false),
+            },
+        };
+        let mut ready =
+            pending.range((from, String::new())..).filter_map(|(_, id)| self.tasks.get(id)).filter(|t| self.ready(t));
         let page: Vec<api::TaskSummary> = ready.by_ref().take(limit).map(task_summary).collect();
         let more = ready.next().is_some();
         (page, more)
+    }
+
+    /// Rebuilds what is derived from the rest (the pending tasks by plan position), after a load.
+    pub fn reindex(&mut self) {
+        self.pending.clear();
+        for t in self.tasks.values().filter(|t| waits(t)) {
+            self.pending.entry(t.workflow_id.clone()).or_default().insert((t.order, t.id.clone()));
+        }
     }
 
     pub fn progress(&self, w: &Workflow) -> api::Progress {

@@ -412,14 +412,17 @@ async fn after_a_restart_the_recovery_flow_finds_the_work_and_every_checkpoint()
     }
     let before = e.workflow_get(&w).unwrap();
     let checkpoints = e.checkpoints(&ids[1]).unwrap();
+    assert_eq!(next(&e, &w), ["github"]);
     // From the snapshot a clean stop saves, then (other options: the snapshot is ignored) from the log.
     h.restart(Options::default()).await;
     assert!(h.core().engine.loaded_snapshot_seq() > 0);
     assert_eq!(h.core().engine.workflow_get(&w).unwrap(), before, "the snapshot holds the workflows");
+    assert_eq!(next(&h.core().engine, &w), ["github"], "and what is ready next");
     h.restart(Options { heartbeat_interval: Duration::from_secs(11), ..Options::default() }).await;
     assert_eq!(h.core().engine.loaded_snapshot_seq(), 0);
     let e = h.core().engine.clone();
     assert_eq!(e.workflow_get(&w).unwrap(), before, "the state is rebuilt exactly from the log");
+    assert_eq!(next(&e, &w), ["github"]);
     assert_eq!(e.checkpoints(&ids[1]).unwrap(), checkpoints);
 
     // The agent's context was reset: workflow_list → workflow_progress → task_load_context.
@@ -631,6 +634,7 @@ async fn planned_tasks_sent_as_messages_are_vetted_by_name_and_dependency() {
     for options in [Options::default(), Options { heartbeat_interval: Duration::from_secs(11), ..Options::default() }] {
         h.restart(options).await;
         assert_eq!(names(&h.core().engine), ["ship"]);
+        assert_eq!(next(&h.core().engine, &w), ["ship"], "a replaced plan's tasks are never next");
         assert_eq!(
             refused(append(&h, planned("ship", &[])).await),
             ("VALIDATION_FAILED", Some("payload.name".to_owned()))
