@@ -139,7 +139,10 @@ impl Routes {
 
     /// The router, each route behind [`authorize`].
     pub(crate) fn into_router(self, state: AppState) -> Router {
-        self.router.route_layer(axum::middleware::from_fn_with_state(state.clone(), authorize)).with_state(state)
+        self.router
+            .route_layer(axum::middleware::from_fn(crate::read_ahead))
+            .route_layer(axum::middleware::from_fn_with_state(state.clone(), authorize))
+            .with_state(state)
     }
 
     #[cfg(test)]

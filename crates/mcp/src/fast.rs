@@ -75,19 +75,6 @@ impl Endpoint {
     }
 }
 
-/// Reads a request's body on a task of its own. Taking the body from hyper wakes the connection's
-/// task (so that it may pass on more); taken on that task, while it runs, the wake makes tokio
-/// treat it as a task that yields, and a yielding task wakes an idle worker to share the work: a
-/// futex wake, a worker's wake-up and a spurious poll of the connection for every request, about
-/// a seventh of a small call's CPU. From a task of its own the wake finds the connection's task
-/// idle and only queues it, on this worker.
-async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, String> {
-    match tokio::spawn(axum::body::to_bytes(body, limit)).await {
-        Ok(read) => read.map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
 /// Marks, in a response's extensions (never on the wire), an answer the fast path gave: for tests
 /// and for layers that count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,7 +99,7 @@ impl Endpoint {
             return Err(request);
         }
         let (parts, body) = request.into_parts();
-        let bytes = match read_body(body, self.body_limit).await {
+        let bytes = match axum::body::to_bytes(body, self.body_limit).await {
             Ok(bytes) => bytes,
             // Only a broken connection gets here (the length was checked): rmcp's answer to it.
             Err(e) => return Ok(plain(StatusCode::INTERNAL_SERVER_ERROR, format!("Failed to read request body: {e}"))),

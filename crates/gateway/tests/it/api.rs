@@ -103,7 +103,6 @@ async fn malformed_bodies_get_clear_4xx() {
     let r = d.http.post(&url).json(&big).send().await.unwrap();
     assert_eq!(r.status(), 413);
     assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "PAYLOAD_TOO_LARGE");
-
     let (status, e) = d.post(&json!("just a string")).await;
     assert_eq!((status, e["error"]["code"].as_str()), (400, Some("VALIDATION_FAILED")));
 
@@ -113,6 +112,18 @@ async fn malformed_bodies_get_clear_4xx() {
     assert_eq!(r.status(), 405);
     assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "METHOD_NOT_ALLOWED");
     assert_eq!(d.log.head().await.unwrap(), 0);
+
+    // Small bodies are read before the route runs, and bodies behind `Expect: 100-continue` are
+    // not: the answers are the same.
+    for expect in [None, Some("100-continue")] {
+        let mut r = d.http.post(&url).json(&crate::msg(&run_id(), "chat.message"));
+        if let Some(e) = expect {
+            r = r.header("expect", e);
+        }
+        let r = r.send().await.unwrap();
+        assert!(r.status().is_success(), "{expect:?}: {}", r.status());
+        assert!(r.json::<Value>().await.unwrap()["seq"].as_u64().is_some_and(|s| s > 0));
+    }
     d.shutdown().await;
 }
 
