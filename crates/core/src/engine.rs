@@ -259,6 +259,11 @@ struct State {
     /// Queued tasks woken to be routed again, in all (for tests).
     #[serde(skip)]
     woken: u64,
+    /// Some agent or run may have crossed its budget with no notice sent yet: the reactor looks at
+    /// every agent and run only then (set where a budget is found crossed, and when a snapshot
+    /// loads; cleared by a look that finds nothing to say).
+    #[serde(skip)]
+    budget_pending: bool,
     /// Counts routed deliveries: the round-robin clock.
     routing_clock: u64,
     next_agent_check_ms: i64,

@@ -196,6 +196,7 @@ impl State {
         }
         if !run.budget_exhausted && run_budget(options).crossed(&run.usage).is_some() {
             run.budget_exhausted = true;
+            self.budget_pending = true;
         }
         let mut touched = vec![&message.from.agent_id];
         if let Some(old) = old_agent.as_ref().filter(|a| **a != message.from.agent_id) {
@@ -208,6 +209,7 @@ impl State {
             }
             if !a.budget_exhausted && effective_budget(options, a).crossed(&a.usage).is_some() {
                 a.budget_exhausted = true;
+                self.budget_pending = true;
             }
         }
     }
@@ -239,6 +241,7 @@ impl State {
                 agent.last_seen_ms = agent.last_seen_ms.max(at);
                 let limits = effective_budget(options, agent);
                 agent.budget_exhausted = limits.crossed(&agent.usage).is_some();
+                self.budget_pending |= agent.budget_exhausted;
             }
             None => {
                 let mut agent = Agent::new(card, at, budget);

@@ -313,7 +313,12 @@ impl State {
         out
     }
 
-    pub(super) fn budget_notices(&self, options: &Options) -> Vec<Message> {
+    /// Notices of budgets crossed and not yet noticed. Every agent and run is looked at only while
+    /// one may be (`budget_pending`): the reactor passes after every commit.
+    pub(super) fn budget_notices(&mut self, options: &Options) -> Vec<Message> {
+        if !self.budget_pending {
+            return Vec::new();
+        }
         let mut out = Vec::new();
         for agent in self.agents.values().filter(|a| a.budget_exhausted && !a.budget_notice_sent) {
             let limits = effective_budget(options, agent);
@@ -338,6 +343,9 @@ impl State {
                 }
             }
         }
+        // Once the notices are applied (or if a crossing had nothing to say), the next look finds
+        // nothing and stops the looking.
+        self.budget_pending = !out.is_empty();
         out
     }
 }

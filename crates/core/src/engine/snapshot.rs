@@ -185,6 +185,7 @@ impl State {
             queued: self.queued.clone(),
             freed: self.freed.clone(),
             woken: 0,
+            budget_pending: false,
             routing_clock: self.routing_clock,
             next_agent_check_ms: self.next_agent_check_ms,
             workflows: self.workflows.clone(),
@@ -222,6 +223,7 @@ impl State {
             agent.profile = router::Profile::new(&agent.card);
         }
         state.workflows.reindex();
+        state.budget_pending = true;
         Some(state)
     }
 

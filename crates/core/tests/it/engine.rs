@@ -375,6 +375,41 @@ async fn crossing_a_budget_sends_a_notice_and_excludes_the_agent() {
     h.send(t2.request(&["skill:x"])).await.unwrap();
     let queued = h.wait(&t2.task, 0, |v| kind(v) == "routing.failure").await;
     assert_eq!(queued["payload"]["excluded"]["agent:cheap"], "its budget is exhausted");
+
+    // The reactor stops looking for crossings once the notice is out, and looks again at the next:
+    // one notice per agent, however many events come after.
+    h.register("thrifty", json!({"capabilities": [{"id": "skill:x"}], "budget": {"tokens": 100}})).await;
+    h.wait(&t2.task, 0, |v| delivered_to(v) == Some("agent:thrifty")).await;
+    h.send(t2.msg("agent:thrifty", "task.result", json!({"usage": {"input_tokens": 100, "output_tokens": 1}})))
+        .await
+        .unwrap();
+    let noticed = || async {
+        let events = h
+            .core()
+            .log
+            .read(&Filter { kind: Some(clutch_proto::MessageType::ChatSystem), ..Filter::default() }, 0, 100)
+            .await
+            .unwrap();
+        let mut ids: Vec<String> = events
+            .iter()
+            .map(|e| serde_json::from_str::<Value>(&e.json).unwrap())
+            .filter(|v| v["payload_type"] == "clutch.budget.v1")
+            .map(|v| v["payload"]["id"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let both = async {
+        while noticed().await.len() < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(GUARD, both).await.unwrap();
+    for _ in 0..5 {
+        h.send(new_task().request(&["skill:x"])).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(noticed().await, ["agent:cheap", "agent:thrifty"]);
     h.stop().await;
 }
 
