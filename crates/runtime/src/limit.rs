@@ -28,6 +28,8 @@ struct State {
     tokens: f64,
     refilled: Instant,
     paused_until: Option<Instant>,
+    /// When the last request really started (it may have been woken later than its turn).
+    last_start: Option<Instant>,
 }
 
 impl Limiter {
@@ -45,6 +47,7 @@ impl Limiter {
                 tokens: f64::from(tokens_per_minute.unwrap_or(0)),
                 refilled: now,
                 paused_until: None,
+                last_start: None,
             }),
         }
     }
@@ -81,8 +84,31 @@ impl Limiter {
             // A pause that came while this request waited for its turn holds it too.
             let paused = self.lock().paused_until.is_some_and(|until| until > Instant::now());
             if !paused {
+                self.keep_distance().await;
                 return;
             }
+        }
+    }
+
+    /// Holds a request until an interval after the last one really started. Turns are handed out
+    /// ahead, an interval apart; a request woken late (a busy machine) would otherwise come closer
+    /// than that to the next, whose turn was already set, and a provider counting requests over a
+    /// sliding second would see one too many.
+    async fn keep_distance(&self) {
+        let Some(interval) = self.interval else { return };
+        loop {
+            let earliest = {
+                let mut s = self.lock();
+                let now = Instant::now();
+                match s.last_start {
+                    Some(last) if last + interval > now => last + interval,
+                    _ => {
+                        s.last_start = Some(now);
+                        return;
+                    }
+                }
+            };
+            tokio::time::sleep_until(earliest).await;
         }
     }
 
@@ -193,6 +219,32 @@ mod tests {
         limiter.pause(Duration::from_secs(2));
         limiter.acquire(1).await;
         assert!(began.elapsed() >= Duration::from_millis(2420), "{:?}", began.elapsed());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_woken_late_keeps_the_next_an_interval_away() {
+        let limiter = std::sync::Arc::new(Limiter::new(Some(600), None));
+        let began = tokio::time::Instant::now();
+        limiter.acquire(1).await;
+        let late: Vec<_> = (0..2)
+            .map(|_| {
+                let limiter = limiter.clone();
+                tokio::spawn(async move {
+                    limiter.acquire(1).await;
+                    began.elapsed()
+                })
+            })
+            .collect();
+        // Both take their turns (105 and 210 ms), and neither is woken before 300 ms.
+        tokio::task::yield_now().await;
+        tokio::time::advance(Duration::from_millis(300)).await;
+        let mut starts = Vec::new();
+        for task in late {
+            starts.push(task.await.unwrap());
+        }
+        starts.sort();
+        assert_eq!(starts[0], Duration::from_millis(300));
+        assert_eq!(starts[1], Duration::from_millis(405), "an interval after the late one's real start");
     }
 
     #[tokio::test(start_paused = true)]
