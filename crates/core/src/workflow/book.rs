@@ -125,6 +125,11 @@ fn waits(t: &PlannedTask) -> bool {
     t.status == TaskStatus::Pending && !t.cancelled
 }
 
+/// Adds `t` to its workflow's pending tasks.
+fn pend(pending: &mut HashMap<String, BTreeSet<(u32, String)>>, t: &PlannedTask) {
+    pending.entry(t.workflow_id.clone()).or_default().insert((t.order, t.id.clone()));
+}
+
 /// Workflow state as earlier messages of a batch being vetted leave it.
 #[derive(Debug, Default)]
 pub struct Stage {
@@ -325,7 +330,7 @@ impl Workflows {
                     set.remove(&(was.order, item.id.clone()));
                 }
                 if waits(&item) {
-                    self.pending.entry(workflow.clone()).or_default().insert((item.order, item.id.clone()));
+                    pend(&mut self.pending, &item);
                 }
                 self.tasks.insert(item.id.clone(), item);
                 // Only a task's end can end its workflow: only then are its tasks walked.
@@ -535,7 +540,7 @@ impl Workflows {
     pub fn reindex(&mut self) {
         self.pending.clear();
         for t in self.tasks.values().filter(|t| waits(t)) {
-            self.pending.entry(t.workflow_id.clone()).or_default().insert((t.order, t.id.clone()));
+            pend(&mut self.pending, t);
         }
     }
 
