@@ -63,11 +63,23 @@ impl std::fmt::Debug for Options {
     }
 }
 
+/// What every route's handler and middleware is given: shared, so that handing it to each of a
+/// request's layers costs one reference count, not one per handle it holds.
 #[derive(Clone)]
-pub(crate) struct AppState {
+pub(crate) struct AppState(Arc<Shared>);
+
+pub(crate) struct Shared {
     pub(crate) log: Handle,
     pub(crate) engine: Engine,
     pub(crate) options: Options,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
 }
 
 /// The daemon's HTTP API. Serve it with `axum::serve(listener, router(..))`.
@@ -84,7 +96,7 @@ pub fn router_with(log: Handle, engine: Engine, options: Options, faces: Router,
     let artifact_limit = usize::try_from(log.artifact_max_bytes()).unwrap_or(usize::MAX).saturating_add(1);
     let body_limit = options.body_limit_bytes;
     let tokens = options.tokens.clone();
-    let state = AppState { log, engine, options };
+    let state = AppState(Arc::new(Shared { log, engine, options }));
     let faces = if faces.has_routes() {
         faces
             .route_layer(axum::middleware::from_fn(read_ahead))

@@ -13,6 +13,19 @@ fn valid(input: &Value) -> Message {
 }
 
 #[test]
+fn timestamps_are_written_with_every_digit_in_place() {
+    use std::time::{Duration, UNIX_EPOCH};
+    let at = |ms: u64| UNIX_EPOCH + Duration::from_millis(ms);
+    assert_eq!(format_ts(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+    assert_eq!(format_ts(at(946_684_799_999)), "1999-12-31T23:59:59.999Z");
+    assert_eq!(format_ts(at(1_709_210_096_007)), "2024-02-29T12:34:56.007Z");
+    assert_eq!(format_ts(at(253_402_300_799_999)), "9999-12-31T23:59:59.999Z");
+    // Before the epoch, and in a year of fewer than four digits.
+    assert_eq!(format_ts(UNIX_EPOCH - Duration::from_millis(1)), "1969-12-31T23:59:59.999Z");
+    assert_eq!(format_ts(UNIX_EPOCH - Duration::from_secs(31_556_908_800)), "0970-01-01T00:00:00.000Z");
+}
+
+#[test]
 fn minimal_message_is_valid_and_gets_id_ts_and_v() {
     let input = minimal();
     let msg = valid(&input);
