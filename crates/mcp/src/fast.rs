@@ -26,8 +26,9 @@ use clutch_proto::error::{MESSAGE_MAX, bound_text, quote};
 use futures_util::StreamExt;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestMethod, CallToolRequestParams, CallToolResponse, ClientCapabilities, ErrorCode, ErrorData,
-    JsonRpcError, JsonRpcVersion2_0, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
+    CallToolRequestMethod, CallToolRequestParams, CallToolResponse, ClientCapabilities, ContentBlock, ErrorCode,
+    ErrorData, JsonRpcError, JsonRpcResponse, JsonRpcVersion2_0, ProtocolVersion, RequestId, RequestMetaObject,
+    ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -130,7 +131,7 @@ impl Endpoint {
                 ServerJsonRpcMessage::error(error, Some(id))
             }
         };
-        Ok(json(&message))
+        Ok(json(message))
     }
 
     /// rmcp's answer to `request`, bounded. A POST with a JSON `Content-Type` is read first (up to
@@ -253,7 +254,7 @@ fn unreadable(bytes: &[u8]) -> Response {
             None,
         ),
     };
-    let mut response = json(&ServerJsonRpcMessage::error(error, None));
+    let mut response = json(ServerJsonRpcMessage::error(error, None));
     *response.status_mut() = StatusCode::BAD_REQUEST;
     response
 }
@@ -341,8 +342,19 @@ fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
 }
 
 /// rmcp's JSON answer to a request that used the 2026-07-28 lifecycle with well-formed metadata.
-fn json(message: &ServerJsonRpcMessage) -> Response {
-    let body = match serde_json::to_vec(message) {
+/// A structured tool result's `structuredContent` is copied from its text block, which
+/// `CallToolResult::structured` wrote from the same value, rather than serialized a second time (a
+/// tenth of the instructions of a workflow task's five calls).
+fn json(mut message: ServerJsonRpcMessage) -> Response {
+    let status = status(&message);
+    let copied = hold_structured(&mut message);
+    let body = serde_json::to_vec(&message).map_err(|e| e.to_string()).and_then(|body| {
+        match copied.then(|| structured_text(&message)).flatten() {
+            Some(text) => with_structured(&body, text).ok_or_else(|| "its structured value had no place".to_owned()),
+            None => Ok(body),
+        }
+    });
+    let body = match body {
         Ok(body) => body,
         Err(e) => {
             tracing::error!(error = %e, "a tools/call answer could not be serialized");
@@ -350,9 +362,52 @@ fn json(message: &ServerJsonRpcMessage) -> Response {
         }
     };
     let mut response = Response::new(Body::from(body));
-    *response.status_mut() = status(message);
+    *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
     response
+}
+
+/// Where a structured tool result's value goes while the answer is serialized: `null`, replaced by
+/// [`with_structured`]. Only a result whose one text block is that value serialized qualifies.
+const HELD: &[u8] = b"\"structuredContent\":null";
+
+/// Swaps a structured tool result's value for `null` when its text block holds the value
+/// serialized; whether it did.
+fn hold_structured(message: &mut ServerJsonRpcMessage) -> bool {
+    let ServerJsonRpcMessage::Response(JsonRpcResponse { result: ServerResult::CallToolResult(result), .. }) = message
+    else {
+        return false;
+    };
+    let ([ContentBlock::Text(text)], Some(value)) = (result.content.as_slice(), &mut result.structured_content) else {
+        return false;
+    };
+    debug_assert_eq!(text.text, value.to_string(), "a structured result whose text is not its value");
+    *value = serde_json::Value::Null;
+    true
+}
+
+/// The text block of a structured tool result.
+fn structured_text(message: &ServerJsonRpcMessage) -> Option<&str> {
+    let ServerJsonRpcMessage::Response(JsonRpcResponse { result: ServerResult::CallToolResult(result), .. }) = message
+    else {
+        return None;
+    };
+    match result.content.as_slice() {
+        [ContentBlock::Text(text)] => Some(&text.text),
+        _ => None,
+    }
+}
+
+/// `body` with the held value written back from `text`. The member is found from the end: only
+/// `isError` and `_meta` follow it, and no string in the answer holds an unescaped quote.
+fn with_structured(body: &[u8], text: &str) -> Option<Vec<u8>> {
+    let at = body.windows(HELD.len()).rposition(|w| w == HELD)?;
+    let value_at = at + HELD.len() - "null".len();
+    let mut out = Vec::with_capacity(body.len() + text.len());
+    out.extend_from_slice(&body[..value_at]);
+    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(&body[at + HELD.len()..]);
+    Some(out)
 }
 
 /// The HTTP status rmcp gives a JSON-RPC answer on the 2026-07-28 path.

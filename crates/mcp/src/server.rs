@@ -7,8 +7,8 @@ use clutch_core::Engine;
 use clutch_core::access::Caller;
 use clutch_proto::error::quote;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams, GetTaskResult,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock, GetTaskParams,
+    GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -158,6 +158,16 @@ fn caller_of(context: &RequestContext<RoleServer>) -> Caller {
         .unwrap_or_default()
 }
 
+/// A tool's answer as `CallToolResult::structured` makes it (the value, and its JSON in a text
+/// block), with the text written by `serde_json::to_string` rather than through `Display`, which
+/// writes each token through a `fmt::Formatter`: the same bytes for a third of the instructions.
+fn structured(value: serde_json::Value) -> Result<CallToolResult, ErrorData> {
+    let text = serde_json::to_string(&value).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(value);
+    Ok(result)
+}
+
 impl Server {
     /// `tools/call` as `caller`: the one implementation behind rmcp's handler and the fast path. An
     /// unknown tool is a protocol error; a refused call is a tool result with `isError: true`. Who
@@ -187,9 +197,9 @@ impl Server {
                 if let Some(task_id) = answer.get("task_id").and_then(serde_json::Value::as_str) {
                     return Ok(CallToolResponse::Task(crate::tasks::created(task_id)));
                 }
-                CallToolResult::structured(answer)
+                structured(answer)?
             }
-            Ok(answer) => CallToolResult::structured(answer),
+            Ok(answer) => structured(answer)?,
             Err(refusal) => {
                 tracing::debug!(tool = %request.name, code = refusal.code.as_str(), "tool call refused");
                 crate::error::tool_result(&refusal)
