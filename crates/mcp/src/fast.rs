@@ -347,12 +347,10 @@ fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
 /// than serialized a second time (4% of the instructions of a workflow task's five calls).
 fn json(mut message: ServerJsonRpcMessage) -> Response {
     let status = status(&message);
-    let copied = hold_structured(&mut message);
-    let body = serde_json::to_vec(&message).map_err(|e| e.to_string()).and_then(|body| {
-        match copied.then(|| structured_text(&message)).flatten() {
-            Some(text) => with_structured(&body, text).ok_or_else(|| "its structured value had no place".to_owned()),
-            None => Ok(body),
-        }
+    let held = hold_structured(&mut message);
+    let body = serde_json::to_vec(&message).map_err(|e| e.to_string()).and_then(|body| match &held {
+        Some(text) => with_structured(&body, text).ok_or_else(|| "its structured value had no place".to_owned()),
+        None => Ok(body),
     });
     let body = match body {
         Ok(body) => body,
@@ -372,30 +370,18 @@ fn json(mut message: ServerJsonRpcMessage) -> Response {
 const HELD: &[u8] = b"\"structuredContent\":null";
 
 /// Swaps a structured tool result's value for `null` when its text block holds the value
-/// serialized; whether it did.
-fn hold_structured(message: &mut ServerJsonRpcMessage) -> bool {
-    let ServerJsonRpcMessage::Response(JsonRpcResponse { result: ServerResult::CallToolResult(result), .. }) = message
-    else {
-        return false;
-    };
-    let ([ContentBlock::Text(text)], Some(value)) = (result.content.as_slice(), &mut result.structured_content) else {
-        return false;
-    };
-    debug_assert_eq!(text.text, value.to_string(), "a structured result whose text is not its value");
-    *value = serde_json::Value::Null;
-    true
-}
-
-/// The text block of a structured tool result.
-fn structured_text(message: &ServerJsonRpcMessage) -> Option<&str> {
+/// serialized, and gives a copy of that text (a copy costs far less than serializing the value).
+fn hold_structured(message: &mut ServerJsonRpcMessage) -> Option<String> {
     let ServerJsonRpcMessage::Response(JsonRpcResponse { result: ServerResult::CallToolResult(result), .. }) = message
     else {
         return None;
     };
-    match result.content.as_slice() {
-        [ContentBlock::Text(text)] => Some(&text.text),
-        _ => None,
-    }
+    let ([ContentBlock::Text(text)], Some(value)) = (result.content.as_slice(), &mut result.structured_content) else {
+        return None;
+    };
+    debug_assert_eq!(text.text, value.to_string(), "a structured result whose text is not its value");
+    *value = serde_json::Value::Null;
+    Some(text.text.clone())
 }
 
 /// `body` with the held value written back from `text`. The member is found from the end: only

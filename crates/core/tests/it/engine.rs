@@ -351,16 +351,16 @@ async fn crossing_a_budget_sends_a_notice_and_excludes_the_agent() {
     h.send(t.msg("agent:cheap", "task.result", json!({"usage": {"input_tokens": 80, "output_tokens": 40}})))
         .await
         .unwrap();
+    // The daemon's `chat.system` messages so far.
+    let system = || async {
+        let filter = Filter { kind: Some(clutch_proto::MessageType::ChatSystem), ..Filter::default() };
+        let events = h.core().log.read(&filter, 0, 100).await.unwrap();
+        events.iter().map(|e| serde_json::from_str::<Value>(&e.json).unwrap()).collect::<Vec<_>>()
+    };
     let notices = async {
         loop {
-            let events = h
-                .core()
-                .log
-                .read(&Filter { kind: Some(clutch_proto::MessageType::ChatSystem), ..Filter::default() }, 0, 10)
-                .await
-                .unwrap();
-            if let Some(e) = events.first() {
-                return serde_json::from_str::<Value>(&e.json).unwrap();
+            if let Some(notice) = system().await.into_iter().next() {
+                return notice;
             }
             tokio::task::yield_now().await;
         }
@@ -384,15 +384,9 @@ async fn crossing_a_budget_sends_a_notice_and_excludes_the_agent() {
         .await
         .unwrap();
     let noticed = || async {
-        let events = h
-            .core()
-            .log
-            .read(&Filter { kind: Some(clutch_proto::MessageType::ChatSystem), ..Filter::default() }, 0, 100)
+        let mut ids: Vec<String> = system()
             .await
-            .unwrap();
-        let mut ids: Vec<String> = events
-            .iter()
-            .map(|e| serde_json::from_str::<Value>(&e.json).unwrap())
+            .into_iter()
             .filter(|v| v["payload_type"] == "clutch.budget.v1")
             .map(|v| v["payload"]["id"].as_str().unwrap_or_default().to_owned())
             .collect();
