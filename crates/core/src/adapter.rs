@@ -237,7 +237,7 @@ pub async fn run(log: Handle, engine: Engine, options: Options, first: u64, shut
                             Err(e) => tracing::warn!(seq = event.seq, error = %e, "a stored tool call does not read"),
                         }
                     }
-                    Err(End::Lagged { last_seq } | End::Failed { last_seq, .. }) => {
+                    Err(End::Lagged { last_seq } | End::Failed { last_seq, .. } | End::Closed { last_seq }) => {
                         calls_after = last_seq;
                         continue 'subscribe;
                     }
@@ -253,7 +253,7 @@ pub async fn run(log: Handle, engine: Engine, options: Options, first: u64, shut
                             d.ctx.decided(decided);
                         }
                     }
-                    Err(End::Lagged { last_seq } | End::Failed { last_seq, .. }) => {
+                    Err(End::Lagged { last_seq } | End::Failed { last_seq, .. } | End::Closed { last_seq }) => {
                         notes_after = last_seq;
                         continue 'subscribe;
                     }

@@ -9,6 +9,7 @@ pub mod access;
 pub mod adapter;
 pub mod clock;
 pub mod config;
+pub mod direct;
 pub mod engine;
 pub mod guard;
 pub mod inbox;
@@ -32,6 +33,7 @@ pub mod tool;
 pub mod view;
 pub mod workflow;
 
+pub use direct::{Feed, Out, Socket};
 pub use engine::Engine;
 pub use log::{Gate, Handle, Service};
 pub use running::{Running, start};

@@ -764,6 +764,7 @@ impl Handle {
             (None, _) => self.head().await?,
         };
         Ok(Subscription::new(
+            self.bus.clone(),
             self.backend.clone(),
             self.visible.clone(),
             receiver,

@@ -264,7 +264,7 @@ impl Worker {
                             saved_at = Instant::now();
                         }
                     }
-                    Err(End::Lagged { last_seq } | End::Failed { last_seq, .. }) => {
+                    Err(End::Lagged { last_seq } | End::Failed { last_seq, .. } | End::Closed { last_seq }) => {
                         pushed = last_seq;
                         continue 'subscribe;
                     }

@@ -13,10 +13,11 @@ use clutch_proto::Message;
 use clutch_store::{Backend, Event, Filter};
 use tokio::sync::{broadcast, watch};
 
+use crate::direct::{Feed, Outlet, Outlets, Socket};
 use crate::metrics::Metrics;
 
 /// Events read from the store per catch-up query.
-const PAGE: usize = 1000;
+pub(crate) const PAGE: usize = 1000;
 
 /// A committed event as the writer publishes it, with its parsed message for filtering.
 pub struct Live {
@@ -54,8 +55,17 @@ const INBOX_BUFFER_MAX: usize = 1024;
 /// recipient with an inbox subscriber, made when the first subscribes and dropped once none is left.
 pub(crate) struct Bus {
     all: broadcast::Sender<Arc<Live>>,
-    inboxes: Mutex<HashMap<String, broadcast::Sender<Arc<Live>>>>,
+    routes: Mutex<Routes>,
+    buffer: usize,
     inbox_buffer: usize,
+}
+
+/// The bus's subscribers other than those to every event, behind one lock: a subscriber added while
+/// the writer publishes is either seen by that publish or sees its events as visible.
+#[derive(Default)]
+struct Routes {
+    inboxes: HashMap<String, broadcast::Sender<Arc<Live>>>,
+    outlets: Outlets,
 }
 
 impl Bus {
@@ -63,15 +73,34 @@ impl Bus {
         let buffer = buffer.max(16);
         Bus {
             all: broadcast::channel(buffer).0,
-            inboxes: Mutex::new(HashMap::new()),
+            routes: Mutex::new(Routes::default()),
+            buffer,
             inbox_buffer: buffer.min(INBOX_BUFFER_MAX),
         }
+    }
+
+    /// Most live events a subscriber may fall behind before it is cut off.
+    pub(crate) fn buffer(&self) -> usize {
+        self.buffer
+    }
+
+    fn routes(&self) -> std::sync::MutexGuard<'_, Routes> {
+        self.routes.lock().expect("bus lock")
+    }
+
+    /// Adds a subscriber the fan-out writes to itself ([`crate::direct`]).
+    pub(crate) fn add_outlet(&self, outlet: Arc<Outlet>) {
+        self.routes().outlets.add(outlet);
+    }
+
+    pub(crate) fn remove_outlet(&self, outlet: &Arc<Outlet>) {
+        self.routes().outlets.remove(outlet);
     }
 
     /// A receiver of the events `filter` may select: its recipient's, or all.
     pub(crate) fn subscribe(&self, filter: &Filter) -> broadcast::Receiver<Arc<Live>> {
         let Some(agent) = &filter.to else { return self.all.subscribe() };
-        let mut inboxes = self.inboxes.lock().expect("bus lock");
+        let inboxes = &mut self.routes().inboxes;
         inboxes.retain(|_, sender| sender.receiver_count() > 0);
         inboxes.entry(agent.clone()).or_insert_with(|| broadcast::channel(self.inbox_buffer).0).subscribe()
     }
@@ -81,9 +110,14 @@ impl Bus {
         self.all.receiver_count()
     }
 
-    /// Publishes `events`, in order, to the general channel and to each recipient's inbox.
+    /// Publishes `events`, in order, to the general channel, to each recipient's inbox and to the
+    /// fan-out thread of the direct subscribers.
     pub(crate) fn publish(&self, events: Vec<Arc<Live>>) {
-        let inboxes = self.inboxes.lock().expect("bus lock");
+        let routes = self.routes();
+        if routes.outlets.any() {
+            routes.outlets.publish(events.clone());
+        }
+        let inboxes = &routes.inboxes;
         for live in events {
             for recipient in &live.message.to {
                 if let Some(inbox) = inboxes.get(&recipient.agent_id) {
@@ -108,10 +142,13 @@ pub enum End {
     Shutdown { last_seq: u64 },
     /// The store failed while catching up.
     Failed { last_seq: u64, message: String },
+    /// The subscriber's connection failed (a direct subscriber's, seen by the fan-out).
+    Closed { last_seq: u64 },
 }
 
 /// A live, filtered view of the event log. See [`crate::Handle::subscribe`].
 pub struct Subscription {
+    bus: Arc<Bus>,
     backend: Arc<dyn Backend>,
     /// The log's visible head: catch-up reads stop there; later events come live.
     visible: Arc<AtomicU64>,
@@ -128,7 +165,9 @@ pub struct Subscription {
 }
 
 impl Subscription {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
+        bus: Arc<Bus>,
         backend: Arc<dyn Backend>,
         visible: Arc<AtomicU64>,
         receiver: broadcast::Receiver<Arc<Live>>,
@@ -142,6 +181,7 @@ impl Subscription {
         // was read, gets every later event.
         let catching_up = visible.load(Ordering::Acquire) > after;
         Subscription {
+            bus,
             backend,
             visible,
             receiver,
@@ -158,6 +198,21 @@ impl Subscription {
     /// The `seq` of the last event delivered, or the starting cursor.
     pub fn cursor(&self) -> u64 {
         self.last
+    }
+
+    /// The same subscription, from its cursor, with its live part written by the fan-out to `socket`
+    /// itself ([`crate::direct`]).
+    pub fn direct(self, socket: Arc<dyn Socket>) -> Feed {
+        Feed::new(
+            self.bus.clone(),
+            self.backend.clone(),
+            self.visible.clone(),
+            self.closing.clone(),
+            self.metrics.clone(),
+            self.filter.clone(),
+            self.last,
+            socket,
+        )
     }
 
     /// The next event, or why the subscription ended (after which it yields nothing useful).

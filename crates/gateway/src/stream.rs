@@ -1,22 +1,30 @@
 //! `GET /v1/stream`: the live event stream, over WebSocket (on upgrade) or Server-Sent Events. Both
 //! replay from `after` then go live, and end with a final frame giving the cursor to resume from.
 //! A live event's wire form is made once and shared by every subscriber's frame
-//! ([`clutch_core::Live::wire`]); a subscriber's task only frames and writes it.
+//! ([`clutch_core::Live::wire`]). Over WebSocket the daemon's fan-out thread writes each live event
+//! to the subscriber's socket itself ([`clutch_core::direct`]); over SSE (a response body hyper
+//! writes) the subscriber's task frames and sends it.
 
 use std::convert::Infallible;
-use std::task::Poll;
+use std::io::{self, IoSlice};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::State;
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::{CloseFrame, Message as WsMessage, Utf8Bytes, WebSocket, WebSocketUpgrade};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Version, header};
 use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes, BytesMut};
-use clutch_core::{End, Subscription};
+use clutch_core::{End, Feed, Out, Socket, Subscription, Wire};
 use clutch_proto::ErrorCode;
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
 use serde_json::json;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Control, Data, OpCode};
+use tokio_tungstenite::tungstenite::protocol::frame::{Frame, FrameHeader};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -26,7 +34,7 @@ use crate::extract::Query;
 /// A WebSocket client that does not take a frame for this long is disconnected.
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The WebSocket read buffer of a stream subscriber.
+/// What a WebSocket subscriber's task reads from its client at a time.
 const CLIENT_READ_BUFFER: usize = 1024;
 
 /// The largest message a stream subscriber may send (it needs none: the stream ignores them).
@@ -36,7 +44,7 @@ pub(crate) async fn stream(
     State(state): State<AppState>,
     Query(params): Query<FilterParams>,
     headers: HeaderMap,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    mut request: Request,
 ) -> Result<Response, ApiError> {
     let filter = params.filter()?;
     if params.limit.is_some() {
@@ -54,17 +62,10 @@ pub(crate) async fn stream(
     };
     let subscription = state.log.subscribe(filter, after).await?;
     let keepalive = state.options.stream_keepalive;
-    Ok(match upgrade {
-        Ok(upgrade) => upgrade
-            // A subscriber sends only control frames (pongs, a close), and every poll for them
-            // zeroes the unread part of this buffer first (128 KiB by default: most of a delivery's
-            // CPU): a small one, and a bound on what a client may send.
-            .read_buffer_size(CLIENT_READ_BUFFER)
-            .max_message_size(CLIENT_MESSAGE_MAX)
-            .max_frame_size(CLIENT_MESSAGE_MAX)
-            .on_upgrade(move |socket| websocket(socket, subscription, keepalive))
-            .into_response(),
-        Err(_) => sse(subscription, keepalive).into_response(),
+    let accept = websocket_accept(&request);
+    Ok(match (accept, request.extensions_mut().remove::<OnUpgrade>()) {
+        (Some(accept), Some(on_upgrade)) => upgrade(on_upgrade, accept, subscription, keepalive),
+        _ => sse(subscription, keepalive),
     })
 }
 
@@ -80,6 +81,10 @@ fn end_frame(end: &End) -> String {
             "frame": "shutdown", "last_seq": last_seq, "code": ErrorCode::Unavailable,
             "message": "the daemon is shutting down",
             "hint": format!("reconnect with after={last_seq} once it is back"),
+        }),
+        End::Closed { last_seq } => json!({
+            "frame": "closed", "last_seq": last_seq, "code": ErrorCode::Unavailable,
+            "message": "the connection failed", "hint": format!("reconnect with after={last_seq}"),
         }),
         End::Failed { last_seq, message } => {
             tracing::error!(error = %message, "stream failed");
@@ -139,47 +144,236 @@ fn sse_frame(event: Option<&str>, id: &str, data: &[u8]) -> Bytes {
     frame.freeze()
 }
 
-async fn websocket(mut socket: WebSocket, mut sub: Subscription, keepalive: Duration) {
+/// Whether `request` asks for a WebSocket (RFC 6455 §4.2.1), and the `Sec-WebSocket-Accept` that
+/// answers it. Anything else gets the SSE stream.
+fn websocket_accept(request: &Request) -> Option<HeaderValue> {
+    if request.method() != Method::GET || request.version() != Version::HTTP_11 {
+        return None;
+    }
+    let headers = request.headers();
+    let lists = |name: header::HeaderName, token: &str| {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+    };
+    if !lists(header::CONNECTION, "upgrade") || !lists(header::UPGRADE, "websocket") {
+        return None;
+    }
+    if headers.get(header::SEC_WEBSOCKET_VERSION).is_none_or(|v| v != "13") {
+        return None;
+    }
+    let key = headers.get(header::SEC_WEBSOCKET_KEY)?;
+    HeaderValue::from_str(&derive_accept_key(key.as_bytes())).ok()
+}
+
+/// Switches the connection to a WebSocket and serves `subscription` on it once hyper hands it over.
+fn upgrade(on_upgrade: OnUpgrade, accept: HeaderValue, subscription: Subscription, keepalive: Duration) -> Response {
+    tokio::spawn(async move {
+        let upgraded = match on_upgrade.await {
+            Ok(upgraded) => upgraded,
+            Err(e) => return tracing::debug!(error = %e, "a stream subscriber left during the upgrade"),
+        };
+        // The daemon serves HTTP/1.1 over TCP (`clutch_app`), so the connection is a TCP socket.
+        match hyper_util::server::conn::auto::upgrade::downcast::<TokioIo<TcpStream>>(upgraded) {
+            Ok(parts) => websocket(parts.io.into_inner(), parts.read_buf, subscription, keepalive).await,
+            Err(_) => tracing::error!("a live stream upgraded on a connection that is not TCP; closed"),
+        }
+    });
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let headers = response.headers_mut();
+    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    headers.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
+    response
+}
+
+/// A subscriber's TCP socket, as the fan-out writes its live events to it ([`clutch_core::direct`]).
+struct Tcp(TcpStream);
+
+impl Socket for Tcp {
+    fn try_send(&self, wire: &Wire) -> io::Result<Option<Bytes>> {
+        let mut head = [0u8; MAX_HEAD];
+        let head = text_head(wire.bytes.len(), &mut head);
+        let total = head.len() + wire.bytes.len();
+        let sent = match self.0.try_write_vectored(&[IoSlice::new(head), IoSlice::new(&wire.bytes)]) {
+            Ok(sent) => sent,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(e),
+        };
+        if sent == total {
+            return Ok(None);
+        }
+        let mut frame = BytesMut::with_capacity(total);
+        frame.put_slice(head);
+        frame.put_slice(&wire.bytes);
+        Ok(Some(frame.freeze().slice(sent..)))
+    }
+}
+
+/// The longest head of a frame the server sends (unmasked, 64-bit length).
+const MAX_HEAD: usize = 10;
+
+/// The head of a final text frame of `len` bytes, written into `buf`.
+fn text_head(len: usize, buf: &mut [u8; MAX_HEAD]) -> &[u8] {
+    let header = FrameHeader { opcode: OpCode::Data(Data::Text), ..FrameHeader::default() };
+    let mut cursor = io::Cursor::new(&mut buf[..]);
+    header.format(len as u64, &mut cursor).expect("a frame head fits in MAX_HEAD bytes");
+    let end = cursor.position() as usize;
+    &buf[..end]
+}
+
+/// A whole frame, for the subscriber's task to write.
+fn frame(frame: Frame) -> Bytes {
+    let mut bytes = Vec::with_capacity(frame.len());
+    frame.format(&mut bytes).expect("formatting into memory cannot fail");
+    Bytes::from(bytes)
+}
+
+fn text_frame(text: &[u8]) -> Bytes {
+    let mut head = [0u8; MAX_HEAD];
+    let head = text_head(text.len(), &mut head);
+    let mut bytes = BytesMut::with_capacity(head.len() + text.len());
+    bytes.put_slice(head);
+    bytes.put_slice(text);
+    bytes.freeze()
+}
+
+fn close_frame(code: u16, reason: &'static str) -> Bytes {
+    frame(Frame::close(Some(CloseFrame { code: CloseCode::from(code), reason: reason.into() })))
+}
+
+/// A WebSocket subscriber: the fan-out writes its live events; its task writes the catch-up, what the
+/// fan-out left, its pings and pongs, and the final frames. It reads the client's frames, which are
+/// only control frames (a subscriber has nothing to say), within [`CLIENT_MESSAGE_MAX`].
+async fn websocket(stream: TcpStream, read: Bytes, sub: Subscription, keepalive: Duration) {
+    let socket = Arc::new(Tcp(stream));
+    let mut feed = sub.direct(socket.clone());
+    let mut incoming = BytesMut::from(read);
     let mut ping = tokio::time::interval(keepalive);
     ping.tick().await;
     loop {
+        // The client's frames read so far, the first ones with the upgrade.
+        loop {
+            match client_frame(&mut incoming) {
+                Ok(None) => break,
+                Ok(Some((OpCode::Control(Control::Ping), payload))) => feed.queue(frame(Frame::pong(payload))),
+                Ok(Some((OpCode::Control(Control::Close), payload))) => {
+                    // Echo the client's code, as RFC 6455 §5.5.1 asks.
+                    let reply = if payload.len() >= 2 { payload.slice(..2) } else { Bytes::new() };
+                    let reply = frame(Frame::from_payload(FrameHeader::default(), reply));
+                    return finish(&mut feed, &socket.0, Some(reply)).await;
+                }
+                Ok(Some(_)) => {}
+                Err(code) => return finish(&mut feed, &socket.0, Some(close_frame(code, "bad frame"))).await,
+            }
+        }
+        // What is queued is written before more is read: a client sending pings faster than it reads
+        // their pongs meets its own full socket, not a growing queue here.
         tokio::select! {
-            next = sub.next_wire() => match next {
-                Ok(wire) => {
-                    let Ok(text) = Utf8Bytes::try_from(wire.bytes) else { return };
-                    if !send(&mut socket, WsMessage::Text(text)).await {
+            biased;
+            out = feed.next() => match out {
+                Ok(Out::Event(wire)) => {
+                    if !write(&socket.0, &text_frame(&wire.bytes)).await {
                         return;
                     }
                 }
+                Ok(Out::Raw(bytes)) => {
+                    if !write(&socket.0, &bytes).await {
+                        return;
+                    }
+                }
+                Err(End::Closed { .. }) => return,
                 Err(end) => {
                     let code = if matches!(end, End::Lagged { .. }) { 1013 } else { 1001 };
-                    let _ = tokio::time::timeout(SEND_TIMEOUT, async {
-                        socket.send(WsMessage::Text(end_frame(&end).into())).await?;
-                        socket.send(WsMessage::Close(Some(CloseFrame { code, reason: "stream ended".into() }))).await
-                    })
-                    .await;
+                    let _ = write(&socket.0, &text_frame(end_frame(&end).as_bytes())).await
+                        && write(&socket.0, &close_frame(code, "stream ended")).await;
                     return;
                 }
             },
-            incoming = socket.recv() => match incoming {
-                None | Some(Err(_)) | Some(Ok(WsMessage::Close(_))) => return,
-                Some(Ok(_)) => {}
-            },
-            _ = ping.tick() => {
-                if socket.send(WsMessage::Ping(Default::default())).await.is_err() {
+            ready = socket.0.readable() => {
+                if ready.is_err() {
                     return;
+                }
+                incoming.reserve(CLIENT_READ_BUFFER);
+                match socket.0.try_read_buf(&mut incoming) {
+                    Ok(0) => return,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => return,
                 }
             }
+            _ = ping.tick() => feed.queue(frame(Frame::ping(Bytes::new()))),
         }
     }
 }
 
-/// Sends a frame, within [`SEND_TIMEOUT`] when the socket cannot take it at once: a timer only for
-/// the rare send that waits, not for each frame.
-async fn send(socket: &mut WebSocket, frame: WsMessage) -> bool {
-    let mut sending = std::pin::pin!(socket.send(frame));
-    match std::future::poll_fn(|cx| Poll::Ready(sending.as_mut().poll(cx))).await {
-        Poll::Ready(sent) => sent.is_ok(),
-        Poll::Pending => matches!(tokio::time::timeout(SEND_TIMEOUT, sending).await, Ok(Ok(()))),
+/// Ends the stream from the task's side: the fan-out stops, what completes its frames is written, then
+/// `last` (a close frame).
+async fn finish(feed: &mut Feed, stream: &TcpStream, last: Option<Bytes>) {
+    feed.stop();
+    while let Ok(out) = feed.next().await {
+        let bytes = match out {
+            Out::Raw(bytes) => bytes,
+            Out::Event(wire) => text_frame(&wire.bytes),
+        };
+        if !write(stream, &bytes).await {
+            return;
+        }
     }
+    if let Some(last) = last {
+        let _ = write(stream, &last).await;
+    }
+}
+
+/// The next whole frame from the client, unmasked: its opcode and payload. `Err` with a close code
+/// for a frame the stream refuses: unmasked (1002) or longer than [`CLIENT_MESSAGE_MAX`] (1009).
+fn client_frame(buf: &mut BytesMut) -> Result<Option<(OpCode, Bytes)>, u16> {
+    let mut cursor = io::Cursor::new(&buf[..]);
+    let (header, len) = match FrameHeader::parse(&mut cursor) {
+        Ok(Some(parsed)) => parsed,
+        Ok(None) => return Ok(None),
+        Err(_) => return Err(1002),
+    };
+    if len > CLIENT_MESSAGE_MAX as u64 {
+        return Err(1009);
+    }
+    let start = cursor.position() as usize;
+    let end = start + len as usize;
+    if buf.len() < end {
+        return Ok(None);
+    }
+    let Some(mask) = header.mask else { return Err(1002) };
+    let mut payload = buf.split_to(end).split_off(start);
+    for (i, byte) in payload.iter_mut().enumerate() {
+        *byte ^= mask[i % 4];
+    }
+    Ok(Some((header.opcode, payload.freeze())))
+}
+
+/// Writes all of `bytes`, within [`SEND_TIMEOUT`] when the socket cannot take them at once: a timer
+/// only for the rare write that waits.
+async fn write(stream: &TcpStream, mut bytes: &[u8]) -> bool {
+    loop {
+        match stream.try_write(bytes) {
+            Ok(n) if n == bytes.len() => return true,
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(_) => return false,
+        }
+    }
+    let rest = async {
+        loop {
+            stream.writable().await?;
+            match stream.try_write(bytes) {
+                Ok(n) if n == bytes.len() => return Ok(()),
+                Ok(n) => bytes = &bytes[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    matches!(tokio::time::timeout(SEND_TIMEOUT, rest).await, Ok(Ok(())))
 }

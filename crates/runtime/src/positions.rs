@@ -245,7 +245,7 @@ enum Stop {
 /// Where a session's driver writes and what it reads: the daemon's log, live; or, to re-execute a
 /// recorded session, the recording (see [`reexecute`]).
 enum World {
-    Live { log: Handle, engine: Engine, sub: Subscription },
+    Live { log: Handle, engine: Engine, sub: Box<Subscription> },
     Replay(Replay),
 }
 
@@ -325,7 +325,7 @@ async fn drive(log: Handle, engine: Engine, options: Arc<Options>, request: Mess
         Ok(s) => s,
         Err(e) => return tracing::warn!(task_id = %task, error = %e, "cannot follow a session's run"),
     };
-    let mut ctx = Ctx::new(World::Live { log, engine, sub }, options, skill, invoke, &request, cancelled);
+    let mut ctx = Ctx::new(World::Live { log, engine, sub: Box::new(sub) }, options, skill, invoke, &request, cancelled);
     for m in &before {
         ctx.absorb(m);
     }

@@ -188,3 +188,129 @@ async fn bad_stream_filters_are_refused_before_upgrade() {
     assert_eq!((status, e["error"]["code"].as_str()), (400, Some("VALIDATION_FAILED")));
     d.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_websocket_subscribers_each_get_every_event_once_in_order() {
+    // Subscribers join at different cursors while a writer appends: each catches up from the store,
+    // then the fan-out writes to it directly, with no gap and no repeat at the hand-over.
+    let d = start().await;
+    let run = run_id();
+    let first: Vec<Value> = (0..200).map(|_| msg(&run, "task.progress")).collect();
+    d.post(&Value::Array(first)).await;
+    let writer = {
+        let (http, url, run) = (d.http.clone(), d.url.clone(), run.clone());
+        tokio::spawn(async move {
+            for _ in 0..100 {
+                let batch: Vec<Value> = (0..3).map(|_| msg(&run, "task.progress")).collect();
+                let r = http.post(format!("{url}/v1/messages")).json(&batch).send().await.unwrap();
+                assert_eq!(r.status(), 200);
+            }
+        })
+    };
+    let mut readers = Vec::new();
+    for i in 0..20u64 {
+        let after = i * 10;
+        let mut socket = ws(&d, &format!("run_id={run}&after={after}")).await;
+        readers.push(tokio::spawn(async move {
+            for expected in after + 1..=500 {
+                let e = next_json(&mut socket).await;
+                assert_eq!(e["seq"].as_u64(), Some(expected), "subscriber from {after}: no gap, no repeat");
+            }
+            socket
+        }));
+    }
+    writer.await.unwrap();
+    let mut sockets = Vec::new();
+    for reader in readers {
+        sockets.push(reader.await.unwrap());
+    }
+    let text = d.http.get(format!("{}/metrics", d.url)).send().await.unwrap().text().await.unwrap();
+    assert!(text.contains("clutch_stream_subscribers 20"), "{text}");
+    // Once they leave, the gauge comes back to zero.
+    drop(sockets);
+    let mut gauge = String::new();
+    for _ in 0..100 {
+        let text = d.http.get(format!("{}/metrics", d.url)).send().await.unwrap().text().await.unwrap();
+        gauge = text.lines().find(|l| l.starts_with("clutch_stream_subscribers ")).unwrap().to_owned();
+        if gauge == "clutch_stream_subscribers 0" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(gauge, "clutch_stream_subscribers 0");
+    d.shutdown().await;
+}
+
+/// A WebSocket client written by hand, to send what a library would not: an unmasked frame.
+async fn raw_websocket(d: &Daemon) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(d.addr).await.unwrap();
+    let request = format!(
+        "GET /v1/stream HTTP/1.1\r\nHost: {}\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        d.addr
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        head.push(tcp.read_u8().await.unwrap());
+    }
+    let head = String::from_utf8(head).unwrap().to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    // RFC 6455 §1.3's example key and its accept value.
+    assert!(head.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="), "{head}");
+    tcp
+}
+
+/// The next frame from the server: its first byte (FIN and opcode) and its payload.
+async fn raw_frame(tcp: &mut tokio::net::TcpStream) -> (u8, Vec<u8>) {
+    use tokio::io::AsyncReadExt;
+    let read = async {
+        let first = tcp.read_u8().await.unwrap();
+        let len = match tcp.read_u8().await.unwrap() {
+            126 => u64::from(tcp.read_u16().await.unwrap()),
+            127 => tcp.read_u64().await.unwrap(),
+            n => u64::from(n),
+        };
+        let mut payload = vec![0; len as usize];
+        tcp.read_exact(&mut payload).await.unwrap();
+        (first, payload)
+    };
+    tokio::time::timeout(Duration::from_secs(20), read).await.expect("a frame in time")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_answers_pings_closes_and_refuses_unmasked_frames() {
+    use tokio::io::AsyncWriteExt;
+    let d = start().await;
+    let run = run_id();
+
+    // A masked ping is answered with a pong carrying its payload, in order with the events.
+    let mut tcp = raw_websocket(&d).await;
+    let (_, ack) = d.post(&msg(&run, "chat.message")).await;
+    let (first, payload) = raw_frame(&mut tcp).await;
+    assert_eq!(first, 0x81, "a final text frame");
+    assert_eq!(serde_json::from_slice::<Value>(&payload).unwrap()["seq"], ack["seq"]);
+    let mask = [1u8, 2, 3, 4];
+    let ping: Vec<u8> = b"hi".iter().enumerate().map(|(i, b)| b ^ mask[i % 4]).collect();
+    tcp.write_all(&[&[0x89, 0x80 | 2][..], &mask, &ping].concat()).await.unwrap();
+    assert_eq!(raw_frame(&mut tcp).await, (0x8A, b"hi".to_vec()), "a pong with the ping's payload");
+
+    // A close is echoed with its code, and the connection ends.
+    let code: Vec<u8> = 1000u16.to_be_bytes().iter().enumerate().map(|(i, b)| b ^ mask[i % 4]).collect();
+    tcp.write_all(&[&[0x88, 0x80 | 2][..], &mask, &code].concat()).await.unwrap();
+    assert_eq!(raw_frame(&mut tcp).await, (0x88, 1000u16.to_be_bytes().to_vec()));
+
+    // An unmasked frame from a client is a protocol error (1002).
+    let mut tcp = raw_websocket(&d).await;
+    tcp.write_all(&[0x89, 0x00]).await.unwrap();
+    let (first, payload) = raw_frame(&mut tcp).await;
+    assert_eq!((first, &payload[..2]), (0x88, &1002u16.to_be_bytes()[..]));
+
+    // So is a frame longer than a subscriber may send (1009), refused from its head alone.
+    let mut tcp = raw_websocket(&d).await;
+    tcp.write_all(&[&[0x82, 0x80 | 127][..], &(1u64 << 20).to_be_bytes(), &mask].concat()).await.unwrap();
+    let (first, payload) = raw_frame(&mut tcp).await;
+    assert_eq!((first, &payload[..2]), (0x88, &1009u16.to_be_bytes()[..]));
+    d.shutdown().await;
+}
