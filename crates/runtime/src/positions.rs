@@ -325,7 +325,8 @@ async fn drive(log: Handle, engine: Engine, options: Arc<Options>, request: Mess
         Ok(s) => s,
         Err(e) => return tracing::warn!(task_id = %task, error = %e, "cannot follow a session's run"),
     };
-    let mut ctx = Ctx::new(World::Live { log, engine, sub: Box::new(sub) }, options, skill, invoke, &request, cancelled);
+    let mut ctx =
+        Ctx::new(World::Live { log, engine, sub: Box::new(sub) }, options, skill, invoke, &request, cancelled);
     for m in &before {
         ctx.absorb(m);
     }

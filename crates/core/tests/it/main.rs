@@ -5,6 +5,7 @@
 
 mod access;
 mod config;
+mod direct;
 mod flush;
 mod fuzz;
 mod machine;
