@@ -19,7 +19,7 @@ use clutch_store::{Backend, Event, Filter};
 use tokio::sync::{Notify, watch};
 
 use crate::metrics::Metrics;
-use crate::stream::{End, Live, PAGE, Wire};
+use crate::stream::{Bus, End, Live, PAGE, Subscription, Wire};
 
 /// A subscriber's connection, as the fan-out writes to it.
 pub trait Socket: Send + Sync + 'static {
@@ -200,7 +200,7 @@ fn current(list: &Mutex<Arc<Vec<Arc<Outlet>>>>) -> Arc<Vec<Arc<Outlet>>> {
 /// writes what [`Feed::next`] gives it, and stops when it gives an [`End`].
 pub struct Feed {
     outlet: Arc<Outlet>,
-    bus: Arc<crate::stream::Bus>,
+    bus: Arc<Bus>,
     backend: Arc<dyn Backend>,
     visible: Arc<AtomicU64>,
     closing: watch::Receiver<bool>,
@@ -211,17 +211,9 @@ pub struct Feed {
 }
 
 impl Feed {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        bus: Arc<crate::stream::Bus>,
-        backend: Arc<dyn Backend>,
-        visible: Arc<AtomicU64>,
-        closing: watch::Receiver<bool>,
-        metrics: Arc<Metrics>,
-        filter: Filter,
-        after: u64,
-        socket: Arc<dyn Socket>,
-    ) -> Feed {
+    /// `sub` from its cursor, its live part written to `socket` by the fan-out.
+    pub(crate) fn new(sub: &Subscription, socket: Arc<dyn Socket>) -> Feed {
+        let after = sub.last;
         let state = State {
             direct: false,
             queue: VecDeque::new(),
@@ -232,18 +224,27 @@ impl Feed {
             end: None,
         };
         let outlet = Arc::new(Outlet {
-            filter,
+            filter: sub.filter.clone(),
             socket,
             state: Mutex::new(state),
             wake: Notify::new(),
-            buffer: bus.buffer(),
-            metrics: metrics.clone(),
+            buffer: sub.bus.buffer(),
+            metrics: sub.metrics.clone(),
         });
         // Registered before the visible head is read: every event past that head reaches the outlet.
-        bus.add_outlet(outlet.clone());
-        let catching_up = visible.load(Ordering::Acquire) > after;
-        metrics.subscribers.fetch_add(1, Ordering::Relaxed);
-        Feed { outlet, bus, backend, visible, closing, metrics, catching_up, page: VecDeque::new() }
+        sub.bus.add_outlet(outlet.clone());
+        let catching_up = sub.visible.load(Ordering::Acquire) > after;
+        sub.metrics.subscribers.fetch_add(1, Ordering::Relaxed);
+        Feed {
+            outlet,
+            bus: sub.bus.clone(),
+            backend: sub.backend.clone(),
+            visible: sub.visible.clone(),
+            closing: sub.closing.clone(),
+            metrics: sub.metrics.clone(),
+            catching_up,
+            page: VecDeque::new(),
+        }
     }
 
     /// The `seq` of the last event whose frame was begun, or the starting cursor.

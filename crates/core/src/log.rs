@@ -87,6 +87,7 @@ struct Writer {
 const LINGER: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Most subscribers to every event for which a caller commits its own append ([`Writer::write_inline`]).
+/// Direct subscribers ([`crate::direct`]) do not count: a publish hands them to the fan-out thread at once.
 /// Each publish wakes them all: woken from the writer's thread, they spread over the runtime's workers
 /// through its shared queue; woken from a caller's worker, they all queue there first, and the other
 /// workers must steal them. Past this many that costs more than the hand-offs saved (`clutch bench

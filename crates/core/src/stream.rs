@@ -148,15 +148,15 @@ pub enum End {
 
 /// A live, filtered view of the event log. See [`crate::Handle::subscribe`].
 pub struct Subscription {
-    bus: Arc<Bus>,
-    backend: Arc<dyn Backend>,
+    pub(crate) bus: Arc<Bus>,
+    pub(crate) backend: Arc<dyn Backend>,
     /// The log's visible head: catch-up reads stop there; later events come live.
-    visible: Arc<AtomicU64>,
+    pub(crate) visible: Arc<AtomicU64>,
     receiver: broadcast::Receiver<Arc<Live>>,
-    closing: watch::Receiver<bool>,
-    metrics: Arc<Metrics>,
-    filter: Filter,
-    last: u64,
+    pub(crate) closing: watch::Receiver<bool>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) filter: Filter,
+    pub(crate) last: u64,
     buffer: VecDeque<Event>,
     catching_up: bool,
     /// Whether a live event has been received since the last catch-up ended: a lag before that is
@@ -203,16 +203,7 @@ impl Subscription {
     /// The same subscription, from its cursor, with its live part written by the fan-out to `socket`
     /// itself ([`crate::direct`]).
     pub fn direct(self, socket: Arc<dyn Socket>) -> Feed {
-        Feed::new(
-            self.bus.clone(),
-            self.backend.clone(),
-            self.visible.clone(),
-            self.closing.clone(),
-            self.metrics.clone(),
-            self.filter.clone(),
-            self.last,
-            socket,
-        )
+        Feed::new(&self, socket)
     }
 
     /// The next event, or why the subscription ended (after which it yields nothing useful).
