@@ -63,12 +63,19 @@ struct State {
 }
 
 impl State {
-    /// Ends the subscription: the queued events are dropped, the bytes that complete a frame are kept.
-    fn end(&mut self, end: End) {
+    /// Ends the subscription, for the reason `why` gives with the cursor: the queued events are
+    /// dropped, the bytes that complete a frame are kept.
+    fn end(&mut self, why: impl FnOnce(u64) -> End) {
         self.direct = false;
+        self.drop_events();
+        let last_seq = self.last;
+        self.end.get_or_insert_with(|| why(last_seq));
+    }
+
+    /// Drops the queued events, keeping the bytes that complete a frame.
+    fn drop_events(&mut self) {
         self.queue.retain(|item| matches!(item, Queued::Raw(_)));
         self.events = 0;
-        self.end.get_or_insert(end);
     }
 }
 
@@ -109,8 +116,7 @@ impl Outlet {
                     self.wake.notify_one();
                 }
                 Err(_) => {
-                    let last_seq = state.last;
-                    state.end(End::Closed { last_seq });
+                    state.end(|last_seq| End::Closed { last_seq });
                     self.wake.notify_one();
                 }
             }
@@ -119,12 +125,10 @@ impl Outlet {
         if state.events >= self.buffer {
             if state.live_ok {
                 self.metrics.lagged_drops.fetch_add(1, Ordering::Relaxed);
-                let last_seq = state.last;
-                state.end(End::Lagged { last_seq });
+                state.end(|last_seq| End::Lagged { last_seq });
             } else {
                 state.missed = true;
-                state.queue.retain(|item| matches!(item, Queued::Raw(_)));
-                state.events = 0;
+                state.drop_events();
             }
         } else {
             state.queue.push_back(Queued::Event(live.clone()));
@@ -264,8 +268,7 @@ impl Feed {
     /// nothing more, and [`Feed::next`] gives what completes the frames begun, then [`End::Closed`].
     pub fn stop(&self) {
         let mut state = self.outlet.lock();
-        let last_seq = state.last;
-        state.end(End::Closed { last_seq });
+        state.end(|last_seq| End::Closed { last_seq });
     }
 
     /// What the task writes next, waiting while the fan-out writes; or why the subscription ended,
@@ -284,8 +287,7 @@ impl Feed {
             }
             if *self.closing.borrow() {
                 let mut state = self.outlet.lock();
-                let last_seq = state.last;
-                state.end(End::Shutdown { last_seq });
+                state.end(|last_seq| End::Shutdown { last_seq });
             }
             if self.catching_up && self.outlet.lock().end.is_none() {
                 self.catch_up().await?;
@@ -324,8 +326,7 @@ impl Feed {
                 // Closing, or the log is gone.
                 _ = self.closing.changed() => {
                     let mut state = self.outlet.lock();
-                    let last_seq = state.last;
-                    state.end(End::Shutdown { last_seq });
+                    state.end(|last_seq| End::Shutdown { last_seq });
                 }
                 _ = self.outlet.wake.notified() => {}
             }
@@ -341,7 +342,7 @@ impl Feed {
             Ok(page) => page,
             Err(e) => {
                 let end = End::Failed { last_seq: last, message: e.to_string() };
-                self.outlet.lock().end(end.clone());
+                self.outlet.lock().end(|_| end.clone());
                 return Err(end);
             }
         };

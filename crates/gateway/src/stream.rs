@@ -206,10 +206,7 @@ impl Socket for Tcp {
         if sent == total {
             return Ok(None);
         }
-        let mut frame = BytesMut::with_capacity(total);
-        frame.put_slice(head);
-        frame.put_slice(&wire.bytes);
-        Ok(Some(frame.freeze().slice(sent..)))
+        Ok(Some(text_frame(&wire.bytes).slice(sent..)))
     }
 }
 
