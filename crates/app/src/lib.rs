@@ -163,9 +163,10 @@ impl App {
     }
 
     /// Serves the router on `listener` until `shutdown` resolves; then live streams end and the
-    /// future finishes when the requests in flight have. Every accepted socket sets `TCP_NODELAY`:
-    /// answers and stream frames are small, and must not wait for the peer's delayed acknowledgement. The caller owns the serving task (the
-    /// daemon bounds the drain and drops what is left); call [`App::stop`] after it has ended.
+    /// future finishes when the requests in flight have. The connections are the gateway's
+    /// ([`clutch_gateway::conn`]): `TCP_NODELAY` on every accepted socket, and a socket an SSE stream
+    /// can borrow. The caller owns the serving task (the daemon bounds the drain and drops what is
+    /// left); call [`App::stop`] after it has ended.
     pub fn serve(
         &self,
         listener: TcpListener,
@@ -173,12 +174,8 @@ impl App {
     ) -> impl Future<Output = io::Result<()>> + Send + 'static {
         let (router, log) = (self.router.clone(), self.log.clone());
         async move {
-            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                if let Err(e) = tcp.set_nodelay(true) {
-                    tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted socket");
-                }
-            });
-            axum::serve(listener, router)
+            let listener = clutch_gateway::conn::Listener::new(listener);
+            axum::serve(listener, router.into_make_service_with_connect_info::<clutch_gateway::conn::Lender>())
                 .with_graceful_shutdown(async move {
                     shutdown.await;
                     log.close_streams();

@@ -1,9 +1,10 @@
 //! Live subscribers the fan-out writes to itself. A face that owns its subscriber's socket (the
-//! WebSocket stream) hands it over as a [`Socket`]: once the subscriber has caught up, one fan-out
-//! thread writes each event's frame straight to every such socket, without waiting (as Redis's
-//! `PUBLISH` does), instead of waking one task per subscriber to write it. The subscriber's own task
-//! writes only what the fan-out could not: the catch-up from the store, the rest of a frame a full
-//! socket cut short and what queued behind it, its control frames, and the final frame.
+//! WebSocket stream, and the SSE stream on the socket hyper lends it) hands it over as a [`Socket`]:
+//! once the subscriber has caught up, one fan-out thread writes each event's frame straight to every
+//! such socket, without waiting (as Redis's `PUBLISH` does), instead of waking one task per
+//! subscriber to write it. The subscriber's own task writes only what the fan-out could not: the
+//! catch-up from the store, the rest of a frame a full socket cut short and what queued behind it,
+//! its control frames, and the final frame.
 //!
 //! Exactly one side writes at a time. The fan-out writes only while the subscriber is *direct*: its
 //! queue empty and its task not writing. Anything else is queued, in order, and the task writes it;

@@ -5,6 +5,7 @@
 pub mod access;
 mod agents;
 mod artifacts;
+pub mod conn;
 mod error;
 mod events;
 mod extract;

@@ -1,9 +1,11 @@
 //! `GET /v1/stream`: the live event stream, over WebSocket (on upgrade) or Server-Sent Events. Both
 //! replay from `after` then go live, and end with a final frame giving the cursor to resume from.
 //! A live event's wire form is made once and shared by every subscriber's frame
-//! ([`clutch_core::Live::wire`]). Over WebSocket the daemon's fan-out thread writes each live event
-//! to the subscriber's socket itself ([`clutch_core::direct`]); over SSE (a response body hyper
-//! writes) the subscriber's task frames and sends it.
+//! ([`clutch_core::Live::wire`]). The daemon's fan-out thread writes each live event to the
+//! subscriber's socket itself ([`clutch_core::direct`]): a WebSocket's once hyper hands the upgraded
+//! connection over; an SSE response's, as chunks of its body, once hyper has written the head and
+//! lends the socket ([`crate::conn::Lender`]). Served otherwise (HTTP/2, or a router served on
+//! another listener), the SSE subscriber's task frames each event as a body frame for hyper.
 
 use std::convert::Infallible;
 use std::io::{self, IoSlice};
@@ -11,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Version, header};
 use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -27,6 +29,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Control
 use tokio_tungstenite::tungstenite::protocol::frame::{Frame, FrameHeader};
 
 use crate::AppState;
+use crate::conn::{Conn, Lender, Tcp};
 use crate::error::ApiError;
 use crate::events::FilterParams;
 use crate::extract::Query;
@@ -63,8 +66,14 @@ pub(crate) async fn stream(
     let subscription = state.log.subscribe(filter, after).await?;
     let keepalive = state.options.stream_keepalive;
     let accept = websocket_accept(&request);
-    Ok(match (accept, request.extensions_mut().remove::<OnUpgrade>()) {
-        (Some(accept), Some(on_upgrade)) => upgrade(on_upgrade, accept, subscription, keepalive),
+    if let (Some(accept), Some(on_upgrade)) = (accept, request.extensions_mut().remove::<OnUpgrade>()) {
+        return Ok(upgrade(on_upgrade, accept, subscription, keepalive));
+    }
+    let lender = request.extensions().get::<ConnectInfo<Lender>>();
+    Ok(match lender {
+        Some(ConnectInfo(lender)) if request.version() == Version::HTTP_11 => {
+            sse_lent(lender.clone(), subscription, keepalive)
+        }
         _ => sse(subscription, keepalive),
     })
 }
@@ -144,6 +153,115 @@ fn sse_frame(event: Option<&str>, id: &str, data: &[u8]) -> Bytes {
     frame.freeze()
 }
 
+/// SSE on the connection's own socket: hyper writes the head, then lends the socket, and the fan-out
+/// writes each live event to it as a chunk of the (chunked) body; the body's task writes the rest
+/// ([`sse_feed`]). The body yields nothing: it ends when the stream does, so that hyper writes the last
+/// chunk, or fails, so that hyper closes the connection, when the socket broke.
+fn sse_lent(lender: Lender, subscription: Subscription, keepalive: Duration) -> Response {
+    let feed = futures_util::stream::once(async move {
+        match lender.borrow().await {
+            Some(tcp) => sse_feed(tcp, subscription, keepalive).await,
+            None => Ok(()),
+        }
+    });
+    let body = futures_util::StreamExt::filter_map(feed, |fed| std::future::ready(fed.err().map(Err::<Bytes, _>)));
+    let mut response = Body::from_stream(body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // The chunks written on the borrowed socket need the body chunked, whatever hyper would choose.
+    headers.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+    response
+}
+
+/// An SSE subscriber on its borrowed socket: the fan-out writes its live events; this writes the
+/// catch-up, what the fan-out left, the keep-alives and the `end` event. `Err` when the connection
+/// failed or a chunk may be left cut short.
+async fn sse_feed(tcp: Tcp, sub: Subscription, keepalive: Duration) -> io::Result<()> {
+    let mut feed = sub.direct(Arc::new(SseChunks(tcp.clone())));
+    let mut ping = tokio::time::interval(keepalive);
+    ping.tick().await;
+    loop {
+        tokio::select! {
+            biased;
+            out = feed.next() => {
+                let bytes = match out {
+                    Ok(Out::Event(wire)) => sse_chunk(&wire),
+                    Ok(Out::Raw(bytes)) => bytes,
+                    Err(End::Closed { .. }) => return Err(io::ErrorKind::BrokenPipe.into()),
+                    Err(end) => {
+                        let last = chunk(&sse_frame(Some("end"), "", end_frame(&end).as_bytes()));
+                        return if write(&tcp, &last).await { Ok(()) } else { Err(io::ErrorKind::BrokenPipe.into()) };
+                    }
+                };
+                if !write(&tcp, &bytes).await {
+                    return Err(io::ErrorKind::BrokenPipe.into());
+                }
+            }
+            _ = ping.tick() => feed.queue(chunk(b": keepalive\n\n")),
+        }
+    }
+}
+
+/// An SSE subscriber's socket, as the fan-out writes its live events to it: each event one chunk of
+/// the response body.
+struct SseChunks(Tcp);
+
+impl Socket for SseChunks {
+    fn try_send(&self, wire: &Wire) -> io::Result<Option<Bytes>> {
+        let mut head = [0u8; SSE_HEAD_MAX];
+        let head = sse_chunk_head(wire, &mut head);
+        let parts = [IoSlice::new(head), IoSlice::new(&wire.bytes), IoSlice::new(SSE_CHUNK_TAIL)];
+        send_now(&self.0, &parts, || sse_chunk(wire))
+    }
+}
+
+/// What ends an event's chunk: the blank line that ends the event, then the chunk's CRLF.
+const SSE_CHUNK_TAIL: &[u8] = b"\n\n\r\n";
+
+/// The longest head of an event's chunk: the chunk's size in hex and CRLF, `id: SEQ` and `data: `.
+const SSE_HEAD_MAX: usize = 16 + 2 + 4 + 20 + 1 + 6;
+
+/// The head of `wire`'s chunk, written into `buf`: the chunk's size, then the event up to its data.
+fn sse_chunk_head<'a>(wire: &Wire, buf: &'a mut [u8; SSE_HEAD_MAX]) -> &'a [u8] {
+    use std::io::Write;
+    let digits = wire.seq.checked_ilog10().map_or(1, |n| n as usize + 1);
+    let size = "id: ".len() + digits + "\ndata: ".len() + wire.bytes.len() + "\n\n".len();
+    let mut cursor = io::Cursor::new(&mut buf[..]);
+    write!(cursor, "{size:x}\r\nid: {}\ndata: ", wire.seq).expect("a chunk's head fits in SSE_HEAD_MAX bytes");
+    let end = cursor.position() as usize;
+    &buf[..end]
+}
+
+/// `wire`'s whole chunk, for the subscriber's task to write.
+fn sse_chunk(wire: &Wire) -> Bytes {
+    chunk(&sse_frame(None, &wire.seq.to_string(), &wire.bytes))
+}
+
+/// `data` as one chunk of a chunked body.
+fn chunk(data: &[u8]) -> Bytes {
+    let mut bytes = BytesMut::with_capacity(data.len() + 20);
+    bytes.put_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    bytes.put_slice(data);
+    bytes.put_slice(b"\r\n");
+    bytes.freeze()
+}
+
+/// Writes `parts` (one frame) to `tcp` without waiting: `None` when all went, else the rest of the
+/// frame, cut from `whole`.
+fn send_now(tcp: &TcpStream, parts: &[IoSlice<'_>], whole: impl FnOnce() -> Bytes) -> io::Result<Option<Bytes>> {
+    let total: usize = parts.iter().map(|part| part.len()).sum();
+    let sent = match tcp.try_write_vectored(parts) {
+        Ok(sent) => sent,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+        Err(e) => return Err(e),
+    };
+    if sent == total {
+        return Ok(None);
+    }
+    Ok(Some(whole().slice(sent..)))
+}
+
 /// Whether `request` asks for a WebSocket (RFC 6455 §4.2.1), and the `Sec-WebSocket-Accept` that
 /// answers it. Anything else gets the SSE stream.
 fn websocket_accept(request: &Request) -> Option<HeaderValue> {
@@ -175,11 +293,17 @@ fn upgrade(on_upgrade: OnUpgrade, accept: HeaderValue, subscription: Subscriptio
             Ok(upgraded) => upgraded,
             Err(e) => return tracing::debug!(error = %e, "a stream subscriber left during the upgrade"),
         };
-        // The daemon serves HTTP/1.1 over TCP (`clutch_app`), so the connection is a TCP socket.
-        match hyper_util::server::conn::auto::upgrade::downcast::<TokioIo<TcpStream>>(upgraded) {
-            Ok(parts) => websocket(parts.io.into_inner(), parts.read_buf, subscription, keepalive).await,
-            Err(_) => tracing::error!("a live stream upgraded on a connection that is not TCP; closed"),
-        }
+        // The daemon serves HTTP/1.1 on its own connections (`crate::conn`); a router served on a
+        // plain TCP listener has TCP sockets.
+        use hyper_util::server::conn::auto::upgrade::downcast;
+        let (tcp, read) = match downcast::<TokioIo<Conn>>(upgraded) {
+            Ok(parts) => (parts.io.into_inner().into_tcp(), parts.read_buf),
+            Err(upgraded) => match downcast::<TokioIo<TcpStream>>(upgraded) {
+                Ok(parts) => (Tcp::new(parts.io.into_inner()), parts.read_buf),
+                Err(_) => return tracing::error!("a live stream upgraded on a connection that is not TCP; closed"),
+            },
+        };
+        websocket(tcp, read, subscription, keepalive).await
     });
     let mut response = Response::new(Body::empty());
     *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
@@ -190,23 +314,15 @@ fn upgrade(on_upgrade: OnUpgrade, accept: HeaderValue, subscription: Subscriptio
     response
 }
 
-/// A subscriber's TCP socket, as the fan-out writes its live events to it ([`clutch_core::direct`]).
-struct Tcp(TcpStream);
+/// A WebSocket subscriber's socket, as the fan-out writes its live events to it: each event one text
+/// frame.
+struct WsFrames(Tcp);
 
-impl Socket for Tcp {
+impl Socket for WsFrames {
     fn try_send(&self, wire: &Wire) -> io::Result<Option<Bytes>> {
         let mut head = [0u8; MAX_HEAD];
         let head = text_head(wire.bytes.len(), &mut head);
-        let total = head.len() + wire.bytes.len();
-        let sent = match self.0.try_write_vectored(&[IoSlice::new(head), IoSlice::new(&wire.bytes)]) {
-            Ok(sent) => sent,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
-            Err(e) => return Err(e),
-        };
-        if sent == total {
-            return Ok(None);
-        }
-        Ok(Some(text_frame(&wire.bytes).slice(sent..)))
+        send_now(&self.0, &[IoSlice::new(head), IoSlice::new(&wire.bytes)], || text_frame(&wire.bytes))
     }
 }
 
@@ -245,9 +361,8 @@ fn close_frame(code: u16, reason: &'static str) -> Bytes {
 /// A WebSocket subscriber: the fan-out writes its live events; its task writes the catch-up, what the
 /// fan-out left, its pings and pongs, and the final frames. It reads the client's frames, which are
 /// only control frames (a subscriber has nothing to say), within [`CLIENT_MESSAGE_MAX`].
-async fn websocket(stream: TcpStream, read: Bytes, sub: Subscription, keepalive: Duration) {
-    let socket = Arc::new(Tcp(stream));
-    let mut feed = sub.direct(socket.clone());
+async fn websocket(socket: Tcp, read: Bytes, sub: Subscription, keepalive: Duration) {
+    let mut feed = sub.direct(Arc::new(WsFrames(socket.clone())));
     let mut incoming = BytesMut::from(read);
     let mut ping = tokio::time::interval(keepalive);
     ping.tick().await;
@@ -261,10 +376,10 @@ async fn websocket(stream: TcpStream, read: Bytes, sub: Subscription, keepalive:
                     // Echo the client's code, as RFC 6455 §5.5.1 asks.
                     let reply = if payload.len() >= 2 { payload.slice(..2) } else { Bytes::new() };
                     let reply = frame(Frame::from_payload(FrameHeader::default(), reply));
-                    return finish(&mut feed, &socket.0, Some(reply)).await;
+                    return finish(&mut feed, &socket, Some(reply)).await;
                 }
                 Ok(Some(_)) => {}
-                Err(code) => return finish(&mut feed, &socket.0, Some(close_frame(code, "bad frame"))).await,
+                Err(code) => return finish(&mut feed, &socket, Some(close_frame(code, "bad frame"))).await,
             }
         }
         // What is queued is written before more is read: a client sending pings faster than it reads
@@ -273,29 +388,29 @@ async fn websocket(stream: TcpStream, read: Bytes, sub: Subscription, keepalive:
             biased;
             out = feed.next() => match out {
                 Ok(Out::Event(wire)) => {
-                    if !write(&socket.0, &text_frame(&wire.bytes)).await {
+                    if !write(&socket, &text_frame(&wire.bytes)).await {
                         return;
                     }
                 }
                 Ok(Out::Raw(bytes)) => {
-                    if !write(&socket.0, &bytes).await {
+                    if !write(&socket, &bytes).await {
                         return;
                     }
                 }
                 Err(End::Closed { .. }) => return,
                 Err(end) => {
                     let code = if matches!(end, End::Lagged { .. }) { 1013 } else { 1001 };
-                    let _ = write(&socket.0, &text_frame(end_frame(&end).as_bytes())).await
-                        && write(&socket.0, &close_frame(code, "stream ended")).await;
+                    let _ = write(&socket, &text_frame(end_frame(&end).as_bytes())).await
+                        && write(&socket, &close_frame(code, "stream ended")).await;
                     return;
                 }
             },
-            ready = socket.0.readable() => {
+            ready = socket.readable() => {
                 if ready.is_err() {
                     return;
                 }
                 incoming.reserve(CLIENT_READ_BUFFER);
-                match socket.0.try_read_buf(&mut incoming) {
+                match socket.try_read_buf(&mut incoming) {
                     Ok(0) => return,
                     Ok(_) => {}
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}

@@ -173,10 +173,20 @@ async fn shutdown_sends_a_final_frame_with_the_cursor() {
     d.post(&msg(&run, "chat.message")).await;
     let mut socket = ws(&d, "after=0").await;
     assert_eq!(next_json(&mut socket).await["seq"], 1);
+    let mut sse = RawSse::open(&d, "after=0").await;
+    assert_eq!(sse.event().await.1, Some(1));
     let reader = tokio::spawn(async move { next_json(&mut socket).await });
+    let sse_reader = tokio::spawn(async move {
+        let end = sse.event().await;
+        (end, sse.chunk().await)
+    });
     d.shutdown().await;
     let end = reader.await.unwrap();
     assert_eq!((end["frame"].as_str(), end["last_seq"].as_u64()), (Some("shutdown"), Some(1)));
+    let ((name, _, end), last_chunk) = sse_reader.await.unwrap();
+    assert_eq!(name.as_deref(), Some("end"));
+    assert_eq!((end["frame"].as_str(), end["last_seq"].as_u64()), (Some("shutdown"), Some(1)));
+    assert_eq!(last_chunk, None, "the SSE body ends with its last chunk");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,7 +200,7 @@ async fn bad_stream_filters_are_refused_before_upgrade() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_websocket_subscribers_each_get_every_event_once_in_order() {
+async fn many_websocket_and_sse_subscribers_each_get_every_event_once_in_order() {
     // Subscribers join at different cursors while a writer appends: each catches up from the store,
     // then the fan-out writes to it directly, with no gap and no repeat at the hand-over.
     let d = start().await;
@@ -207,17 +217,31 @@ async fn many_websocket_subscribers_each_get_every_event_once_in_order() {
             }
         })
     };
+    // Half over WebSocket, half over SSE on raw connections that check the chunked framing.
     let mut readers = Vec::new();
     for i in 0..20u64 {
         let after = i * 10;
-        let mut socket = ws(&d, &format!("run_id={run}&after={after}")).await;
-        readers.push(tokio::spawn(async move {
-            for expected in after + 1..=500 {
-                let e = next_json(&mut socket).await;
-                assert_eq!(e["seq"].as_u64(), Some(expected), "subscriber from {after}: no gap, no repeat");
-            }
-            socket
-        }));
+        let query = format!("run_id={run}&after={after}");
+        if i % 2 == 0 {
+            let mut socket = ws(&d, &query).await;
+            readers.push(tokio::spawn(async move {
+                for expected in after + 1..=500 {
+                    let e = next_json(&mut socket).await;
+                    assert_eq!(e["seq"].as_u64(), Some(expected), "subscriber from {after}: no gap, no repeat");
+                }
+                Box::new(socket) as Box<dyn Send>
+            }));
+        } else {
+            let mut sse = RawSse::open(&d, &query).await;
+            readers.push(tokio::spawn(async move {
+                for expected in after + 1..=500 {
+                    let (name, id, e) = sse.event().await;
+                    assert_eq!((name, id), (None, Some(expected)), "SSE subscriber from {after}");
+                    assert_eq!(e["seq"].as_u64(), Some(expected), "SSE subscriber from {after}: no gap, no repeat");
+                }
+                Box::new(sse) as Box<dyn Send>
+            }));
+        }
     }
     writer.await.unwrap();
     let mut sockets = Vec::new();
@@ -312,5 +336,118 @@ async fn websocket_answers_pings_closes_and_refuses_unmasked_frames() {
     tcp.write_all(&[&[0x82, 0x80 | 127][..], &(1u64 << 20).to_be_bytes(), &mask].concat()).await.unwrap();
     let (first, payload) = raw_frame(&mut tcp).await;
     assert_eq!((first, &payload[..2]), (0x88, &1009u16.to_be_bytes()[..]));
+    d.shutdown().await;
+}
+
+/// An SSE client on a raw connection, reading the chunked body chunk by chunk, strictly.
+struct RawSse {
+    tcp: tokio::io::BufReader<tokio::net::TcpStream>,
+    text: String,
+}
+
+impl RawSse {
+    async fn open(d: &Daemon, query: &str) -> RawSse {
+        use tokio::io::AsyncWriteExt;
+        let mut tcp = tokio::net::TcpStream::connect(d.addr).await.unwrap();
+        let request =
+            format!("GET /v1/stream?{query} HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n", d.addr);
+        tcp.write_all(request.as_bytes()).await.unwrap();
+        let mut sse = RawSse { tcp: tokio::io::BufReader::new(tcp), text: String::new() };
+        let head = sse.head().await;
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert!(head.contains("content-type: text/event-stream"), "{head}");
+        assert!(head.contains("transfer-encoding: chunked"), "{head}");
+        sse
+    }
+
+    /// A response's head, lowercased.
+    async fn head(&mut self) -> String {
+        use tokio::io::AsyncBufReadExt;
+        let mut head = String::new();
+        while !head.ends_with("\r\n\r\n") {
+            let read = tokio::time::timeout(Duration::from_secs(20), self.tcp.read_line(&mut head)).await;
+            assert!(read.expect("a head in time").unwrap() > 0, "the connection closed in a head: {head}");
+        }
+        head.to_ascii_lowercase()
+    }
+
+    /// The next chunk of the body, `None` for the last (empty) one.
+    async fn chunk(&mut self) -> Option<String> {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+        let read = async {
+            let mut size = String::new();
+            self.tcp.read_line(&mut size).await.unwrap();
+            let size = usize::from_str_radix(size.strip_suffix("\r\n").expect("a chunk size line"), 16).unwrap();
+            let mut data = vec![0; size + 2];
+            self.tcp.read_exact(&mut data).await.unwrap();
+            assert!(data.ends_with(b"\r\n"), "a chunk ends with CRLF");
+            data.truncate(size);
+            (size > 0).then(|| String::from_utf8(data).unwrap())
+        };
+        tokio::time::timeout(Duration::from_secs(20), read).await.expect("a chunk in time")
+    }
+
+    /// The next event that carries data: its name, its id and its data; keep-alives skipped.
+    async fn event(&mut self) -> (Option<String>, Option<u64>, Value) {
+        loop {
+            if let Some(end) = self.text.find("\n\n") {
+                let block: String = self.text.drain(..end + 2).collect();
+                let Some(data) = block.lines().find_map(|l| l.strip_prefix("data: ")) else { continue };
+                let name = block.lines().find_map(|l| l.strip_prefix("event: ")).map(str::to_owned);
+                let id = block.lines().find_map(|l| l.strip_prefix("id: ")).map(|id| id.parse().unwrap());
+                return (name, id, serde_json::from_str(data).unwrap());
+            }
+            let chunk = self.chunk().await.expect("the body goes on");
+            self.text.push_str(&chunk);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_is_chunked_on_its_connection_cut_off_when_slow_and_the_connection_serves_on() {
+    // The head is hyper's, the catch-up the subscriber's task's, the live events the fan-out's, the
+    // last chunk hyper's again: one well-formed chunked body, and the connection serves on after it.
+    use tokio::io::AsyncWriteExt;
+    let d = start_with(
+        clutch_core::log::Options { subscriber_buffer: 16, ..Default::default() },
+        clutch_gateway::Options::default(),
+    )
+    .await;
+    let run = run_id();
+    for _ in 0..3 {
+        d.post(&msg(&run, "chat.message")).await;
+    }
+    let mut sse = RawSse::open(&d, "after=0").await;
+    for seq in 1..=3 {
+        assert_eq!(sse.event().await.1, Some(seq), "caught up from the store");
+    }
+    d.post(&msg(&run, "chat.message")).await;
+    assert_eq!(sse.event().await.1, Some(4), "live");
+    // Now the client stops reading while far more than the buffer and the socket buffers is published.
+    let mut big = msg(&run, "chat.message");
+    big["payload"]["text"] = json!("x".repeat(16_000));
+    for _ in 0..20 {
+        let batch: Vec<Value> = (0..100).map(|_| big.clone()).collect();
+        d.post(&Value::Array(batch)).await;
+    }
+    let mut last = 4;
+    let end = loop {
+        let (name, id, data) = sse.event().await;
+        if name.is_some() {
+            assert_eq!((name.as_deref(), id), (Some("end"), None));
+            break data;
+        }
+        assert_eq!(id, Some(last + 1), "events before the cut-off have no gap");
+        last += 1;
+    };
+    assert_eq!((end["frame"].as_str(), end["code"].as_str()), (Some("lagged"), Some("SLOW_CONSUMER")));
+    assert_eq!(end["last_seq"].as_u64(), Some(last));
+    assert!(last < 2004, "the subscriber was cut off before the end");
+    assert_eq!(sse.chunk().await, None, "hyper ends the body");
+
+    let request = format!("GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n", d.addr);
+    sse.tcp.get_mut().write_all(request.as_bytes()).await.unwrap();
+    let head = sse.head().await;
+    assert!(head.starts_with("http/1.1 200"), "the same connection serves the next request: {head}");
     d.shutdown().await;
 }
