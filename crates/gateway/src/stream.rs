@@ -5,7 +5,8 @@
 //! subscriber's socket itself ([`clutch_core::direct`]): a WebSocket's once hyper hands the upgraded
 //! connection over; an SSE response's, as chunks of its body, once hyper has written the head and
 //! lends the socket ([`crate::conn::Lender`]). Served otherwise (HTTP/2, or a router served on
-//! another listener), the SSE subscriber's task frames each event as a body frame for hyper.
+//! another listener), or asked for with HEAD, the SSE subscriber's task frames each event as a body
+//! frame for hyper.
 
 use std::convert::Infallible;
 use std::io::{self, IoSlice};
@@ -71,7 +72,8 @@ pub(crate) async fn stream(
     }
     let lender = request.extensions().get::<ConnectInfo<Lender>>();
     Ok(match lender {
-        Some(ConnectInfo(lender)) if request.version() == Version::HTTP_11 => {
+        // Not for HEAD (axum routes it here too): hyper writes, and polls, no body for it.
+        Some(ConnectInfo(lender)) if request.version() == Version::HTTP_11 && request.method() == Method::GET => {
             sse_lent(lender.clone(), subscription, keepalive)
         }
         _ => sse(subscription, keepalive),

@@ -449,5 +449,19 @@ async fn sse_is_chunked_on_its_connection_cut_off_when_slow_and_the_connection_s
     sse.tcp.get_mut().write_all(request.as_bytes()).await.unwrap();
     let head = sse.head().await;
     assert!(head.starts_with("http/1.1 200"), "the same connection serves the next request: {head}");
+
+    // HEAD has no body to stream on: the head alone, and the connection serves on.
+    let mut tcp = tokio::net::TcpStream::connect(d.addr).await.unwrap();
+    let requests = format!(
+        "HEAD /v1/stream HTTP/1.1\r\nHost: {0}\r\nAccept: text/event-stream\r\n\r\n\
+         GET /healthz HTTP/1.1\r\nHost: {0}\r\n\r\n",
+        d.addr
+    );
+    tcp.write_all(requests.as_bytes()).await.unwrap();
+    let mut raw = RawSse { tcp: tokio::io::BufReader::new(tcp), text: String::new() };
+    let head = raw.head().await;
+    assert!(head.starts_with("http/1.1 200") && head.contains("text/event-stream"), "{head}");
+    let head = raw.head().await;
+    assert!(head.starts_with("http/1.1 200"), "after HEAD the connection serves on: {head}");
     d.shutdown().await;
 }
