@@ -13,8 +13,6 @@ use anyhow::{Context, bail};
 use axum::body::Bytes;
 use clap::{Args, ValueEnum};
 use clutch_proto::id::{self, Kind};
-use futures_util::StreamExt;
-use http_body_util::{BodyExt, Empty};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -330,45 +328,46 @@ fn marked(frame: &[u8]) -> Option<(u64, u64)> {
     Some((number(fields.next())?, number(fields.next())?))
 }
 
-/// A subscriber's connection: the frames it receives, whatever the transport.
+/// A subscriber's connection: the frames it receives, whatever the transport. Each reads its
+/// protocol by hand from a buffered socket, as a lean client would: the same shape of client code for
+/// all three, so that what differs is the server.
 enum Frames {
-    Ws(Box<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>>),
-    Sse { body: hyper::body::Incoming, buffer: Vec<u8>, _driver: tokio::task::JoinHandle<()> },
+    /// Frames after the upgrade.
+    Ws(BufReader<TcpStream>),
+    /// The chunked body, and the events' bytes read from it so far.
+    Sse(BufReader<TcpStream>, Vec<u8>),
+    /// RESP after `SUBSCRIBE`.
     Redis(BufReader<TcpStream>),
 }
 
 impl Frames {
     async fn open(transport: Transport, addr: &str) -> anyhow::Result<Frames> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let mut conn = BufReader::new(stream);
         Ok(match transport {
             Transport::Ws => {
-                let url = format!("ws://{addr}/v1/stream");
-                let (socket, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
-                    .await
-                    .context("cannot open a WebSocket to /v1/stream")?;
-                Frames::Ws(Box::new(socket))
+                let request = format!(
+                    "GET /v1/stream HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+                     Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+                );
+                conn.get_mut().write_all(request.as_bytes()).await?;
+                let head = response_head(&mut conn).await?;
+                if !head.starts_with("http/1.1 101") {
+                    bail!("GET /v1/stream did not upgrade to a WebSocket: {head}");
+                }
+                Frames::Ws(conn)
             }
             Transport::Sse => {
-                let stream = TcpStream::connect(addr).await?;
-                stream.set_nodelay(true)?;
-                let (mut sender, connection) =
-                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
-                let driver = tokio::spawn(async move {
-                    let _ = connection.await;
-                });
-                let request = axum::http::Request::get("/v1/stream")
-                    .header("host", addr)
-                    .header("accept", "text/event-stream")
-                    .body(Empty::<Bytes>::new())?;
-                let response = sender.send_request(request).await?;
-                if !response.status().is_success() {
-                    bail!("GET /v1/stream answered {}", response.status());
+                let request = format!("GET /v1/stream HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
+                conn.get_mut().write_all(request.as_bytes()).await?;
+                let head = response_head(&mut conn).await?;
+                if !head.starts_with("http/1.1 200") || !head.contains("transfer-encoding: chunked") {
+                    bail!("GET /v1/stream did not answer a chunked event stream: {head}");
                 }
-                Frames::Sse { body: response.into_body(), buffer: Vec::new(), _driver: driver }
+                Frames::Sse(conn, Vec::new())
             }
             Transport::Redis => {
-                let stream = TcpStream::connect(addr).await?;
-                stream.set_nodelay(true)?;
-                let mut conn = BufReader::new(stream);
                 let command = format!("*2\r\n$9\r\nSUBSCRIBE\r\n${}\r\n{CHANNEL}\r\n", CHANNEL.len());
                 conn.get_mut().write_all(command.as_bytes()).await?;
                 let mut frames = Frames::Redis(conn);
@@ -383,31 +382,44 @@ impl Frames {
     /// the end of the stream.
     async fn next(&mut self) -> anyhow::Result<Option<Bytes>> {
         match self {
-            Frames::Ws(socket) => loop {
-                match socket.next().await {
-                    None => return Ok(None),
-                    Some(message) => match message? {
-                        tokio_tungstenite::tungstenite::Message::Text(text) => {
-                            return Ok(Some(Bytes::from(text)));
-                        }
-                        tokio_tungstenite::tungstenite::Message::Close(_) => return Ok(None),
-                        _ => {}
-                    },
+            Frames::Ws(conn) => loop {
+                // RFC 6455 §5.2: the server's frames are unmasked; /v1/stream sends each message whole.
+                let mut head = [0u8; 2];
+                if let Err(e) = conn.read_exact(&mut head).await {
+                    return if e.kind() == std::io::ErrorKind::UnexpectedEof { Ok(None) } else { Err(e.into()) };
+                }
+                let len = match head[1] & 0x7f {
+                    126 => u64::from(conn.read_u16().await?),
+                    127 => conn.read_u64().await?,
+                    n => u64::from(n),
+                };
+                let mut payload = vec![0; usize::try_from(len)?];
+                conn.read_exact(&mut payload).await?;
+                match head[0] & 0x0f {
+                    0x1 if head[0] & 0x80 != 0 => return Ok(Some(Bytes::from(payload))),
+                    0x0 | 0x1 => bail!("a fragmented WebSocket message"),
+                    0x8 => return Ok(None),
+                    _ => {}
                 }
             },
-            Frames::Sse { body, buffer, .. } => loop {
-                if let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
-                    let event: Vec<u8> = buffer.drain(..end + 2).collect();
+            Frames::Sse(conn, events) => loop {
+                if let Some(end) = events.windows(2).position(|w| w == b"\n\n") {
+                    let event: Vec<u8> = events.drain(..end + 2).collect();
                     return Ok(Some(Bytes::from(event)));
                 }
-                match body.frame().await {
-                    None => return Ok(None),
-                    Some(frame) => {
-                        if let Ok(data) = frame?.into_data() {
-                            buffer.extend_from_slice(&data);
-                        }
-                    }
+                // The next chunk of the body: its size in hex, CRLF, the data, CRLF.
+                let mut size = String::new();
+                if conn.read_line(&mut size).await? == 0 {
+                    return Ok(None);
                 }
+                let size = usize::from_str_radix(size.trim_end(), 16).context("a chunk's size")?;
+                if size == 0 {
+                    return Ok(None);
+                }
+                let at = events.len();
+                events.resize(at + size + 2, 0);
+                conn.read_exact(&mut events[at..]).await?;
+                events.truncate(at + size);
             },
             Frames::Redis(conn) => {
                 // A RESP array of bulk strings and integers: ["message", channel, payload].
@@ -432,6 +444,17 @@ impl Frames {
             }
         }
     }
+}
+
+/// An HTTP response's head, lowercased; what follows it stays in `conn`'s buffer.
+async fn response_head(conn: &mut BufReader<TcpStream>) -> anyhow::Result<String> {
+    let mut head = String::new();
+    while !head.ends_with("\r\n\r\n") {
+        if conn.read_line(&mut head).await? == 0 {
+            bail!("the connection closed in the response's head: {head:?}");
+        }
+    }
+    Ok(head.to_ascii_lowercase())
 }
 
 #[cfg(test)]
