@@ -491,3 +491,34 @@ async fn write(stream: &TcpStream, mut bytes: &[u8]) -> bool {
     };
     matches!(tokio::time::timeout(SEND_TIMEOUT, rest).await, Ok(Ok(())))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_chunk_written_in_parts_is_the_chunk_the_task_writes() {
+        // The fan-out's head, wire bytes and tail must make exactly the task's chunk: across the
+        // seqs where the id gains a digit, the sizes where the hex size does, and the largest seq.
+        for seq in [0, 1, 9, 10, 99, 100, 999_999, u64::MAX] {
+            for len in [0, 1, 5, 230, 4_096, 70_000] {
+                let wire = Wire { seq, bytes: Bytes::from(vec![b'x'; len]) };
+                let mut head = [0u8; SSE_HEAD_MAX];
+                let parts = [sse_chunk_head(&wire, &mut head), &wire.bytes, SSE_CHUNK_TAIL].concat();
+                assert_eq!(parts, sse_chunk(&wire), "seq {seq}, {len} bytes");
+            }
+        }
+    }
+
+    #[test]
+    fn a_websocket_frame_written_in_parts_is_tungstenites_text_frame() {
+        // Across the lengths where the head grows (7-bit, 16-bit, 64-bit).
+        for len in [0, 125, 126, 65_535, 65_536] {
+            let text = vec![b'x'; len];
+            let mut head = [0u8; MAX_HEAD];
+            let parts = [text_head(len, &mut head), &text].concat();
+            let expected = frame(Frame::message(text.clone(), OpCode::Data(Data::Text), true));
+            assert_eq!(parts, expected, "{len} bytes");
+        }
+    }
+}
