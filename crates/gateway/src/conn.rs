@@ -166,3 +166,42 @@ impl AsyncWrite for Conn {
         Poll::Ready(socket2::SockRef::from(&*self.0).shutdown(std::net::Shutdown::Write))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A connection accepted the way the daemon accepts them, and the client's end.
+    async fn accepted() -> (Conn, TcpStream) {
+        let mut listener = Listener::new(TcpListener::bind("127.0.0.1:0").await.unwrap());
+        let addr = axum::serve::Listener::local_addr(&listener).unwrap();
+        let client = TcpStream::connect(addr).await.unwrap();
+        let (conn, _) = axum::serve::Listener::accept(&mut listener).await;
+        (conn, client)
+    }
+
+    #[tokio::test]
+    async fn accepted_sockets_set_nodelay() {
+        let (conn, _client) = accepted().await;
+        assert!(conn.0.nodelay().unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_borrower_gets_the_socket_at_the_next_flush_and_both_write_to_it() {
+        let (mut conn, mut client) = accepted().await;
+        let lender = Lender(conn.0.clone());
+        let mut borrowed = Box::pin(lender.borrow());
+        conn.write_all(b"head ").await.unwrap();
+        assert!(futures_util::poll!(&mut borrowed).is_pending(), "not lent before hyper flushes");
+        conn.flush().await.unwrap();
+        let tcp = borrowed.await.expect("lent at the flush");
+        tcp.try_write(b"lent ").unwrap();
+        conn.write_all(b"back").await.unwrap();
+        conn.shutdown().await.unwrap();
+        let mut read = String::new();
+        client.read_to_string(&mut read).await.unwrap();
+        assert_eq!(read, "head lent back");
+    }
+}
