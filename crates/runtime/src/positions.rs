@@ -89,14 +89,19 @@ impl Runner {
         tokio::pin!(stop);
         let mut failures = 0;
         loop {
-            tokio::select! {
+            let result = tokio::select! {
+                // Stopping wins over an inbox that ended because the daemon is stopping.
+                biased;
                 () = &mut stop => return,
-                result = self.serve(&log, &engine) => {
-                    failures += 1;
-                    let delay = clutch_core::backoff(Duration::from_millis(200), Duration::from_secs(10), failures, 7);
-                    tracing::warn!(error = ?result.err(), delay_ms = delay.as_millis() as u64, "positions runner stopped; starting again");
-                    tokio::time::sleep(delay).await;
-                }
+                result = self.serve(&log, &engine) => result,
+            };
+            failures += 1;
+            let delay = clutch_core::backoff(Duration::from_millis(200), Duration::from_secs(10), failures, 7);
+            tracing::warn!(error = ?result.err(), delay_ms = delay.as_millis() as u64, "positions runner stopped; starting again");
+            tokio::select! {
+                biased;
+                () = &mut stop => return,
+                () = tokio::time::sleep(delay) => {}
             }
         }
     }
