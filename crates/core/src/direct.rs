@@ -20,7 +20,7 @@ use clutch_store::{Backend, Event, Filter};
 use tokio::sync::{Notify, watch};
 
 use crate::metrics::Metrics;
-use crate::stream::{Bus, End, Live, PAGE, Subscription, Wire};
+use crate::stream::{Bus, End, Live, PAGE, Subscription, Wire, stored_page};
 
 /// A subscriber's connection, as the fan-out writes to it.
 pub trait Socket: Send + Sync + 'static {
@@ -337,17 +337,13 @@ impl Feed {
     /// Reads the next page after the cursor from the store; the catch-up ends with a short page
     /// unless live events were dropped meanwhile.
     async fn catch_up(&mut self) -> Result<(), End> {
-        let visible = self.visible.load(Ordering::Acquire);
-        let last = self.cursor();
-        let mut page = match self.backend.read(&self.outlet.filter, last, PAGE).await {
+        let page = match stored_page(self.backend.as_ref(), &self.outlet.filter, self.cursor(), &self.visible).await {
             Ok(page) => page,
-            Err(e) => {
-                let end = End::Failed { last_seq: last, message: e.to_string() };
+            Err(end) => {
                 self.outlet.lock().end(|_| end.clone());
                 return Err(end);
             }
         };
-        crate::log::visible_only(&mut page, visible);
         if page.len() < PAGE {
             let mut state = self.outlet.lock();
             if state.missed {

@@ -233,13 +233,7 @@ impl Subscription {
                 return Err(End::Shutdown { last_seq: self.last });
             }
             if self.catching_up {
-                let visible = self.visible.load(Ordering::Acquire);
-                let mut page = self
-                    .backend
-                    .read(&self.filter, self.last, PAGE)
-                    .await
-                    .map_err(|e| End::Failed { last_seq: self.last, message: e.to_string() })?;
-                crate::log::visible_only(&mut page, visible);
+                let page = stored_page(self.backend.as_ref(), &self.filter, self.last, &self.visible).await?;
                 if page.len() < PAGE {
                     self.catching_up = false;
                     self.live_ok = false;
@@ -268,6 +262,22 @@ impl Subscription {
             }
         }
     }
+}
+
+/// The next page (at most [`PAGE`] events; a shorter one is the last) of what the store holds for
+/// `filter` after `after`, up to the visible head as it was before the read: what comes later comes
+/// live.
+pub(crate) async fn stored_page(
+    backend: &dyn Backend,
+    filter: &Filter,
+    after: u64,
+    visible: &AtomicU64,
+) -> Result<Vec<Event>, End> {
+    let head = visible.load(Ordering::Acquire);
+    let mut page =
+        backend.read(filter, after, PAGE).await.map_err(|e| End::Failed { last_seq: after, message: e.to_string() })?;
+    crate::log::visible_only(&mut page, head);
+    Ok(page)
 }
 
 /// An event from the store (catching up) or from the live bus.

@@ -123,17 +123,30 @@ fn sse(subscription: Subscription, keepalive: Duration) -> Response {
         let (frame, open) = tokio::select! {
             next = sub.next_wire() => match next {
                 Ok(wire) => (sse_frame(None, &wire.seq.to_string(), &wire.bytes), true),
-                Err(end) => (sse_frame(Some("end"), "", end_frame(&end).as_bytes()), false),
+                Err(end) => (sse_end(&end), false),
             },
-            _ = ping.tick() => (Bytes::from_static(b": keepalive\n\n"), true),
+            _ = ping.tick() => (Bytes::from_static(SSE_KEEPALIVE), true),
         };
         Some((Ok::<_, Infallible>(frame), open.then_some((sub, ping))))
     });
-    let mut response = Body::from_stream(frames).into_response();
+    event_stream(Body::from_stream(frames))
+}
+
+/// The response that carries an SSE `body`.
+fn event_stream(body: Body) -> Response {
+    let mut response = body.into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
+}
+
+/// The comment an idle SSE stream sends every keep-alive period.
+const SSE_KEEPALIVE: &[u8] = b": keepalive\n\n";
+
+/// The SSE stream's last event: why it ends and where to resume.
+fn sse_end(end: &End) -> Bytes {
+    sse_frame(Some("end"), "", end_frame(end).as_bytes())
 }
 
 /// One SSE event. `data` is JSON on one line (the log's canonical form has no raw newline).
@@ -167,12 +180,9 @@ fn sse_lent(lender: Lender, subscription: Subscription, keepalive: Duration) -> 
         }
     });
     let body = futures_util::StreamExt::filter_map(feed, |fed| std::future::ready(fed.err().map(Err::<Bytes, _>)));
-    let mut response = Body::from_stream(body).into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    let mut response = event_stream(Body::from_stream(body));
     // The chunks written on the borrowed socket need the body chunked, whatever hyper would choose.
-    headers.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+    response.headers_mut().insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
     response
 }
 
@@ -192,7 +202,7 @@ async fn sse_feed(tcp: Tcp, sub: Subscription, keepalive: Duration) -> io::Resul
                     Ok(Out::Raw(bytes)) => bytes,
                     Err(End::Closed { .. }) => return Err(io::ErrorKind::BrokenPipe.into()),
                     Err(end) => {
-                        let last = chunk(&sse_frame(Some("end"), "", end_frame(&end).as_bytes()));
+                        let last = chunk(&sse_end(&end));
                         return if write(&tcp, &last).await { Ok(()) } else { Err(io::ErrorKind::BrokenPipe.into()) };
                     }
                 };
@@ -200,7 +210,7 @@ async fn sse_feed(tcp: Tcp, sub: Subscription, keepalive: Duration) -> io::Resul
                     return Err(io::ErrorKind::BrokenPipe.into());
                 }
             }
-            _ = ping.tick() => feed.queue(chunk(b": keepalive\n\n")),
+            _ = ping.tick() => feed.queue(chunk(SSE_KEEPALIVE)),
         }
     }
 }
