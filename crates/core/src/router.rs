@@ -82,6 +82,11 @@ impl Profile {
         }
     }
 
+    /// Whether the card names any tool at all (a card that names none places no limit of its own).
+    pub fn names_tools(&self) -> bool {
+        !self.tools.is_empty()
+    }
+
     pub fn has_tool(&self, tool: &str) -> bool {
         self.has_tool_hashed(hash(tool), tool)
     }

@@ -169,6 +169,99 @@ async fn a_call_under_way_at_sigkill_is_in_doubt_after_the_restart_and_ran_at_mo
     assert!(status.success());
 }
 
+/// A client whose every request carries `token`.
+fn client_with(token: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+    reqwest::Client::builder().default_headers(headers).build().unwrap()
+}
+
+/// The operator's allowlist holds for an agent whether or not it registered a card (issue 44: an
+/// unregistered agent escaped it): with `agent:unreg: {tool_allowlist: [list_directory]}`, its
+/// agent token may list but not read, before it registers, with a card naming no tools, and with a
+/// card naming only read_text_file, which narrows it to nothing. An allowed call runs; a refused one
+/// is answered 403 and with a `tool.error` FORBIDDEN, and reaches no tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_allowlist_holds_registered_or_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("shared");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    std::fs::write(root.join("note.txt"), "secret").unwrap();
+    let policy = dir.path().join("policy");
+    std::fs::create_dir(&policy).unwrap();
+    std::fs::write(
+        policy.join("org.yaml"),
+        "tokens:\n  - {name: ops, role: admin, token: ops-token-0123456789}\n  \
+         - {name: unreg, role: agent, agent_id: agent:unreg, token: unreg-token-0123456789}\n\
+         agents:\n  agent:unreg: {tool_allowlist: [mcp:files/list_directory]}\n",
+    )
+    .unwrap();
+    let config = format!(
+        "config_dir = \"policy\"\n\n[[mcp_servers]]\nname = \"files\"\ncommand = \"{}\"\nargs = [\"{}\"]\n",
+        filesystem_server().display(),
+        root.display()
+    );
+    std::fs::write(dir.path().join("clutch.toml"), config).unwrap();
+    let mut cmd = clutch();
+    cmd.current_dir(dir.path()).args(["serve", "--listen", "127.0.0.1:0", "--data-dir", "data"]);
+    let daemon = Daemon::spawn(cmd);
+    let ops = client_with("ops-token-0123456789");
+    let agent = client_with("unreg-token-0123456789");
+    ready(&ops, &daemon.url).await;
+    let run_id = run_id();
+    let path = |p: &Path| json!({"path": p.display().to_string()});
+    let check = async |stage: &str, list_allowed: bool| {
+        for (tool, args, allowed) in [
+            ("mcp:files/list_directory", path(&root), list_allowed),
+            ("mcp:files/read_text_file", path(&root.join("note.txt")), false),
+        ] {
+            let task = generate(Kind::Task);
+            let mut message = call(&run_id, &task, tool, args);
+            message["from"] = json!({"agent_id": "agent:unreg"});
+            let (status, ack) = post(&agent, &daemon.url, &message).await;
+            let case = format!("{stage}: {tool}");
+            let events = if allowed {
+                assert_eq!(status, 201, "{case}: {ack}");
+                until(&ops, &daemon.url, &run_id, |events| {
+                    events.iter().any(|e| e["type"] == "tool.result" && e["task_id"] == task.as_str())
+                })
+                .await
+            } else {
+                assert_eq!((status, ack["error"]["code"].as_str()), (403, Some("FORBIDDEN")), "{case}: {ack}");
+                until(&ops, &daemon.url, &run_id, |events| {
+                    events.iter().any(|e| e["type"] == "tool.error" && e["task_id"] == task.as_str())
+                })
+                .await
+            };
+            let of_task: Vec<&Value> = events.iter().filter(|e| e["task_id"] == task.as_str()).collect();
+            let calls = of_task.iter().filter(|e| e["type"] == "tool.call").count();
+            let started = of_task.iter().filter(|e| e["payload_type"] == "clutch.tool.started.v1").count();
+            if allowed {
+                assert_eq!((calls, started), (1, 1), "{case}: {of_task:?}");
+            } else {
+                assert_eq!((calls, started), (0, 0), "{case}: a refused call reaches no tool: {of_task:?}");
+                let answer = of_task.iter().find(|e| e["type"] == "tool.error").unwrap();
+                assert_eq!(answer["payload"]["code"], "FORBIDDEN", "{case}: {answer}");
+                assert_eq!(answer["to"], json!([{"agent_id": "agent:unreg"}]), "{case}");
+            }
+        }
+    };
+    check("unregistered", true).await;
+    let register = async |card: Value| {
+        let r = agent.post(format!("{}/v1/agents", daemon.url)).json(&card).send().await.unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    };
+    register(json!({"v": "clutch/0.1", "agent_id": "agent:unreg", "capabilities": [{"id": "skill:notes"}]})).await;
+    check("a card naming no tools", true).await;
+    register(json!({"v": "clutch/0.1", "agent_id": "agent:unreg",
+        "capabilities": [{"id": "skill:notes", "tools": ["mcp:files/read_text_file"]}]}))
+    .await;
+    check("a card naming only read_text_file", false).await;
+    let (status, _) = daemon.terminate();
+    assert!(status.success());
+}
+
 /// What a webhook receiver got: `(clutch-seq, clutch-signature, body as sent)` per accepted request.
 type Received = std::sync::Arc<std::sync::Mutex<Vec<(u64, String, String)>>>;
 

@@ -149,8 +149,11 @@ impl State {
         Ok(())
     }
 
-    /// A tool call must name a tool inside the intersection of the caller's tools (card, org.yaml),
-    /// its own `tool_allowlist` and the one of the task it belongs to.
+    /// A tool call must name a tool every list that applies allows: the operator's (org.yaml, for
+    /// the caller's identity, whether or not it registered a card), the caller's card (when it is
+    /// registered and names tools), the message's own `tool_allowlist` and the one of the task it
+    /// belongs to. A list that does not apply places no limit: no org.yaml entry, no card, a card
+    /// that names no tools.
     pub(super) fn check_tool_call(&self, options: &Options, message: &Message) -> Result<(), Refusal> {
         let caller = &message.from.agent_id;
         let own = message.security.as_ref().and_then(|s| s.policy.as_ref()).and_then(|p| p.tool_allowlist.as_ref());
@@ -159,35 +162,51 @@ impl State {
             .and_then(|t| t.request.security.as_ref())
             .and_then(|s| s.policy.as_ref())
             .and_then(|p| p.tool_allowlist.as_ref());
-        let agent = self.agents.get(caller);
-        if own.is_none() && inherited.is_none() && agent.is_none() {
+        let operator = options.policy.tool_allowlist(caller);
+        let card = self
+            .agents
+            .get(caller)
+            .filter(|a| a.status != Status::Removed && a.profile.names_tools())
+            .map(|a| &a.profile);
+        if own.is_none() && inherited.is_none() && operator.is_none() && card.is_none() {
             return Ok(());
         }
         let Some(tool) = tool_name(message) else {
             return Err(Refusal::new(ErrorCode::ValidationFailed, "a tool.call names its tool in payload.tool")
                 .field("payload.tool"));
         };
-        let refuse = |why: String| Err(Refusal::new(ErrorCode::Forbidden, why).field("payload.tool"));
+        let refuse = |why: String, hint: &str| {
+            Err(Refusal::new(ErrorCode::Forbidden, why).field("payload.tool").hint(hint.to_owned()))
+        };
+        if let Some(list) = operator
+            && !list.iter().any(|t| crate::tool::covers(t, tool))
+        {
+            return refuse(
+                format!("{tool} is not in the operator's tool allowlist for {caller}"),
+                "the operator's allowlist is tool_allowlist in org.yaml (the agent's, else its role's)",
+            );
+        }
+        if let Some(profile) = card
+            && !profile.has_tool(tool)
+            && !crate::tool::server_of(tool).is_some_and(|s| profile.has_tool(s))
+        {
+            return refuse(
+                format!("{tool} is not among the tools on {caller}'s card"),
+                "a card that names tools (capabilities[].tools, servers, tool:/mcp: ids) may call only those",
+            );
+        }
         if let Some(list) = own
             && !list.iter().any(|t| crate::tool::covers(t, tool))
         {
-            return refuse(format!("{tool} is not in this message's tool_allowlist"));
+            return refuse(format!("{tool} is not in this message's tool_allowlist"), "security.policy.tool_allowlist");
         }
         if let Some(list) = inherited
             && !list.iter().any(|t| crate::tool::covers(t, tool))
         {
-            return refuse(format!("{tool} is not in the tool_allowlist of task {}", message.task_id));
-        }
-        if let Some(agent) = agent {
-            if !agent.profile.has_tool(tool) && !crate::tool::server_of(tool).is_some_and(|s| agent.profile.has_tool(s))
-            {
-                return refuse(format!("{tool} is not among the tools on {caller}'s card"));
-            }
-            if let Some(list) = options.policy.tool_allowlist(caller)
-                && !list.iter().any(|t| crate::tool::covers(t, tool))
-            {
-                return refuse(format!("{tool} is not in the operator's tool allowlist for {caller}"));
-            }
+            return refuse(
+                format!("{tool} is not in the tool_allowlist of task {}", message.task_id),
+                "the task's request sets security.policy.tool_allowlist",
+            );
         }
         Ok(())
     }

@@ -535,6 +535,71 @@ agents:
     h.stop().await;
 }
 
+/// One rule, registered or not: a tool call passes the operator's list for the caller (org.yaml,
+/// its own entry else its role's) and, when a card is registered and names tools, the card's. A
+/// list that does not apply (no entry, no card, a card naming no tools, a removed card) limits
+/// nothing. Every combination, for a tool both may allow and one only some allow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_passes_the_operators_list_and_the_cards_tools_registered_or_not() {
+    let org = "
+roles:
+  adder: {tool_allowlist: [mcp:t/add]}
+agents:
+  agent:own-absent: {tool_allowlist: [mcp:t/add]}
+  agent:own-notools: {tool_allowlist: [mcp:t/add]}
+  agent:own-server: {tool_allowlist: [mcp:t/add]}
+  agent:own-note: {tool_allowlist: [mcp:t/add]}
+  agent:own-removed: {tool_allowlist: [mcp:t/add]}
+  agent:role-absent: {role: adder}
+  agent:role-notools: {role: adder}
+  agent:role-server: {role: adder}
+  agent:role-note: {role: adder}
+  agent:role-removed: {role: adder}
+";
+    let h = hub(Options { policy: policy(org, ""), ..fast() }).await;
+    // Cards: none; one naming no tools; one naming the whole server; one naming only write_note;
+    // one naming only write_note, then removed.
+    let cards: [(&str, Option<Value>); 5] = [
+        ("absent", None),
+        ("notools", Some(json!({"capabilities": [{"id": "skill:x"}]}))),
+        ("server", Some(json!({"capabilities": [{"id": "tool:mcp", "servers": ["mcp:t"]}]}))),
+        ("note", Some(json!({"capabilities": [{"id": "skill:x", "tools": ["mcp:t/write_note"]}]}))),
+        ("removed", Some(json!({"capabilities": [{"id": "skill:x", "tools": ["mcp:t/write_note"]}]}))),
+    ];
+    let mut checked = 0;
+    for org_entry in ["none", "own", "role"] {
+        for (card_kind, card) in &cards {
+            let name = format!("{org_entry}-{card_kind}");
+            if let Some(card) = card {
+                h.register(&name, card.clone()).await;
+            }
+            if *card_kind == "removed" {
+                h.core().engine.unregister(&format!("agent:{name}")).await.unwrap();
+            }
+            for tool in ["mcp:t/add", "mcp:t/write_note"] {
+                let operator_allows = org_entry == "none" || tool == "mcp:t/add";
+                let card_allows = !matches!(*card_kind, "note") || tool == "mcp:t/write_note";
+                let t = new_task();
+                let sent = h.send(t.msg(&format!("agent:{name}"), "tool.call", json!({"tool": tool}))).await;
+                let case = format!("agent:{name} calling {tool}");
+                if operator_allows && card_allows {
+                    assert!(sent.is_ok(), "{case}: {:?}", sent.err().map(|e| e.body()));
+                } else {
+                    let err = sent.expect_err(&case);
+                    assert_eq!(code(err), "FORBIDDEN", "{case}");
+                    let answer = h.wait(&t.task, 0, |v| kind(v) == "tool.error").await;
+                    let why = answer["payload"]["message"].as_str().unwrap();
+                    let expected = if operator_allows { "card" } else { "operator" };
+                    assert!(why.contains(expected), "{case}: {why}");
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 30);
+    h.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_payload_is_data_never_routing_or_policy() {
     let h = hub(fast()).await;
