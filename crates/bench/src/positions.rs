@@ -89,8 +89,13 @@ pub async fn run(args: PositionsArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let latency = Duration::from_millis(args.latency_ms);
     let fake = Fake::start(Options::script(move |body, _| {
-        let text = if body.to_string().contains("Compare your analysis") { "CONSENSUS: the same" } else { "42" };
-        Reply::Slow(latency, Box::new(Reply::Text(text.into())))
+        let reply = if body.to_string().contains("Compare your analysis") {
+            let input = serde_json::json!({"verdict": "CONSENSUS", "points": ["the same"]});
+            Reply::Tool { text: String::new(), name: "answer".into(), input }
+        } else {
+            Reply::Text("42".into())
+        };
+        Reply::Slow(latency, Box::new(reply))
     }))
     .await?;
     let store = clutch_store_sqlite::Store::open(&dir).context("cannot open the SQLite store")?;

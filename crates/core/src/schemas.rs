@@ -190,6 +190,21 @@ impl Expects {
     }
 }
 
+/// Every way `value` breaks `schema` (a JSON Schema, 2020-12, self-contained), with paths starting
+/// at `root`; a schema that does not compile is one problem at `root`. For schemas that travel with
+/// a request (a turn's `output_schema`), compiled at each use.
+pub fn check(schema: &Value, value: &Value, root: &str) -> Vec<Problem> {
+    let validator = match jsonschema::draft202012::options().should_validate_formats(true).build(schema) {
+        Ok(v) => v,
+        Err(e) => return vec![problem(root, format!("the schema does not compile: {e}"))],
+    };
+    let mut problems = Vec::new();
+    for error in validator.iter_errors(value) {
+        describe(&error, root, value, &mut problems);
+    }
+    tidy(problems)
+}
+
 /// Checks `msg` against what a workflow step expects: the payload type it must declare, the payload
 /// members the step requires, and the payload type's schema. A message whose `type` is not
 /// `expects.kind` is not checked at all (see [`Expects::applies_to`]) and has no problems.

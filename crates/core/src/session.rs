@@ -5,6 +5,11 @@
 //! position's protocol, a sender or recipient outside the team, a closed session, a sender over its
 //! rate, a session at its message cap and a repeated message (a loop) are refused.
 //!
+//! A loop is a sender repeating itself within one stretch of the pattern: the same step of the same
+//! round (a vote in round 2 equal to round 1's is no loop). The runner's own copies of what a turn
+//! produced (`meta.session_key` set; only daemon code writes session messages, since clients may not
+//! send `clutch.*` payload types) are the session's history and are never refused by these rules.
+//!
 //! Counts are kept as committed events leave them: messages of one batch do not see each other, so a
 //! batch may overshoot a cap by its own size (messages come one by one through `session_send`).
 
@@ -31,8 +36,11 @@ pub const RUNNER: &str = "agent:positions";
 pub const ALL: &str = "all";
 
 /// Messages looked back at for a loop: a sender repeating one of its last messages in this window
-/// (same type, same content) is refused.
+/// (same type, same content, same step and round) is refused.
 const LOOP_WINDOW: usize = 16;
+
+/// The meta key the positions runner writes each of its messages under (where it is in the pattern).
+pub const SESSION_KEY: &str = "session_key";
 
 /// A session's state machine: `INITIALIZING → SPAWNING_AGENTS → RUNNING → COMPLETING → COMPLETED`,
 /// or `ERROR` / `TIMEOUT` from any phase before the end.
@@ -86,6 +94,9 @@ pub struct Record {
     /// The position's workflow phase now under way (`ANALYSIS`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
+    /// The round under way, for patterns that go in rounds (a circle's votes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<u32>,
     /// The team, once spawned (every record after that repeats it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<Member>,
@@ -192,6 +203,7 @@ pub struct Session {
     pub pattern: String,
     pub phase: Phase,
     pub step: Option<String>,
+    pub round: Option<u32>,
     /// Member agent id → role.
     pub members: BTreeMap<String, String>,
     pub failed: BTreeSet<String>,
@@ -201,12 +213,21 @@ pub struct Session {
     pub started_at: String,
     /// The root task ended: nothing more may be said.
     pub closed: bool,
-    /// Per sender, the times (ms) of its messages within the last minute.
+    /// Per sender, the times (ms) of its messages, and of the loop warnings about it, within the
+    /// last minute.
     recent_by: HashMap<String, VecDeque<i64>>,
-    /// (sender, type, content hash) of the last messages.
-    recent: VecDeque<(String, String, u64)>,
-    /// Senders already warned about a loop (one warning each is recorded).
-    pub warned: BTreeSet<String>,
+    /// The last messages: who sent what, in which stretch of the pattern.
+    recent: VecDeque<Recent>,
+}
+
+/// One recent message, as loop detection compares them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Recent {
+    from: String,
+    kind: String,
+    content: u64,
+    step: Option<String>,
+    round: Option<u32>,
 }
 
 impl Sessions {
@@ -365,6 +386,9 @@ impl Sessions {
                 .field(format!("to[{i}].agent_id")));
             }
         }
+        if message.meta.contains_key(SESSION_KEY) {
+            return Ok(());
+        }
         if session.messages >= session.limits.max_messages {
             return Err(Refusal::new(
                 ErrorCode::BudgetExceeded,
@@ -372,8 +396,7 @@ impl Sessions {
             )
             .hint("the cap is positions.max_messages in clutch.toml"));
         }
-        let recent =
-            session.recent_by.get(from).map_or(0, |times| times.iter().filter(|t| **t > now_ms - 60_000).count());
+        let recent = session.recent_count(from, now_ms);
         if recent >= session.limits.per_agent_per_minute as usize {
             return Err(Refusal::new(
                 ErrorCode::RateLimited,
@@ -382,15 +405,17 @@ impl Sessions {
                     session.id, session.limits.per_agent_per_minute
                 ),
             )
-            .hint("wait before sending more; the limit is positions.agent_messages_per_minute"));
+            .hint("wait before sending more; the limit is positions.agent_messages_per_minute (a repeat refused as a loop counts too)"));
         }
-        let hash = content_hash(&said);
-        if session.recent.iter().any(|(f, k, h)| f == from && *k == said.kind && *h == hash) {
+        let this = session.said(from, &said);
+        if session.recent.contains(&this) {
             return Err(Refusal::new(
                 ErrorCode::LoopDetected,
                 format!(
-                    "{from} already sent this {} in session {}; the repeat was not delivered",
-                    said.kind, session.id
+                    "{from} already sent this {} in session {}{}; the repeat was not delivered",
+                    said.kind,
+                    session.id,
+                    session.step.as_deref().map(|s| format!(" during {s}")).unwrap_or_default(),
                 ),
             )
             .field("payload.content"));
@@ -428,6 +453,7 @@ impl Sessions {
                     pattern: record.pattern.clone(),
                     phase: record.phase,
                     step: None,
+                    round: None,
                     members: BTreeMap::new(),
                     failed: BTreeSet::new(),
                     protocol: Vec::new(),
@@ -437,10 +463,10 @@ impl Sessions {
                     closed: false,
                     recent_by: HashMap::new(),
                     recent: VecDeque::new(),
-                    warned: BTreeSet::new(),
                 });
                 session.phase = record.phase;
                 session.step = record.step.or(session.step.take());
+                session.round = record.round.or(session.round);
                 if !record.members.is_empty() {
                     session.members = record.members.into_iter().map(|m| (m.agent_id, m.role)).collect();
                 }
@@ -456,19 +482,21 @@ impl Sessions {
                 let Some(session) = self.by_id.get_mut(&message.run_id) else { return };
                 let Ok(said) = read::<Said>(message) else { return };
                 session.messages += 1;
-                let times = session.recent_by.entry(message.from.agent_id.clone()).or_default();
-                times.push_back(at_ms);
-                while times.front().is_some_and(|t| *t <= at_ms - 60_000) {
-                    times.pop_front();
+                // The runner's copies are history: they neither use a member's rate nor start a loop.
+                if message.meta.contains_key(SESSION_KEY) {
+                    return;
                 }
-                session.recent.push_back((message.from.agent_id.clone(), said.kind.clone(), content_hash(&said)));
+                session.count(&message.from.agent_id, at_ms);
+                let this = session.said(&message.from.agent_id, &said);
+                session.recent.push_back(this);
                 if session.recent.len() > LOOP_WINDOW {
                     session.recent.pop_front();
                 }
             }
             Some(WARNING_PAYLOAD) => {
+                // A warning uses its member's rate: a member repeating itself cannot flood the log.
                 if let (Some(session), Ok(w)) = (self.by_id.get_mut(&message.run_id), read::<Warning>(message)) {
-                    session.warned.insert(w.agent_id);
+                    session.count(&w.agent_id, at_ms);
                 }
             }
             _ => {}
@@ -481,6 +509,31 @@ impl Sessions {
             && session.root_task_id == task_id
         {
             session.closed = true;
+        }
+    }
+}
+
+impl Session {
+    /// How many messages (and loop warnings) `from` has in its last minute.
+    pub fn recent_count(&self, from: &str, now_ms: i64) -> usize {
+        self.recent_by.get(from).map_or(0, |times| times.iter().filter(|t| **t > now_ms - 60_000).count())
+    }
+
+    fn count(&mut self, from: &str, at_ms: i64) {
+        let times = self.recent_by.entry(from.to_owned()).or_default();
+        times.push_back(at_ms);
+        while times.front().is_some_and(|t| *t <= at_ms - 60_000) {
+            times.pop_front();
+        }
+    }
+
+    fn said(&self, from: &str, said: &Said) -> Recent {
+        Recent {
+            from: from.to_owned(),
+            kind: said.kind.clone(),
+            content: content_hash(said),
+            step: self.step.clone(),
+            round: self.round,
         }
     }
 }

@@ -345,7 +345,7 @@ impl Runtime {
         for config in self.agents {
             let Some(Ok(provider)) = self.providers.get(&config.provider) else { continue };
             let card = config.card();
-            let agent = Agent::new(config, card, provider.clone(), log.clone(), engine.clone());
+            let agent = Agent::new(config, Some(card), provider.clone(), log.clone(), engine.clone());
             let handle = agents.spawn(agent.clone().run());
             running.insert(agent.id.clone(), (handle, agent));
         }
@@ -375,6 +375,10 @@ impl Runtime {
                 .into_iter()
                 .collect();
             running.retain(|id, (handle, agent)| {
+                // One that ended by itself (its card was removed before it started) is forgotten.
+                if handle.is_finished() {
+                    return false;
+                }
                 let removed = !present.contains_key(id) && agent.registered.load(std::sync::atomic::Ordering::Relaxed);
                 if removed {
                     tracing::info!(agent_id = %id, "llm agent removed from the registry: stopped");
@@ -386,7 +390,9 @@ impl Runtime {
                 let Some(Ok(config)) = Config::from_card(&card) else { continue };
                 let Some(Ok(provider)) = self.providers.get(&config.provider) else { continue };
                 tracing::info!(agent_id = %card.agent_id, provider = %config.provider, "starting an llm agent registered with an LLM section");
-                let agent = Agent::new(config, card, provider.clone(), log.clone(), engine.clone());
+                // Registered already: it goes online, and is never registered again by itself (a
+                // card removed meanwhile, a session's member at the session's end, stays removed).
+                let agent = Agent::new(config, None, provider.clone(), log.clone(), engine.clone());
                 let handle = agents.spawn(agent.clone().run());
                 running.insert(agent.id.clone(), (handle, agent));
             }
@@ -436,8 +442,9 @@ impl Answers {
 /// One agent at work.
 pub(crate) struct Agent {
     pub config: Config,
-    /// The card it registers: its config's, or the one it was registered with.
-    card: AgentCard,
+    /// The card it registers (a declared agent's, from its config); `None` for an agent started
+    /// from the registry, whose card is there already.
+    card: Option<AgentCard>,
     pub id: String,
     /// Set once it registered (a removal seen before is an earlier one).
     registered: std::sync::atomic::AtomicBool,
@@ -451,7 +458,13 @@ pub(crate) struct Agent {
 }
 
 impl Agent {
-    fn new(config: Config, card: AgentCard, provider: Arc<Provider>, log: Handle, engine: Engine) -> Arc<Agent> {
+    fn new(
+        config: Config,
+        card: Option<AgentCard>,
+        provider: Arc<Provider>,
+        log: Handle,
+        engine: Engine,
+    ) -> Arc<Agent> {
         Arc::new(Agent {
             id: config.agent_id(),
             card,
@@ -475,6 +488,9 @@ impl Agent {
         loop {
             match self.clone().serve().await {
                 Ok(()) => return,
+                // Its inbox ended because the daemon is stopping: its tasks stop where they are and
+                // are taken up after the restart, as after a crash.
+                Err(_) if self.log.is_closing() => return,
                 Err(e) => {
                     failures += 1;
                     let delay = clutch_core::backoff(Duration::from_millis(200), Duration::from_secs(10), failures, 7);
@@ -487,12 +503,29 @@ impl Agent {
 
     /// Registers, takes up its unfinished tasks, then follows its inbox.
     async fn serve(self: Arc<Agent>) -> Result<(), String> {
-        let registered = self.engine.register(&self.card).await.map_err(|e| format!("cannot register: {e}"))?;
+        let from = match &self.card {
+            Some(card) => {
+                let registered = self.engine.register(card).await.map_err(|e| format!("cannot register: {e}"))?;
+                tracing::info!(agent_id = %self.id, provider = %self.provider.config.name, seq = registered.seq, "llm agent registered");
+                registered.seq
+            }
+            None => {
+                let from = self.engine.seq();
+                if let Err(e) = self.engine.heartbeat(&self.id).await {
+                    if e.code() == clutch_proto::ErrorCode::AgentNotFound {
+                        tracing::info!(agent_id = %self.id, "llm agent removed from the registry before it started");
+                        return Ok(());
+                    }
+                    return Err(format!("cannot go online: {e}"));
+                }
+                tracing::info!(agent_id = %self.id, provider = %self.provider.config.name, "llm agent online");
+                from
+            }
+        };
         self.registered.store(true, std::sync::atomic::Ordering::Relaxed);
-        tracing::info!(agent_id = %self.id, provider = %self.provider.config.name, seq = registered.seq, "llm agent registered");
         let mut inbox = self
             .log
-            .subscribe(Filter { to: Some(self.id.clone()), ..Filter::default() }, Some(registered.seq))
+            .subscribe(Filter { to: Some(self.id.clone()), ..Filter::default() }, Some(from))
             .await
             .map_err(|e| format!("cannot read its inbox: {e}"))?;
         let mut tasks = JoinSet::new();

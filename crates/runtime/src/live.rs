@@ -160,9 +160,11 @@ impl Env for Agent {
 /// answered within the first window writes none: its record follows at once).
 async fn pump_text(agent: &Agent, request: &Message, turn: u32, mut rx: mpsc::UnboundedReceiver<String>) {
     let mut part = 0;
+    // A retry's restart (an empty piece) is told with the next text written, never alone.
+    let mut restart_pending = false;
     while let Some(first) = rx.recv().await {
         let mut text = first;
-        let mut restarted = text.is_empty();
+        let mut restarted = restart_pending || text.is_empty();
         let until = tokio::time::Instant::now() + TEXT_EVERY;
         let mut open = true;
         while open {
@@ -182,7 +184,9 @@ async fn pump_text(agent: &Agent, request: &Message, turn: u32, mut rx: mpsc::Un
         if part == 0 && !open {
             break;
         }
-        if !text.is_empty() || restarted {
+        restart_pending = restarted && text.is_empty();
+        if !text.is_empty() {
+            restart_pending = false;
             part += 1;
             let mut payload = Map::new();
             payload.insert("turn".into(), Value::from(turn));

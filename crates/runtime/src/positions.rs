@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use clutch_core::session::{self, Limits, Member, Phase, RECORD_PAYLOAD};
+use clutch_core::session::{self, Limits, Member, Phase, RECORD_PAYLOAD, SESSION_KEY};
 use clutch_core::{Engine, Handle, Subscription};
 use clutch_proto::id::{self, Kind};
 use clutch_proto::message::Recipient;
@@ -95,6 +95,10 @@ impl Runner {
                 () = &mut stop => return,
                 result = self.serve(&log, &engine) => result,
             };
+            // Its inbox ended because the daemon is stopping: no failure, nothing to restart.
+            if log.is_closing() {
+                return stop.await;
+            }
             failures += 1;
             let delay = clutch_core::backoff(Duration::from_millis(200), Duration::from_secs(10), failures, 7);
             tracing::warn!(error = ?result.err(), delay_ms = delay.as_millis() as u64, "positions runner stopped; starting again");
@@ -110,6 +114,7 @@ impl Runner {
         // Not a registered agent (a fresh daemon's log stays empty): the catalog is announced to the
         // engine, and invocations are tasks given to RUNNER by name.
         engine.set_positions(self.options.catalog.list().map(summary).collect());
+        remove_leftovers(engine).await;
         let from = engine.seq();
         let mut inbox = log
             .subscribe(Filter { to: Some(RUNNER.into()), ..Filter::default() }, Some(from))
@@ -173,6 +178,31 @@ impl Runner {
     }
 }
 
+/// Removes the LLM agents spawned for sessions that are over (their removal at the session's end
+/// was cut short: the daemon stopped, the registry refused): a spawned agent's card names its
+/// session, and a session is under way while its task is open.
+async fn remove_leftovers(engine: &Engine) {
+    let open: HashSet<String> =
+        engine.open_tasks_of(RUNNER).iter().filter_map(|t| engine.task(t)).map(|t| t.run_id).collect();
+    let leftovers: Vec<String> = engine
+        .with_agents(|a| {
+            let session = a.card.meta.get("session_id").and_then(Value::as_str);
+            let spawned = a.card.meta.contains_key("llm") && session.is_some_and(|s| !open.contains(s));
+            spawned.then(|| a.card.agent_id.clone())
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+    for agent in leftovers {
+        match engine.unregister(&agent).await {
+            Ok(_) => tracing::info!(agent_id = %agent, "removed an agent spawned for a session that is over"),
+            Err(e) => {
+                tracing::warn!(agent_id = %agent, error = %e, "cannot remove an agent spawned for a session that is over")
+            }
+        }
+    }
+}
+
 /// What the runner announces of a position (`GET /v1/positions`).
 pub fn summary(s: &Skill) -> Value {
     json!({
@@ -219,25 +249,89 @@ impl Outcome {
         }
     }
 
-    /// The first of `words` the answer gives: its payload's `type`, else the one that comes first
-    /// in its text as a whole word.
-    fn verdict(&self, words: &[&str]) -> Option<String> {
-        let Outcome::Done { text, payload } = self else { return None };
-        if let Some(t) = payload.get("type").and_then(Value::as_str).filter(|t| words.contains(t)) {
-            return Some(t.to_owned());
+    /// The answer as the value `schema` describes, validated: the turn's `structured` result (an
+    /// LLM agent's `answer` tool), else its text when it is that JSON, else what `bare` reads in a
+    /// text that is nothing but one answer (a person typing `CONSENSUS`, `VOTE 2`). Prose around a
+    /// word is never read.
+    fn read(&self, schema: &Value, bare: fn(&str) -> Option<Value>) -> Read {
+        let Outcome::Done { text, payload } = self else { return Read::Missing { timed_out: false } };
+        let given = payload
+            .get("structured")
+            .cloned()
+            .or_else(|| crate::work::json_in(text).filter(Value::is_object))
+            .or_else(|| bare(text));
+        let Some(value) = given else {
+            let why = payload.get("structured_error").and_then(Value::as_str).map_or_else(
+                || "it is prose, not the JSON asked for".to_owned(),
+                |e| format!("it did not fit the schema ({e})"),
+            );
+            return Read::Unreadable(why);
+        };
+        let problems = clutch_core::schemas::check(schema, &value, "answer");
+        if problems.is_empty() {
+            return Read::Given(value);
         }
-        words.iter().filter_map(|w| find_word(text, w).map(|at| (at, *w))).min().map(|(_, w)| w.to_owned())
+        let why: Vec<String> = problems.iter().take(3).map(|p| format!("{}: {}", p.path, p.message)).collect();
+        Read::Unreadable(format!("it did not fit the schema ({})", why.join("; ")))
     }
 }
 
-fn find_word(text: &str, word: &str) -> Option<usize> {
-    let bytes = text.as_bytes();
-    text.match_indices(word).map(|(i, _)| i).find(|&i| {
-        let before = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
-        let end = i + word.len();
-        let after = end == bytes.len() || !bytes[end].is_ascii_alphanumeric();
-        before && after
+/// A structured answer, as read.
+#[derive(Debug, Clone)]
+enum Read {
+    Given(Value),
+    /// An answer came that does not parse or fit, and why.
+    Unreadable(String),
+    /// No answer: the turn failed, or (`timed_out`) was not waited for any longer.
+    Missing {
+        timed_out: bool,
+    },
+}
+
+/// What a mirror's comparison answers (its turns' `output_schema`).
+fn verdict_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "verdict": {
+                "enum": ["CONSENSUS", "DISCREPANCY"],
+                "description": "CONSENSUS only if the analyses agree on every material point",
+            },
+            "points": {
+                "type": "array", "items": {"type": "string"},
+                "description": "the material points compared, each saying whether the analyses agree on it",
+            },
+        },
+        "required": ["verdict", "points"],
+        "additionalProperties": false,
     })
+}
+
+/// A text that is only a verdict word (`CONSENSUS`, `discrepancy.`).
+fn bare_verdict(text: &str) -> Option<Value> {
+    let word = text.trim().trim_end_matches(['.', '!']).to_ascii_uppercase();
+    ["CONSENSUS", "DISCREPANCY"].contains(&word.as_str()).then(|| json!({"verdict": word, "points": []}))
+}
+
+/// What a circle's vote answers: one of `n` proposals by its number.
+fn vote_schema(n: usize) -> Value {
+    json!({
+        "type": "object",
+        "properties": {"vote": {"type": "integer", "minimum": 1, "maximum": n, "description": "the proposal's number"}},
+        "required": ["vote"],
+        "additionalProperties": false,
+    })
+}
+
+/// A text that is only a vote: `2`, `#2`, `VOTE 2`.
+fn bare_vote(text: &str) -> Option<Value> {
+    let text = text.trim().trim_end_matches('.');
+    let rest = match text.get(..4) {
+        Some(head) if head.eq_ignore_ascii_case("vote") => &text[4..],
+        _ => text,
+    };
+    let n: u64 = rest.trim().trim_start_matches('#').parse().ok()?;
+    Some(json!({"vote": n}))
 }
 
 /// Why a session stopped early.
@@ -245,6 +339,9 @@ enum Stop {
     Cancelled(String),
     TimedOut,
     Failed(String, String),
+    /// The daemon is stopping: the session is left as it is, to go on after the restart exactly as
+    /// after a crash (nothing is written, no turn cancelled, no member removed).
+    Shutdown,
 }
 
 /// Where a session's driver writes and what it reads: the daemon's log, live; or, to re-execute a
@@ -292,6 +389,8 @@ struct Ctx {
     cancelled: watch::Receiver<bool>,
     deadline: tokio::time::Instant,
     step: Option<String>,
+    /// The round under way (a circle's).
+    round: Option<u32>,
     failed: Vec<String>,
     /// What each role produced, for partial results.
     produced: BTreeMap<String, Value>,
@@ -382,7 +481,7 @@ pub async fn reexecute(options: &Options, events: &[Message]) -> Vec<Replayed> {
             .iter()
             .filter(|m| m.from.agent_id == RUNNER || m.payload_type.as_deref() == Some(session::MESSAGE_PAYLOAD))
         {
-            if let Some(key) = m.meta.get("session_key").and_then(Value::as_str) {
+            if let Some(key) = m.meta.get(SESSION_KEY).and_then(Value::as_str) {
                 recorded.entry(key.to_owned()).or_insert_with(|| m.clone());
             }
         }
@@ -465,6 +564,7 @@ impl Ctx {
             root_ended: false,
             cancelled,
             step: None,
+            round: None,
             failed: Vec::new(),
             produced: BTreeMap::new(),
         }
@@ -480,7 +580,7 @@ impl Ctx {
                 let moved_on = r.queue.front().is_none_or(|m| {
                     m.from.agent_id == RUNNER
                         && m.meta
-                            .get("session_key")
+                            .get(SESSION_KEY)
                             .and_then(Value::as_str)
                             .is_some_and(|k| !r.written.iter().any(|w| w == k))
                 });
@@ -507,7 +607,7 @@ impl Ctx {
     }
 
     fn absorb(&mut self, m: &Message) {
-        if let Some(key) = m.meta.get("session_key").and_then(Value::as_str)
+        if let Some(key) = m.meta.get(SESSION_KEY).and_then(Value::as_str)
             && m.from.agent_id == RUNNER
         {
             self.keys.insert(key.to_owned());
@@ -549,7 +649,7 @@ impl Ctx {
         if self.keys.contains(&key) {
             return Ok(m.task_id);
         }
-        m.meta.insert("session_key".into(), Value::from(key.clone()));
+        m.meta.insert(SESSION_KEY.into(), Value::from(key.clone()));
         m.idempotency_key = Some(format!("positions:{}:{key}", self.session));
         let task = m.task_id.clone();
         let kind = m.kind;
@@ -569,8 +669,14 @@ impl Ctx {
             Err(e) if e.code() == clutch_proto::ErrorCode::InvalidTransition && self.is_cancelled() => {
                 Err(Stop::Cancelled(self.requester.clone()))
             }
+            Err(_) if self.shutting_down() => Err(Stop::Shutdown),
             Err(e) => Err(Stop::Failed("SESSION_WRITE_FAILED".into(), format!("could not write to the log: {e}"))),
         }
+    }
+
+    /// The daemon has begun stopping (its streams end, its log soon refuses appends).
+    fn shutting_down(&self) -> bool {
+        matches!(&self.world, World::Live { log, .. } if log.is_closing())
     }
 
     fn is_cancelled(&self) -> bool {
@@ -600,6 +706,7 @@ impl Ctx {
             pattern: self.skill.pattern.as_str().to_owned(),
             phase,
             step: self.step.clone(),
+            round: self.round,
             members: self.members.clone(),
             protocol: if self.members.is_empty() {
                 Vec::new()
@@ -682,6 +789,7 @@ impl Ctx {
                     Ok(Some(_)) => {}
                     Ok(None) if until == self.deadline => return Err(Stop::TimedOut),
                     Ok(None) => break,
+                    Err(_) if self.shutting_down() => return Err(Stop::Shutdown),
                     Err(e) => return Err(Stop::Failed("SESSION_READ_FAILED".into(), e)),
                 },
                 _ = cancelled.changed() => return Err(Stop::Cancelled(self.requester.clone())),
@@ -858,10 +966,12 @@ impl Ctx {
                     .map_err(|p| Stop::Failed("SPAWN_FAILED".into(), format!("an agent's card: {p}")))?;
                 if let World::Live { engine, .. } = &self.world
                     && engine.agent(&member.agent_id).is_none()
+                    && let Err(e) = engine.register(&card).await
                 {
-                    engine.register(&card).await.map_err(|e| {
-                        Stop::Failed("SPAWN_FAILED".into(), format!("cannot spawn {}: {e}", member.agent_id))
-                    })?;
+                    if self.shutting_down() {
+                        return Err(Stop::Shutdown);
+                    }
+                    return Err(Stop::Failed("SPAWN_FAILED".into(), format!("cannot spawn {}: {e}", member.agent_id)));
                 }
                 self.spawned.push(member.agent_id.clone());
             }
@@ -937,6 +1047,51 @@ impl Ctx {
             answers.push((member, outcome));
         }
         Ok(answers)
+    }
+
+    /// The structured answers to `asked` (turns whose extra carries `schema` as `output_schema`):
+    /// each unreadable one is asked for once more (a turn keyed `{key}-again`, by `until` too),
+    /// and stays unreadable if the second answer is no better, or does not come.
+    async fn structured(
+        &mut self,
+        key: &str,
+        asked: &[(Member, String, Value)],
+        answers: Vec<(Member, Option<Outcome>)>,
+        (schema, bare): (&Value, fn(&str) -> Option<Value>),
+        until: Option<tokio::time::Instant>,
+    ) -> Result<Vec<(Member, Read)>, Stop> {
+        let mut reads: Vec<(Member, Read)> = answers
+            .into_iter()
+            .map(|(m, o)| {
+                let read = o.as_ref().map_or(Read::Missing { timed_out: true }, |o| o.read(schema, bare));
+                (m, read)
+            })
+            .collect();
+        let again: Vec<(Member, String, Value)> = reads
+            .iter()
+            .filter_map(|(m, read)| {
+                let Read::Unreadable(why) = read else { return None };
+                let (_, goal, extra) = asked.iter().find(|(x, _, _)| x.agent_id == m.agent_id)?;
+                let goal = format!(
+                    "{goal}\n\nYour last answer could not be read: {why}. Answer with the JSON only, \
+                     matching this schema:\n{}",
+                    schema
+                );
+                Some((m.clone(), goal, extra.clone()))
+            })
+            .collect();
+        if again.is_empty() {
+            return Ok(reads);
+        }
+        for (m, o) in self.round(&format!("{key}-again"), again, until).await? {
+            let Some(o) = o else { continue };
+            if let (Some(slot), read @ Read::Given(_)) =
+                (reads.iter_mut().find(|(x, _)| x.agent_id == m.agent_id), o.read(schema, bare))
+            {
+                slot.1 = read;
+            }
+        }
+        Ok(reads)
     }
 
     fn all_failed(&self, answers: &[(Member, Option<Outcome>)]) -> bool {
@@ -1024,35 +1179,48 @@ impl Ctx {
         self.say("results:a", &a.0.agent_id, vec![b.0.agent_id.clone()], "RESULTS", json!(a.1)).await?;
         self.say("results:b", &b.0.agent_id, vec![a.0.agent_id.clone()], "RESULTS", json!(b.1)).await?;
         self.step(&self.phase_named("COMPARISON", 3)).await?;
+        let schema = verdict_schema();
         let ask = |mine: &str, theirs: &str| {
             format!(
-                "Compare your analysis with your partner's. Begin your answer with CONSENSUS if they agree on every material point, or DISCREPANCY if they do not, then say why.\n\nYour analysis:\n{mine}\n\nYour partner's analysis:\n{theirs}"
+                "Compare your analysis with your partner's. Give your verdict as JSON: {{\"verdict\": \"CONSENSUS\" or \"DISCREPANCY\", \"points\": [...]}}, CONSENSUS only if they agree on every material point; `points` lists the material points, each saying whether you agree.\n\nYour analysis:\n{mine}\n\nYour partner's analysis:\n{theirs}"
             )
         };
-        let turns = vec![
-            (a.0.clone(), ask(&a.1, &b.1), json!({"expect": ["CONSENSUS", "DISCREPANCY"]})),
-            (b.0.clone(), ask(&b.1, &a.1), json!({"expect": ["CONSENSUS", "DISCREPANCY"]})),
-        ];
+        let extra = json!({"output_schema": schema});
+        let turns = vec![(a.0.clone(), ask(&a.1, &b.1), extra.clone()), (b.0.clone(), ask(&b.1, &a.1), extra)];
         let until = tokio::time::Instant::now() + self.options.consensus_timeout;
-        let comparisons = self.round("comparison", turns, Some(until)).await?;
+        let comparisons = self.round("comparison", turns.clone(), Some(until)).await?;
+        let reads = self.structured("comparison", &turns, comparisons, (&schema, bare_verdict), Some(until)).await?;
         let mut verdicts = BTreeMap::new();
+        let mut unreadable = BTreeMap::new();
         let mut forced = false;
-        for (m, o) in &comparisons {
-            match o.as_ref().and_then(|o| o.verdict(&["CONSENSUS", "DISCREPANCY"])) {
-                Some(v) => {
-                    let why = o.as_ref().and_then(|o| o.text()).unwrap_or_default().to_owned();
-                    let to: Vec<String> =
-                        members.iter().filter(|x| x.agent_id != m.agent_id).map(|x| x.agent_id.clone()).collect();
-                    self.say(&format!("verdict:{}", m.agent_id), &m.agent_id, to, &v, json!(why)).await?;
-                    verdicts.insert(m.role.clone(), v);
+        for (m, read) in reads {
+            // An answer that cannot be read counts as a discrepancy: never as agreement.
+            let (verdict, content) = match read {
+                Read::Given(v) => (v["verdict"].as_str().unwrap_or("DISCREPANCY").to_owned(), v),
+                Read::Unreadable(why) => {
+                    let content = json!({"verdict": "DISCREPANCY", "points": [], "unreadable": why});
+                    unreadable.insert(m.role.clone(), why);
+                    ("DISCREPANCY".to_owned(), content)
                 }
-                None => forced |= o.is_none(),
-            }
+                Read::Missing { timed_out } => {
+                    forced |= timed_out;
+                    continue;
+                }
+            };
+            let to: Vec<String> =
+                members.iter().filter(|x| x.agent_id != m.agent_id).map(|x| x.agent_id.clone()).collect();
+            self.say(&format!("verdict:{}", m.agent_id), &m.agent_id, to, &verdict, content).await?;
+            verdicts.insert(m.role.clone(), verdict);
         }
         self.step(&self.phase_named("SYNTHESIS", 4)).await?;
-        let consensus = !verdicts.is_empty() && verdicts.values().all(|v| v == "CONSENSUS");
+        // Both must say CONSENSUS: a comparison that never came is no agreement either.
+        let consensus = verdicts.len() == 2 && verdicts.values().all(|v| v == "CONSENSUS");
         let note = forced.then(|| "consensus timeout: synthesis forced with the comparisons at hand".to_owned());
-        self.record(Phase::Running, note.clone(), Some(json!({"comparison": verdicts}))).await?;
+        let mut detail = json!({"comparison": verdicts});
+        if !unreadable.is_empty() {
+            detail["unreadable"] = json!(unreadable);
+        }
+        self.record(Phase::Running, note.clone(), Some(detail)).await?;
         if consensus {
             return Ok(
                 json!({"verdict": "CONSENSUS", "text": a.1, "analyses": {a.0.role.clone(): a.1, b.0.role.clone(): b.1}, "comparison": verdicts, "forced": forced}),
@@ -1249,6 +1417,7 @@ impl Ctx {
         let mut last: Vec<(String, String)> = Vec::new();
         let mut history = Vec::new();
         for round in 1..=rounds {
+            self.round = Some(round);
             self.step(&self.phase_named("PROPOSAL", 0)).await?;
             let earlier = if last.is_empty() {
                 String::new()
@@ -1283,28 +1452,40 @@ impl Ctx {
             let ballot: Vec<String> =
                 proposals.iter().enumerate().map(|(i, (m, p))| format!("{}. ({}) {p}", i + 1, m.role)).collect();
             let voters: Vec<Member> = proposals.iter().map(|(m, _)| m.clone()).collect();
-            let turns = voters
+            let schema = vote_schema(proposals.len());
+            let turns: Vec<(Member, String, Value)> = voters
                 .iter()
                 .map(|m| {
                     (
                         m.clone(),
                         format!(
-                            "Vote for the best proposal other than your own. Answer `VOTE n` with its number.\n\n{}",
+                            "Vote for the best proposal other than your own. Answer with JSON: {{\"vote\": n}}, n its number.\n\n{}",
                             ballot.join("\n")
                         ),
-                        json!({"round": round, "expect": ["VOTE"]}),
+                        json!({"round": round, "output_schema": schema}),
                     )
                 })
                 .collect();
             let until = tokio::time::Instant::now() + self.options.consensus_timeout;
-            let votes = self.round(&format!("vote{round}"), turns, Some(until)).await?;
+            let key = format!("vote{round}");
+            let votes = self.round(&key, turns.clone(), Some(until)).await?;
+            let votes = self.structured(&key, &turns, votes, (&schema, bare_vote), Some(until)).await?;
             let mut tally = vec![0u32; proposals.len()];
             let mut cast = BTreeMap::new();
-            for (m, o) in &votes {
-                let Some(text) = o.as_ref().and_then(|o| o.text()) else { continue };
-                let Some(n) = vote_number(text).filter(|n| (1..=proposals.len()).contains(n)) else { continue };
+            let mut abstained = BTreeMap::new();
+            for (m, read) in &votes {
+                let n = match read {
+                    Read::Given(v) => v["vote"].as_u64().unwrap_or(0) as usize,
+                    // An unreadable vote is an abstention: recorded, never counted.
+                    Read::Unreadable(why) => {
+                        abstained.insert(m.role.clone(), why.clone());
+                        continue;
+                    }
+                    Read::Missing { .. } => continue,
+                };
+                let Some((proposer, _)) = n.checked_sub(1).and_then(|i| proposals.get(i)) else { continue };
                 // A vote for one's own proposal is recorded, not counted.
-                if proposals[n - 1].0.agent_id != m.agent_id {
+                if proposer.agent_id != m.agent_id {
                     tally[n - 1] += 1;
                 }
                 cast.insert(m.role.clone(), n);
@@ -1314,7 +1495,10 @@ impl Ctx {
                     .await?;
             }
             let winner = self.skill.params.winner(&tally, voters.len() as u32);
-            let detail = json!({"round": round, "proposals": ballot, "votes": cast, "tally": tally, "winner": winner.map(|w| w + 1)});
+            let mut detail = json!({"round": round, "proposals": ballot, "votes": cast, "tally": tally, "winner": winner.map(|w| w + 1)});
+            if !abstained.is_empty() {
+                detail["abstained"] = json!(abstained);
+            }
             history.push(detail.clone());
             self.record(Phase::Running, None, Some(detail)).await?;
             if let Some(w) = winner {
@@ -1331,6 +1515,10 @@ impl Ctx {
 
     /// Ends the session: its final record and its task's outcome; spawned agents removed.
     async fn finish(&mut self, outcome: Result<Value, Stop>) {
+        if matches!(outcome, Err(Stop::Shutdown)) || self.shutting_down() {
+            tracing::info!(session_id = %self.session, "the daemon is stopping: the session goes on after the restart");
+            return;
+        }
         let partial = json!(self.produced);
         match outcome {
             Ok(mut result) => {
@@ -1364,7 +1552,7 @@ impl Ctx {
                         format!("the session took longer than {:?}", self.options.session_timeout),
                     ),
                     Stop::Failed(code, why) => (Phase::Error, code, why),
-                    Stop::Cancelled(_) => unreachable!(),
+                    Stop::Cancelled(_) | Stop::Shutdown => unreachable!(),
                 };
                 let _ = self.record(phase, Some(why.clone()), Some(json!({"partial": partial}))).await;
                 let payload =
@@ -1414,13 +1602,6 @@ fn partition(input: &Value, n: usize) -> Vec<String> {
     let n = n.min(items.len()).max(1);
     let per = items.len().div_ceil(n);
     items.chunks(per).map(|c| c.join("\n")).collect()
-}
-
-/// The number a vote names: after `VOTE`, else the first number in the text.
-fn vote_number(text: &str) -> Option<usize> {
-    let after = find_word(text, "VOTE").map_or(text, |i| &text[i + 4..]);
-    let digits: String = after.chars().skip_while(|c| !c.is_ascii_digit()).take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
 }
 
 impl Replay {

@@ -164,6 +164,10 @@ pub struct Request {
     pub max_tokens: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
+    /// The tool the model must call in its answer (Anthropic's `tool_choice` `tool`, OpenAI's
+    /// `function`); `None`: the model chooses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<String>,
 }
 
 /// One turn of the conversation.

@@ -28,6 +28,10 @@ pub const LLM_TOOL_PAYLOAD: &str = "clutch.llm.tool.v1";
 /// `payload_type` of streamed text, coalesced.
 pub const LLM_TEXT_PAYLOAD: &str = "clutch.llm.text.v1";
 
+/// The tool a task's structured answer is given through, offered when its request carries an
+/// `output_schema` (its input schema); the answer is the task's `task.result` `structured`.
+pub const ANSWER_TOOL: &str = "answer";
+
 /// A turn's new messages larger than this (as JSON) are recorded as an artifact.
 const INLINE_MAX: usize = 32 * 1024;
 /// The most of a tool's answer handed to the model.
@@ -205,7 +209,17 @@ async fn work<E: Env>(
     // Taken up again after a restart, it was accepted already (a second accept is no transition).
     // Otherwise the accept is sent with the first call (below).
     let mut accepting = !history.accepted;
-    let (specs, names) = env.tools();
+    let (mut specs, names) = env.tools();
+    let output_schema = output_schema(request);
+    // (A re-execution's tools are the recorded ones, `answer` among them.)
+    if let Some(schema) = output_schema
+        && !specs.iter().any(|s| s.name == ANSWER_TOOL)
+    {
+        specs.push(answer_spec(schema));
+    }
+    // Answers that did not fit the output schema: the first is asked for again, the second ends the
+    // task with its text alone (the requester decides what an unreadable answer counts as).
+    let mut misfits = 0;
     let params = env.params();
     let model = params.model.clone();
     let mut req = Request {
@@ -215,6 +229,7 @@ async fn work<E: Env>(
         tools: specs,
         max_tokens: params.max_tokens,
         temperature: params.temperature,
+        tool_choice: None,
     };
     let mut recorded_upto = 0;
     let mut totals = history.usage;
@@ -296,9 +311,18 @@ async fn work<E: Env>(
             })
             .collect();
         req.messages.push(Turn { role: Role::Assistant, content: response.content.clone() });
-        if uses.is_empty() {
+        let finish = |text: String, structured: Result<Option<Value>, String>| {
             let mut result = Map::new();
-            result.insert("text".into(), Value::String(response.text()));
+            result.insert("text".into(), Value::String(text));
+            match structured {
+                Ok(Some(value)) => {
+                    result.insert("structured".into(), value);
+                }
+                Ok(None) => {}
+                Err(why) => {
+                    result.insert("structured_error".into(), Value::String(why));
+                }
+            }
             result.insert("stop".into(), serde_json::to_value(&response.stop).unwrap_or(Value::Null));
             result.insert("turns".into(), Value::from(turn));
             result.insert(
@@ -309,10 +333,62 @@ async fn work<E: Env>(
                     "cache_read_tokens": totals.cache_read_tokens, "cost_usd": cost,
                 }),
             );
-            return Ok(Some(result));
+            result
+        };
+        // The structured answer, when the task asks for one: the `answer` tool's input, else the
+        // text if it is that JSON; either is validated against the schema.
+        let mut misfit = None;
+        if let Some(schema) = output_schema {
+            let given = uses.iter().find(|(_, name, _)| name == ANSWER_TOOL).map(|(_, _, input)| input.clone());
+            let given = match given {
+                Some(input) => Some(Ok(input)),
+                None if uses.is_empty() => Some(
+                    json_in(&response.text())
+                        .ok_or_else(|| format!("it was text, not JSON, and no call of `{ANSWER_TOOL}`")),
+                ),
+                None => None,
+            };
+            if let Some(value) = given {
+                match value.and_then(|v| fits(schema, &v).map(|()| v)) {
+                    Ok(value) => {
+                        let text = match response.text() {
+                            t if t.trim().is_empty() => value.to_string(),
+                            t => t,
+                        };
+                        return Ok(Some(finish(text, Ok(Some(value)))));
+                    }
+                    Err(why) => {
+                        misfits += 1;
+                        if misfits >= 2 {
+                            return Ok(Some(finish(response.text(), Err(why))));
+                        }
+                        misfit = Some(why);
+                    }
+                }
+            }
+        }
+        if uses.is_empty() {
+            if let Some(why) = misfit {
+                // Asked once more, and this time the model must call the tool.
+                let text = format!(
+                    "Your answer could not be read: {why}. Give it again by calling the `{ANSWER_TOOL}` tool, \
+                     whose input is the answer."
+                );
+                req.messages.push(Turn { role: Role::User, content: vec![Part::Text { text }] });
+                req.tool_choice = Some(ANSWER_TOOL.to_owned());
+                continue;
+            }
+            return Ok(Some(finish(response.text(), Ok(None))));
         }
         let mut results = Vec::with_capacity(uses.len());
         for (i, (id, name, input)) in uses.into_iter().enumerate() {
+            if name == ANSWER_TOOL && output_schema.is_some() {
+                let why = misfit.clone().unwrap_or_default();
+                let content = format!("not taken: {why}; call `{ANSWER_TOOL}` again with an answer that fits");
+                results.push(Part::ToolResult { tool_use_id: id, content, is_error: true });
+                req.tool_choice = Some(ANSWER_TOOL.to_owned());
+                continue;
+            }
             let (content, is_error) =
                 use_tool(env, request, &names, (&mut history, &mut *record_slot), (turn, i), &name, input).await;
             if history.lost {
@@ -419,14 +495,60 @@ pub(crate) fn model_name(tool: &str) -> String {
 }
 
 pub(crate) fn system_prompt(system: &str, agent_id: &str, request: &Message) -> String {
+    let done = if output_schema(request).is_some() {
+        format!("When you are done, give your answer by calling the `{ANSWER_TOOL}` tool, whose input is the answer.")
+    } else {
+        "When you are done, answer with your result as plain text.".to_owned()
+    };
     format!(
         "{}\n\n## Current task\n- You are {} in Clutch, working on task {} of run {}.\n- Use the `emit` tool to report \
-         progress on long work.\n- When you are done, answer with your result as plain text.",
+         progress on long work.\n- {done}",
         system.trim_end(),
         agent_id,
         request.task_id,
         request.run_id
     )
+}
+
+/// The JSON Schema a task's answer must fit (`payload.output_schema`), when it names one.
+fn output_schema(request: &Message) -> Option<&Value> {
+    request.payload.get("output_schema").filter(|s| s.is_object())
+}
+
+/// The `answer` tool for `schema`.
+fn answer_spec(schema: &Value) -> ToolSpec {
+    ToolSpec {
+        name: ANSWER_TOOL.into(),
+        description: "Give your final answer to the task. Call it once, when you are done; its input is the answer."
+            .into(),
+        input_schema: schema.clone(),
+    }
+}
+
+/// Whether `value` fits `schema`; why not, in a few words, when it does not.
+fn fits(schema: &Value, value: &Value) -> Result<(), String> {
+    let problems = clutch_core::schemas::check(schema, value, "answer");
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let mut why: Vec<String> = problems.iter().take(5).map(|p| format!("{}: {}", p.path, p.message)).collect();
+    if problems.len() > 5 {
+        why.push(format!("and {} more", problems.len() - 5));
+    }
+    Err(why.join("; "))
+}
+
+/// The JSON value `text` is, whole or as the one fenced block it holds (```json … ```).
+pub fn json_in(text: &str) -> Option<Value> {
+    let text = text.trim();
+    if let Ok(v) = serde_json::from_str(text) {
+        return Some(v);
+    }
+    let start = text.find("```")?;
+    let body = &text[start + 3..];
+    let body = body.strip_prefix("json").unwrap_or(body);
+    let end = body.find("```")?;
+    serde_json::from_str(body[..end].trim()).ok()
 }
 
 /// What the task asks, for the model: the payload's text (`text`, `prompt`, `goal`, `input` or

@@ -167,11 +167,15 @@ fn runner_reexecuted(url: &str, session: &str) {
     assert!(line.contains(": identical ("), "{session}: {out:?}");
 }
 
-/// `who` works a mirror `turn` by hand: accepts it and answers `analysis`, or a CONSENSUS to a comparison.
+/// `who` works a mirror `turn` by hand: accepts it and answers `analysis`, or a CONSENSUS to a
+/// comparison (as `structured`, beside a text in prose that is not read).
 async fn play(http: &reqwest::Client, url: &str, turn: &Value, who: &str, analysis: &str) {
-    let text =
-        if turn["payload"]["goal"].as_str().unwrap().contains("Compare") { "CONSENSUS: agreed" } else { analysis };
-    for (kind, payload) in [("task.accept", json!({})), ("task.result", json!({"text": text}))] {
+    let result = if turn["payload"]["goal"].as_str().unwrap().contains("Compare") {
+        json!({"text": "No DISCREPANCY: we agree", "structured": {"verdict": "CONSENSUS", "points": ["42"]}})
+    } else {
+        json!({"text": analysis})
+    };
+    for (kind, payload) in [("task.accept", json!({})), ("task.result", result)] {
         let m = json!({
             "run_id": turn["run_id"], "thread_id": turn["thread_id"], "task_id": turn["task_id"],
             "parent_task_id": turn["parent_task_id"], "from": {"agent_id": who}, "to": [{"agent_id": "agent:positions"}],
@@ -188,20 +192,26 @@ fn completed_phases() -> Vec<String> {
     RUN.iter().map(|s| s.to_string()).chain(["COMPLETED".to_owned()]).collect()
 }
 
+/// A structured answer, as a model gives it: a call of the `answer` tool.
+fn structured(input: Value) -> Reply {
+    Reply::Tool { text: String::new(), name: "answer".into(), input }
+}
+
+/// A comparison's verdict, given through the `answer` tool.
+fn verdict(verdict: &str) -> Reply {
+    structured(json!({"verdict": verdict, "points": ["the result: 42"]}))
+}
+
 /// A fake that plays each shipped position's roles.
 fn players(verifier_agrees: bool) -> Options {
     Options::script(move |body, _| {
         let (role, asked) = (role(body), asked(body));
         let text = if asked.contains("Compare your analysis") {
-            if role == "Verifier" && !verifier_agrees {
-                "DISCREPANCY: I found 41, not 42.".to_owned()
-            } else {
-                "CONSENSUS: we both found 42.".to_owned()
-            }
+            return verdict(if role == "Verifier" && !verifier_agrees { "DISCREPANCY" } else { "CONSENSUS" });
         } else if asked.contains("Split this into") {
             "- gather the facts\n- weigh them\n- build the answer".to_owned()
         } else if asked.contains("Vote for the best proposal") {
-            "VOTE 2".to_owned()
+            return structured(json!({"vote": 2}));
         } else if asked.contains("Propose an answer") {
             format!("{role} proposes plan {role}")
         } else {
@@ -625,7 +635,7 @@ async fn a_session_resumes_after_kill_9_without_a_repeated_call() {
     let fake = Fake::start(Options::script(|body, _| {
         let (role, asked) = (role(body), asked(body));
         if asked.contains("Compare your analysis") {
-            return Reply::Slow(Duration::from_millis(1500), Box::new(Reply::Text("CONSENSUS: yes".into())));
+            return Reply::Slow(Duration::from_millis(1500), Box::new(verdict("CONSENSUS")));
         }
         Reply::Text(format!("{role} found 42"))
     }))
@@ -721,9 +731,14 @@ async fn the_cli_lists_shows_and_follows_a_session() {
     assert!(out.stderr.contains("has no role `juggler`"), "{out:?}");
 }
 
-/// The answer to a mirror turn: CONSENSUS to a comparison, else `analysis`.
-fn answer(goal: &str, analysis: &str) -> String {
-    if goal.contains("Compare") { "CONSENSUS: agreed".to_owned() } else { analysis.to_owned() }
+/// The answer to a mirror turn: `analysis`, or to a comparison CONSENSUS, as a person types it
+/// (the word alone) or as JSON text.
+fn answer(goal: &str, analysis: &str, typed: bool) -> String {
+    match (goal.contains("Compare"), typed) {
+        (false, _) => analysis.to_owned(),
+        (true, true) => "Consensus.".to_owned(),
+        (true, false) => json!({"verdict": "CONSENSUS", "points": ["both 42"]}).to_string(),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -766,7 +781,7 @@ async fn a_mixed_team_an_agent_over_mcp_and_a_person_on_the_cli() {
                         let (error, sent) = call(&mika, "sessions_send", said).await;
                         assert!(!error, "{sent}");
                     }
-                    let reply = json!({"task_id": task, "agent_id": "agent:mika", "status": "completed", "text": answer(goal, "mika: 42")});
+                    let reply = json!({"task_id": task, "agent_id": "agent:mika", "status": "completed", "text": answer(goal, "mika: 42", false)});
                     let (error, replied) = call(&mika, "task_reply", reply).await;
                     assert!(!error && replied["state"] == "completed", "{replied}");
                     // A task that has ended takes no reply.
@@ -810,7 +825,7 @@ async fn a_mixed_team_an_agent_over_mcp_and_a_person_on_the_cli() {
             }
             // A person's turn waits for them: no accept deadline moves it on.
             assert_eq!(item["task"]["state"], "routed", "{item}");
-            let text = answer(item["request"]["goal"].as_str().unwrap(), "ada: 42");
+            let text = answer(item["request"]["goal"].as_str().unwrap(), "ada: 42", true);
             let args = ["tasks", "reply", &task, "--as", "user:ada", "--text", &text, "--url", &url];
             let out = cli(args.iter().map(|a| a.to_string()).collect()).await.unwrap();
             assert_eq!(out.code, Some(0), "{out:?}");
@@ -833,5 +848,207 @@ async fn a_mixed_team_an_agent_over_mcp_and_a_person_on_the_cli() {
     }
     // Nobody was spawned: the fake was never asked.
     assert_eq!(fake.count(), 0);
+    runner_reexecuted(&url, &session);
+}
+
+/// Issue 44: a comparison answered in prose ("There is no CONSENSUS here; I see a DISCREPANCY on the
+/// lock too.") is asked for again (by the agent, with the `answer` tool required; then by the runner,
+/// in a new turn) and, still prose, counts as a DISCREPANCY: never as agreement. A member that gives
+/// its verdict in structure when asked again is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verdict_in_prose_is_asked_for_again_and_never_read_as_consensus() {
+    let fake = Fake::start(Options::script(|body, _| {
+        let (role, asked) = (role(body), asked(body));
+        if !asked.contains("Compare your analysis") && !body.to_string().contains("Compare your analysis") {
+            return Reply::Text(format!("{role} did: {}", asked.lines().last().unwrap_or_default()));
+        }
+        if role == "Verifier" {
+            return verdict("CONSENSUS");
+        }
+        // The Reflector answers in prose; on the "learns" input it gives the structure once asked again.
+        let again = asked.contains("could not be read");
+        if again && body.to_string().contains("learns") {
+            return verdict("CONSENSUS");
+        }
+        Reply::Text(if again {
+            "No CONSENSUS is possible: DISCREPANCY, the lock differs.".into()
+        } else {
+            "There is no CONSENSUS here; I see a DISCREPANCY on the lock too.".into()
+        })
+    }))
+    .await
+    .unwrap();
+    let (_dir, _daemon, http, url) = up(&fake, "").await;
+
+    let inv = invoke(&http, &url, "mirror", json!({"input": "stubborn"})).await;
+    let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
+    assert_eq!(task["state"], "completed", "{task:#}");
+    let s = Session::read(&http, &url, inv["session_id"].as_str().unwrap()).await;
+    let result = s.events.iter().find(|e| e["type"] == "task.result" && e["task_id"] == inv["task_id"]).unwrap();
+    assert_eq!(result["payload"]["verdict"], "DISCREPANCY", "{result}");
+    assert_eq!(result["payload"]["comparison"], json!({"Reflector": "DISCREPANCY", "Verifier": "CONSENSUS"}));
+    assert_eq!(s.phases(), completed_phases());
+    // Analyses, comparisons, and the Reflector's comparison asked for once more.
+    assert_eq!(s.turns(), ["Reflector", "Verifier", "Reflector", "Verifier", "Reflector"]);
+    let unreadable = s.records().find_map(|r| r["payload"]["detail"]["unreadable"]["Reflector"].as_str()).unwrap();
+    assert!(unreadable.contains("not JSON") || unreadable.contains("prose"), "{unreadable}");
+    assert_eq!(s.types(), ["RESULTS", "RESULTS", "DISCREPANCY", "CONSENSUS", "ESCALATE"]);
+    // Within each turn, the agent asked its model once more, requiring the `answer` tool.
+    let forced: Vec<Value> = fake
+        .received()
+        .iter()
+        .filter(|r| r.body["tool_choice"].is_object() && r.body.to_string().contains("stubborn"))
+        .map(|r| r.body["tool_choice"].clone())
+        .collect();
+    assert_eq!(forced, [json!({"type": "tool", "name": "answer"}), json!({"type": "tool", "name": "answer"})]);
+    let turn_results: Vec<&Value> = s
+        .events
+        .iter()
+        .filter(|e| e["type"] == "task.result" && e["payload"]["structured_error"].is_string())
+        .collect();
+    assert_eq!(turn_results.len(), 2, "both Reflector comparisons ended unreadable");
+
+    // Asked again, the Reflector answers in structure: a consensus.
+    let inv = invoke(&http, &url, "mirror", json!({"input": "learns"})).await;
+    ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
+    let s = Session::read(&http, &url, inv["session_id"].as_str().unwrap()).await;
+    let result = s.events.iter().find(|e| e["type"] == "task.result" && e["task_id"] == inv["task_id"]).unwrap();
+    assert_eq!(result["payload"]["verdict"], "CONSENSUS", "{result}");
+    let structured = s.events.iter().find(|e| e["payload"]["structured"]["verdict"] == "CONSENSUS").unwrap();
+    assert_eq!(structured["payload"]["structured"]["points"], json!(["the result: 42"]));
+    runner_reexecuted(&url, inv["session_id"].as_str().unwrap());
+}
+
+/// Issue 44: a member whose round-2 vote repeats its round-1 vote is no loop: both votes are on
+/// the bus, no warning is written, and the tallies in the history explain the winner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vote_repeated_in_the_next_round_is_delivered_and_counted() {
+    let votes = Arc::new(std::sync::Mutex::new(std::collections::HashMap::<String, usize>::new()));
+    let fake = Fake::start(Options::script(move |body, _| {
+        let (role, asked) = (role(body), asked(body));
+        if asked.contains("Vote for the best proposal") {
+            let mut votes = votes.lock().unwrap();
+            let n = votes.entry(role.clone()).or_default();
+            *n += 1;
+            // Proposals in role order: Pragmatist 1, Visionary 2, Skeptic 3. Round 1 splits the
+            // vote; in round 2 the Pragmatist votes as before, and the Skeptic joins it.
+            let vote = match (role.as_str(), *n) {
+                ("Pragmatist", _) => 2,
+                ("Visionary", 1) => 3,
+                ("Visionary", _) => 1,
+                ("Skeptic", 1) => 1,
+                _ => 2,
+            };
+            return structured(json!({"vote": vote}));
+        }
+        Reply::Text(format!("{role} proposes plan {role}"))
+    }))
+    .await
+    .unwrap();
+    let (_dir, _daemon, http, url) = up(&fake, "").await;
+    let inv = invoke(&http, &url, "circle", json!({"input": "Where do we meet?"})).await;
+    let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
+    assert_eq!(task["state"], "completed", "{task:#}");
+    let s = Session::read(&http, &url, inv["session_id"].as_str().unwrap()).await;
+    let result = s.events.iter().find(|e| e["type"] == "task.result" && e["task_id"] == inv["task_id"]).unwrap();
+    assert_eq!(
+        (result["payload"]["verdict"].clone(), result["payload"]["round"].clone()),
+        (json!("CONSENSUS"), json!(2))
+    );
+    assert_eq!(result["payload"]["text"], "Visionary proposes plan Visionary");
+    let tallies: Vec<Value> = s.records().filter_map(|r| r["payload"]["detail"].get("tally").cloned()).collect();
+    assert_eq!(tallies, [json!([1, 1, 1]), json!([1, 2, 0])]);
+    let pragmatist_votes: Vec<Value> = s
+        .events
+        .iter()
+        .filter(|e| {
+            e["payload"]["type"] == "VOTE" && e["from"]["agent_id"].as_str().is_some_and(|a| a.contains("pragmatist"))
+        })
+        .map(|e| e["payload"]["content"].clone())
+        .collect();
+    assert_eq!(pragmatist_votes, [json!({"proposal": 2}), json!({"proposal": 2})], "both rounds' votes are on the bus");
+    assert_eq!(s.types().iter().filter(|t| *t == "VOTE").count(), 6);
+    assert!(
+        !s.events.iter().any(|e| e["payload_type"] == "clutch.session.warning.v1"),
+        "no loop warning: {:?}",
+        s.events.iter().filter(|e| e["payload_type"] == "clutch.session.warning.v1").collect::<Vec<_>>()
+    );
+    runner_reexecuted(&url, inv["session_id"].as_str().unwrap());
+}
+
+/// The open turns in `who`'s inbox, once there are `n` of them.
+async fn turns_of(http: &reqwest::Client, url: &str, who: &str, n: usize) -> Vec<Value> {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let inbox: Value = http.get(format!("{url}/v1/inbox/{who}")).send().await.unwrap().json().await.unwrap();
+        let tasks = inbox["tasks"].as_array().cloned().unwrap_or_default();
+        if tasks.len() >= n {
+            return tasks;
+        }
+        assert!(Instant::now() < deadline, "{who} has no turn: {inbox}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Issue 44: a clean stop is not a failure. A mirror with one role played by a person, stopped with
+/// SIGTERM while the person's turn is open, twice: nothing of the session is written at the stops, it
+/// goes on after each restart, and ends COMPLETED once the person answers; the spawned agent is
+/// removed at its end, and one left over from a session that ended is removed at the next start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_goes_on_after_sigterm_with_a_persons_turn_open() {
+    let fake = Fake::start(players(true)).await.unwrap();
+    let (dir, daemon, http, url) = up(&fake, "").await;
+    let inv = invoke(&http, &url, "mirror", json!({"input": "6 × 7", "agents": {"Verifier": "user:ada"}})).await;
+    let session = inv["session_id"].as_str().unwrap().to_owned();
+    let turn = turns_of(&http, &url, "user:ada", 1).await[0]["task"]["task_id"].as_str().unwrap().to_owned();
+    // A card left over by a session that ended before its members were removed.
+    let leftover = json!({"v": "clutch/0.1", "agent_id": "agent:mirror-reflector-gone",
+        "capabilities": [{"id": "skill:role-reflector"}],
+        "meta": {"llm": {"provider": "fake", "system": "You are gone."}, "session_id": "run_01JD0000000000000000000000"}});
+    let r = http.post(format!("{url}/v1/agents")).json(&leftover).send().await.unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+
+    let mut daemon = daemon;
+    for stop in 1..=2 {
+        let (status, stderr) = daemon.terminate();
+        assert!(status.success(), "stop {stop}: {stderr}");
+        assert!(!stderr.contains("starting again"), "a stop is no failure (stop {stop}): {stderr}");
+        daemon = serve(dir.path(), &fake, "");
+        until_positions(&http, &daemon.url).await;
+        let open = turns_of(&http, &daemon.url, "user:ada", 1).await;
+        assert_eq!(open[0]["task"]["task_id"], turn.as_str(), "the same turn waits after restart {stop}");
+    }
+    let url = daemon.url.clone();
+    let s = Session::read(&http, &url, &session).await;
+    assert!(!s.phases().iter().any(|p| p == "ERROR"), "{:?}", s.phases());
+    let agents: Value = http.get(format!("{url}/v1/agents")).send().await.unwrap().json().await.unwrap();
+    let ids: Vec<&str> = agents["agents"].as_array().unwrap().iter().map(|a| a["agent_id"].as_str().unwrap()).collect();
+    assert!(!ids.contains(&"agent:mirror-reflector-gone"), "a leftover is removed at the start: {ids:?}");
+    assert!(ids.iter().any(|a| a.starts_with("agent:mirror-reflector-")), "the session's member stays: {ids:?}");
+
+    // Ada answers her analysis, then her comparison (the word alone).
+    for (n, text) in [(1, "ada found 42"), (2, "CONSENSUS")] {
+        let open = turns_of(&http, &url, "user:ada", 1).await;
+        let task = open[0]["task"]["task_id"].as_str().unwrap();
+        let r = http
+            .post(format!("{url}/v1/tasks/{task}/reply"))
+            .json(&json!({"agent_id": "user:ada", "status": "completed", "text": text}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "reply {n}: {}", r.text().await.unwrap());
+        let deadline = Instant::now() + DEADLINE;
+        while turns_of(&http, &url, "user:ada", 0).await.iter().any(|t| t["task"]["task_id"] == task) {
+            assert!(Instant::now() < deadline);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
+    assert_eq!(task["state"], "completed", "{task:#}");
+    let s = Session::read(&http, &url, &session).await;
+    assert_eq!(s.phases(), completed_phases());
+    assert_eq!(s.types(), ["RESULTS", "RESULTS", "CONSENSUS", "CONSENSUS"]);
+    let agents: Value = http.get(format!("{url}/v1/agents")).send().await.unwrap().json().await.unwrap();
+    assert!(agents["agents"].as_array().unwrap().is_empty(), "the spawned member is removed: {agents}");
     runner_reexecuted(&url, &session);
 }

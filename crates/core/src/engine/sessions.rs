@@ -167,8 +167,9 @@ impl Engine {
     }
 
     /// Sends a message from `from` (a member) to members of session `session_id`: `to` names agent
-    /// ids, or `all` (every other member). Refused as the bus rules say; a loop is also announced to
-    /// the session's members, once per sender.
+    /// ids, or `all` (every other member). Refused as the bus rules say; each loop refused is also
+    /// announced to the session's members (a warning uses the sender's rate, so a member repeating
+    /// itself is soon refused for its rate instead, and cannot flood the log).
     pub async fn session_send(
         &self,
         from: &str,
@@ -224,7 +225,8 @@ impl Engine {
         }
     }
 
-    /// Tells the members a loop was broken (once per sender: a looping agent cannot flood the log).
+    /// Tells the members a loop was broken, unless the sender is at its rate (the warning counts
+    /// against it).
     async fn warn_loop(
         &self,
         session_id: &str,
@@ -234,8 +236,13 @@ impl Engine {
         refusal: &Refusal,
         members: Vec<String>,
     ) {
-        let warned = self.state().sessions.get(session_id).is_none_or(|s| s.warned.contains(from));
-        if warned {
+        let now = self.inner.options.clock.now_ms();
+        let at_rate = self
+            .state()
+            .sessions
+            .get(session_id)
+            .is_none_or(|s| s.recent_count(from, now) >= s.limits.per_agent_per_minute as usize);
+        if at_rate {
             return;
         }
         let warning = Warning {
@@ -248,7 +255,6 @@ impl Engine {
         m.thread_id = thread_id.to_owned();
         m.task_id = root_task_id.to_owned();
         m.payload_type = Some(WARNING_PAYLOAD.to_owned());
-        m.idempotency_key = Some(format!("clutch:session-loop:{session_id}:{from}"));
         if let Err(e) = self.inner.log.append_one(m).await {
             tracing::warn!(error = %e, session_id, "could not record a session's loop warning");
         }

@@ -246,7 +246,7 @@ pub(super) const SNAPSHOT: &str = "engine";
 
 /// Bump whenever what [`State`] holds or how events are applied to it changes: snapshots of another
 /// format are ignored and the state is rebuilt from the whole log.
-pub(super) const SNAPSHOT_FORMAT: u32 = 7;
+pub(super) const SNAPSHOT_FORMAT: u32 = 8;
 
 /// A snapshot as stored (JSON).
 #[derive(serde::Serialize, serde::Deserialize)]

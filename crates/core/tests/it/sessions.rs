@@ -82,7 +82,7 @@ async fn the_bus_rules_hold_on_the_writers_path_and_a_restart_keeps_them() {
     let team = json!({
         "members": [{"agent_id": "agent:a", "role": "Reflector"}, {"agent_id": "agent:b", "role": "Verifier"}],
         "protocol": ["RESULTS", "CONSENSUS"],
-        "limits": {"max_messages": 6, "per_agent_per_minute": 3},
+        "limits": {"max_messages": 6, "per_agent_per_minute": 5},
         "step": "ANALYSIS",
     });
     log.append_one(record(&ids, "RUNNING", team)).await.unwrap();
@@ -115,20 +115,23 @@ async fn the_bus_rules_hold_on_the_writers_path_and_a_restart_keeps_them() {
     let nowhere = engine.session_send("agent:a", "run_nope", &["all".into()], "RESULTS", json!(1)).await;
     assert_eq!(code(nowhere), ("SESSION_NOT_FOUND".into(), Some("session_id".into())));
 
-    // A loop: the same content again is refused, and announced once to the members.
+    // A loop: the same content again is refused, and each refusal is announced to the members.
     assert_eq!(code(send("agent:a", &["agent:b"], "RESULTS", json!({"found": 1})).await).0, "LOOP_DETECTED");
     assert_eq!(code(send("agent:a", &["agent:b"], "RESULTS", json!({"found": 1})).await).0, "LOOP_DETECTED");
     let filter = Filter { run_id: Some(ids.run.clone()), kind: Some(MessageType::ChatSystem), ..Filter::default() };
     let warnings = log.read(&filter, 0, 100).await.unwrap();
-    assert_eq!(warnings.len(), 1, "one warning per looping sender");
+    assert_eq!(warnings.len(), 2, "a warning per repeat refused");
     let warning = warnings[0].message().unwrap();
     assert_eq!(warning.payload_type.as_deref(), Some(WARNING_PAYLOAD));
     assert_eq!(warning.payload["agent_id"], "agent:a");
 
-    // Rate: 3 a minute each (a's refused repeats were not stored, so do not count).
+    // Rate: 5 a minute each, a's message and the two warnings about it counted.
     send("agent:a", &["agent:b"], "CONSENSUS", json!("agreed")).await.unwrap();
     send("agent:a", &["agent:b"], "CONSENSUS", json!("really")).await.unwrap();
     assert_eq!(code(send("agent:a", &["agent:b"], "CONSENSUS", json!("truly")).await).0, "RATE_LIMITED");
+    // At its rate, a repeat is refused for the rate, and no more warnings are written.
+    assert_eq!(code(send("agent:a", &["agent:b"], "RESULTS", json!({"found": 1})).await).0, "RATE_LIMITED");
+    assert_eq!(log.read(&filter, 0, 100).await.unwrap().len(), 2, "a looping member cannot flood the log");
     // Cap: 6 messages in all (3 so far).
     for i in 0..3 {
         send("agent:b", &["agent:a"], "RESULTS", json!({"n": i})).await.unwrap();
@@ -180,6 +183,48 @@ async fn the_bus_rules_hold_on_the_writers_path_and_a_restart_keeps_them() {
     submit(message(&ids, "agent:runner", "task.result", &["user:ada"], json!({"text": "agreed"}))).await.unwrap();
     let closed = engine.session_send("agent:a", &ids.run, &["agent:b".into()], "RESULTS", json!("late")).await;
     assert_eq!(code(closed).0, "INVALID_TRANSITION");
+    h.stop().await;
+}
+
+/// Loop detection knows the pattern's stretches: a repeat in a new step, or the same step of a new
+/// round, is no loop; and the runner's own copies of what turns produced (`meta.session_key`) are
+/// never refused by the loop, rate or cap rules.
+#[tokio::test]
+async fn a_repeat_in_a_new_step_or_round_is_no_loop_and_the_runners_copies_always_pass() {
+    let h = hub(Options::default()).await;
+    let ids = begin(&h, &["runner", "a", "b"]).await;
+    let engine = h.core().engine.clone();
+    let log = h.core().log.clone();
+    log.append_one(record(&ids, "INITIALIZING", json!({}))).await.unwrap();
+    let team = |step: &str, round: u32| {
+        json!({
+            "members": [{"agent_id": "agent:a", "role": "Reflector"}, {"agent_id": "agent:b", "role": "Verifier"}],
+            "protocol": ["VOTE"], "limits": {"max_messages": 4, "per_agent_per_minute": 4},
+            "step": step, "round": round,
+        })
+    };
+    log.append_one(record(&ids, "RUNNING", team("VOTE", 1))).await.unwrap();
+    let to = ["agent:b".to_owned()];
+    let vote = || engine.session_send("agent:a", &ids.run, &to, "VOTE", json!({"proposal": 2}));
+    vote().await.unwrap();
+    assert_eq!(code(vote().await).0, "LOOP_DETECTED", "the same step of the same round");
+    log.append_one(record(&ids, "RUNNING", team("VOTE", 2))).await.unwrap();
+    vote().await.unwrap();
+    log.append_one(record(&ids, "RUNNING", team("TALLY", 2))).await.unwrap();
+    vote().await.unwrap();
+    // a is at its rate (three messages and a warning), the session near its cap: the runner's copy
+    // of what a's turn produced, the same vote again, is stored all the same.
+    assert_eq!(code(vote().await).0, "RATE_LIMITED");
+    let mut copy =
+        message(&ids, "agent:a", "chat.message", &["agent:b"], json!({"type": "VOTE", "content": {"proposal": 2}}));
+    copy.payload_type = Some(clutch_core::session::MESSAGE_PAYLOAD.into());
+    copy.meta.insert(clutch_core::session::SESSION_KEY.into(), json!("say:vote2:agent:a"));
+    log.append_one(copy.clone()).await.unwrap();
+    copy.id = id::generate(Kind::Message);
+    copy.meta.insert(clutch_core::session::SESSION_KEY.into(), json!("say:vote3:agent:a"));
+    log.append_one(copy).await.unwrap();
+    let s = engine.sessions_list(Some(&ids.run)).sessions[0].message_count;
+    assert_eq!(s, 5, "past the cap of 4: the runner's copies are history");
     h.stop().await;
 }
 

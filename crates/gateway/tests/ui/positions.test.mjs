@@ -61,7 +61,8 @@ test('start a mirror from the dialog and follow its session live', async (t) => 
     assert.match(await panel.textContent() || '', /mirror/);
 
     // ida plays its turns over HTTP; kat, the page's person, answers hers in the panel.
-    const answer = (/** @type {any} */ turn) => (String(turn.payload.goal).includes('Compare') ? 'CONSENSUS: both 42' : `${turn.to[0].agent_id} found 42`);
+    const answer = (/** @type {any} */ turn) =>
+      String(turn.payload.goal).includes('Compare') ? JSON.stringify({ verdict: 'CONSENSUS', points: ['both 42'] }) : `${turn.to[0].agent_id} found 42`;
     const ida = play(url, run, 'agent:ida', answer, 2);
     for (const expected of [/Analyse/, /Compare/]) {
       await panel.locator('form.turn').first().waitFor();
@@ -69,14 +70,25 @@ test('start a mirror from the dialog and follow its session live', async (t) => 
       const turn = panel.locator(`form.turn[data-task="${id}"]`);
       const goal = (await turn.locator('.turn-goal').textContent()) || '';
       assert.match(goal, expected);
-      // An empty answer is said in place, and nothing is sent.
-      await turn.locator('button[type=submit]').click();
-      await turn.locator('.turn-status.error', { hasText: 'Write an answer' }).waitFor();
-      await turn.locator('textarea[name=answer]').fill(expected.source === 'Compare' ? 'CONSENSUS: both 42' : 'kat found 42');
+      if (expected.source === 'Compare') {
+        // A structured turn: the verdict is a choice, which must be made; the points a line each.
+        await turn.locator('button[type=submit]').click();
+        await turn.locator('.turn-status.error', { hasText: 'Choose verdict' }).waitFor();
+        await turn.locator('select[name=field-verdict]').selectOption({ label: 'CONSENSUS' });
+        await turn.locator('textarea[name=field-points]').fill('both 42\nsame method');
+      } else {
+        // An empty answer is said in place, and nothing is sent.
+        await turn.locator('button[type=submit]').click();
+        await turn.locator('.turn-status.error', { hasText: 'Write an answer' }).waitFor();
+        await turn.locator('textarea[name=answer]').fill('kat found 42');
+      }
       await turn.locator('button[type=submit]').click();
       await turn.waitFor({ state: 'detached' });
     }
     await ida;
+    const results = await events(url, { run_id: run, type: 'task.result' });
+    const kat = results.find((/** @type {any} */ e) => e.from.agent_id === 'user:kat' && e.payload.structured);
+    assert.deepEqual(kat?.payload.structured, { verdict: 'CONSENSUS', points: ['both 42', 'same method'] });
     await page.locator('.session-panel[data-phase="COMPLETED"]').waitFor();
     assert.match(await panel.locator('.session-outcome').textContent() || '', /CONSENSUS/);
     assert.match(await panel.locator('.count').textContent() || '', /^4 messages$/);

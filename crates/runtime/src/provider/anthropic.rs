@@ -50,6 +50,9 @@ pub(super) fn body(request: &Request, stream: bool) -> Value {
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
             .collect();
         map.insert("tools".into(), Value::Array(tools));
+        if let Some(name) = &request.tool_choice {
+            map.insert("tool_choice".into(), json!({"type": "tool", "name": name}));
+        }
     }
     if stream {
         map.insert("stream".into(), json!(true));

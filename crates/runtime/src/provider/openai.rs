@@ -60,6 +60,9 @@ pub(super) fn body(request: &Request, stream: bool) -> Value {
             .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}))
             .collect();
         map.insert("tools".into(), Value::Array(tools));
+        if let Some(name) = &request.tool_choice {
+            map.insert("tool_choice".into(), json!({"type": "function", "function": {"name": name}}));
+        }
     }
     if stream {
         map.insert("stream".into(), json!(true));

@@ -542,3 +542,78 @@ async fn a_call_that_would_cross_the_runs_budget_is_not_made() {
     assert!(made >= 1, "{made}");
     d.app.stop().await.unwrap();
 }
+
+/// A task whose request carries an `output_schema` is answered in structure: through the `answer`
+/// tool (offered with the schema as its input), or a text that is that JSON; a misfit is asked for
+/// once more with the tool required, and a second misfit ends the task with its text alone and why
+/// (`structured_error`), never with a guess.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_with_an_output_schema_is_answered_in_structure_or_says_why_not() {
+    let schema = json!({
+        "type": "object", "required": ["verdict"], "additionalProperties": false,
+        "properties": {"verdict": {"enum": ["CONSENSUS", "DISCREPANCY"]}},
+    });
+    let fake = Fake::start(Options::script(|body, _| {
+        let text = body.to_string();
+        let asked_again = text.contains("could not be read");
+        if text.contains("by tool") {
+            Reply::Tool { text: "Agreed.".into(), name: "answer".into(), input: json!({"verdict": "CONSENSUS"}) }
+        } else if text.contains("by text") {
+            Reply::Text("Here it is:\n```json\n{\"verdict\": \"DISCREPANCY\"}\n```".into())
+        } else if asked_again {
+            Reply::Tool { text: String::new(), name: "answer".into(), input: json!({"verdict": "MAYBE"}) }
+        } else {
+            Reply::Text("There is no CONSENSUS here; I see a DISCREPANCY on the lock too.".into())
+        }
+    }))
+    .await
+    .unwrap();
+    for kind in [Kind::Anthropic, Kind::Openai] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = start(dir.path(), vec![provider(&fake, kind)], vec![summariser()], false).await;
+        d.until("the agent registers", || d.engine.agent("agent:summariser")).await;
+        let ask = async |text: &str| {
+            let task = id::generate(IdKind::Task);
+            let m = json!({
+                "run_id": id::generate(IdKind::Run), "thread_id": id::generate(IdKind::Thread), "task_id": task,
+                "from": {"agent_id": "agent:alice"}, "to": [{"agent_id": "agent:orchestrator"}], "type": "task.request",
+                "requires": ["skill:summarise"], "payload": {"text": text, "output_schema": schema},
+            });
+            let m = validate::message(&m, &Defaults { now: SystemTime::now() }).unwrap();
+            assert!(d.engine.submit(vec![m]).await.unwrap().pop().unwrap().is_ok());
+            let events = d.ended(&task, &["task.result", "task.error"]).await;
+            of_type(&events, "task.result", None).first().map(|r| r["payload"].clone()).expect("a result")
+        };
+        let by_tool = ask("Compare, by tool").await;
+        assert_eq!(
+            (by_tool["structured"].clone(), by_tool["text"].clone()),
+            (json!({"verdict": "CONSENSUS"}), json!("Agreed."))
+        );
+        let by_text = ask("Compare, by text").await;
+        assert_eq!(by_text["structured"], json!({"verdict": "DISCREPANCY"}));
+        let stubborn_text = format!("Compare, stubborn ({kind:?})");
+        let stubborn = ask(&stubborn_text).await;
+        assert!(stubborn.get("structured").is_none(), "a misfit is never guessed: {stubborn}");
+        let why = stubborn["structured_error"].as_str().unwrap();
+        assert!(why.contains("MAYBE") || why.contains("verdict"), "{why}");
+        assert_eq!(stubborn["turns"], 2);
+        // The answer tool carries the schema; the second call required it.
+        let calls: Vec<Value> =
+            fake.received().into_iter().map(|r| r.body).filter(|b| b.to_string().contains(&stubborn_text)).collect();
+        let tools = calls[0]["tools"].as_array().unwrap();
+        let answer = tools.iter().find(|t| t["name"] == "answer" || t["function"]["name"] == "answer").unwrap();
+        let offered = if kind == Kind::Anthropic { &answer["input_schema"] } else { &answer["function"]["parameters"] };
+        assert_eq!(offered, &schema);
+        let required = if kind == Kind::Anthropic {
+            json!({"type": "tool", "name": "answer"})
+        } else {
+            json!({"type": "function", "function": {"name": "answer"}})
+        };
+        assert_eq!(
+            calls.iter().map(|c| c.get("tool_choice").cloned()).collect::<Vec<_>>(),
+            [None, Some(required)],
+            "{kind:?}"
+        );
+        d.app.stop().await.unwrap();
+    }
+}

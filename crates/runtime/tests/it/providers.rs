@@ -54,6 +54,7 @@ fn request(tools: bool) -> Request {
         },
         max_tokens: 256,
         temperature: Some(0.2),
+        tool_choice: None,
     }
 }
 

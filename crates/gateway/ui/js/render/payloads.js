@@ -313,9 +313,29 @@ register('clutch.session.message.v1', (p, e) =>
     h('span', { class: 'said-type' }, text(p.type)),
     ' → ',
     e.to.map((r) => nameOf(r.agent_id)).join(', '),
-    h('div', { class: 'said-content' }, typeof p.content === 'string' ? p.content : jsonEl(p.content)),
+    h('div', { class: 'said-content' }, saidContent(p.content)),
   ),
 );
+
+/**
+ * What a member said: text as it is; a verdict's points as a list (and why it was unreadable); a
+ * vote as its proposal; anything else as JSON.
+ * @param {unknown} c
+ */
+function saidContent(c) {
+  if (typeof c === 'string') return c;
+  const o = /** @type {Record<string, unknown>} */ (c && typeof c === 'object' && !Array.isArray(c) ? c : {});
+  if (Array.isArray(o.points)) {
+    return h(
+      'ul',
+      { class: 'said-points' },
+      o.points.map((point) => h('li', null, text(point))),
+      o.unreadable ? h('li', { class: 'muted' }, `unreadable, counted as a discrepancy: ${text(o.unreadable)}`) : null,
+    );
+  }
+  if (typeof o.proposal === 'number' && Object.keys(o).length === 1) return `proposal ${o.proposal}`;
+  return jsonEl(c);
+}
 
 register('clutch.session.warning.v1', (p) =>
   h('p', { class: 'r-session-warning' }, h('strong', null, text(p.code)), ' ', text(p.message)),

@@ -188,17 +188,24 @@ export class SessionPanel {
     for (const id of [...this.turns.keys()]) if (!mine.some((t) => t.task_id === id)) this.turns.delete(id);
     return mine.map((t) => {
       let form = this.turns.get(t.task_id);
-      if (!form) this.turns.set(t.task_id, (form = this.turnForm(t.task_id, `user:${me}`, goalOf(t.events))));
+      if (!form) this.turns.set(t.task_id, (form = this.turnForm(t.task_id, `user:${me}`, goalOf(t.events), schemaOf(t.events))));
       return form;
     });
   }
 
   /**
-   * A turn's form: what is asked, a box for the answer, Answer and Decline.
-   * @param {string} taskId @param {string} who @param {string} goal
+   * A turn's form: what is asked, a box for the answer (a field per part of the answer when the turn
+   * asks for a structured one: a choice for a verdict or a vote), Answer and Decline.
+   * @param {string} taskId @param {string} who @param {string} goal @param {Schema | null} schema
    */
-  turnForm(taskId, who, goal) {
-    const text = h('textarea', { name: 'answer', rows: 3, 'aria-label': 'your answer', placeholder: 'Your answer' });
+  turnForm(taskId, who, goal, schema) {
+    const fields = schema ? fieldsOf(schema) : null;
+    const text = h('textarea', {
+      name: 'answer',
+      rows: 3,
+      'aria-label': fields ? 'notes' : 'your answer',
+      placeholder: fields ? 'Notes (optional)' : schema ? `Your answer, as JSON: ${JSON.stringify(schema)}` : 'Your answer',
+    });
     const status = h('p', { class: 'turn-status', role: 'status', 'aria-live': 'polite' });
     /** @param {Record<string, unknown>} body */
     const reply = async (body) => {
@@ -215,6 +222,20 @@ export class SessionPanel {
     };
     const answer = () => {
       const value = text.value.trim();
+      if (fields) {
+        const structured = /** @type {Record<string, unknown>} */ ({});
+        for (const f of fields) {
+          const v = f.read();
+          if (v === undefined && f.required) {
+            status.textContent = `Choose ${f.name} first.`;
+            status.classList.add('error');
+            return;
+          }
+          if (v !== undefined) structured[f.name] = v;
+        }
+        void reply({ status: 'completed', text: value || JSON.stringify(structured), result: { structured } });
+        return;
+      }
       if (!value) {
         status.textContent = 'Write an answer first.';
         status.classList.add('error');
@@ -228,6 +249,7 @@ export class SessionPanel {
         'form',
         { class: 'turn', 'data-task': taskId, 'aria-label': 'your turn', onsubmit: (/** @type {Event} */ e) => { e.preventDefault(); answer(); } },
         h('p', { class: 'turn-goal' }, h('strong', null, 'Your turn: '), goal),
+        fields && fields.map((f) => h('label', { class: 'turn-field' }, h('span', null, f.name), f.el)),
         text,
         h('div', { class: 'turn-actions' }, h('button', { type: 'submit', class: 'primary' }, 'Answer'), h('button', { type: 'button', class: 'decline', onclick: decline }, 'Decline')),
         status,
@@ -279,6 +301,54 @@ export class SessionPanel {
       outcome?.type === 'task.error' && h('p', { class: 'error session-outcome' }, `${outcome.payload.code}: ${outcome.payload.message}`),
     ]);
   }
+}
+
+/**
+ * A turn's `output_schema` (JSON Schema), as far as the form reads it.
+ * @typedef {{type?: string, enum?: unknown[], minimum?: number, maximum?: number, items?: Schema,
+ *   properties?: Record<string, Schema>, required?: string[], description?: string}} Schema
+ */
+
+/** The answer a task asks for, when structured: its request's `output_schema`. @param {ClutchEvent[]} events */
+function schemaOf(events) {
+  const schema = events.find((e) => e.type === 'task.request')?.payload.output_schema;
+  return schema && typeof schema === 'object' && !Array.isArray(schema) ? /** @type {Schema} */ (schema) : null;
+}
+
+/**
+ * A field per property of an object schema (a choice for an enum or a bounded integer, a box of
+ * lines for a list of strings, a line for a string); `null` when some property is of another kind
+ * (then the answer is typed as JSON).
+ * @param {Schema} schema
+ * @returns {{name: string, required: boolean, el: HTMLElement, read: () => unknown}[] | null}
+ */
+function fieldsOf(schema) {
+  if (schema.type !== 'object' || !schema.properties) return null;
+  const fields = [];
+  for (const [name, p] of Object.entries(schema.properties)) {
+    const required = (schema.required || []).includes(name);
+    const [min, max] = [p.minimum ?? NaN, p.maximum ?? NaN];
+    const choices = Array.isArray(p.enum)
+      ? p.enum.map((v) => ({ label: String(v), value: v }))
+      : p.type === 'integer' && max - min >= 0 && max - min <= 100
+        ? Array.from({ length: max - min + 1 }, (_, i) => ({ label: String(min + i), value: min + i }))
+        : null;
+    if (choices) {
+      const select = /** @type {HTMLSelectElement} */ (
+        h('select', { name: `field-${name}`, title: p.description || name }, h('option', { value: '' }, '—'), choices.map((c, i) => h('option', { value: String(i) }, c.label)))
+      );
+      fields.push({ name, required, el: select, read: () => (select.value === '' ? undefined : choices[Number(select.value)].value) });
+    } else if (p.type === 'array' && p.items?.type === 'string') {
+      const box = /** @type {HTMLTextAreaElement} */ (h('textarea', { name: `field-${name}`, rows: 3, placeholder: `${p.description || name}: one per line` }));
+      fields.push({ name, required, el: box, read: () => box.value.split('\n').map((l) => l.trim()).filter(Boolean) });
+    } else if (p.type === 'string') {
+      const line = /** @type {HTMLInputElement} */ (h('input', { name: `field-${name}`, placeholder: p.description || name }));
+      fields.push({ name, required, el: line, read: () => line.value.trim() || undefined });
+    } else {
+      return null;
+    }
+  }
+  return fields;
 }
 
 /** What a task asks: its first request's goal. @param {ClutchEvent[]} events the task's */
