@@ -34,6 +34,7 @@ pub struct Config {
     pub limits: Limits,
     pub log_service: LogService,
     pub stream: Stream,
+    pub http: Http,
     pub engine: EngineTimers,
     pub mcp: Mcp,
     pub outbound: Outbound,
@@ -89,12 +90,29 @@ pub struct Workspaces {
     pub roots: Vec<PathBuf>,
 }
 
+/// Who may reach the daemon through a browser, on every route (the API, the live stream, the web
+/// UI, MCP, A2A, hooks): see docs/security.md. Requests whose `Host` is not one of the daemon's names
+/// are refused (`HOST_NOT_ALLOWED`, against DNS rebinding), and so are requests from web pages other
+/// than the daemon's own (`ORIGIN_NOT_ALLOWED`). Clients that are not browsers send no `Origin`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Http {
+    /// Names (`hub.example.com`, `*.corp.example`) and addresses the daemon answers to besides
+    /// loopback ones and `a2a.public_url`'s host, at any port (`CLUTCH_HTTP_ALLOWED_HOSTS`:
+    /// comma-separated). Listening beyond loopback, every address is served; names still need listing.
+    pub allowed_hosts: Vec<String>,
+    /// Web pages allowed to call the daemon besides its own (same origin) and `a2a.public_url`'s,
+    /// like `https://dashboard.example.com` (`CLUTCH_HTTP_ALLOWED_ORIGINS`: comma-separated).
+    pub allowed_origins: Vec<String>,
+}
+
 /// The MCP endpoints (`/mcp`, `/mcp/worker`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Mcp {
-    /// Browser origins allowed to call them besides loopback ones, like `https://app.example.com`
-    /// (`CLUTCH_MCP_ALLOWED_ORIGINS`: comma-separated). Requests without `Origin` always pass.
+    /// Deprecated: `http.allowed_origins`, which covers every route, MCP's included. Still read
+    /// (`CLUTCH_MCP_ALLOWED_ORIGINS`): its entries are moved there on load, with a warning.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub allowed_origins: Vec<String>,
 }
 
@@ -102,7 +120,8 @@ pub struct Mcp {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct A2a {
-    /// The hub's address as A2A clients reach it, for its card (absent: each request's `Host`).
+    /// The hub's address as A2A clients reach it, for its card (absent: each request's `Host`); its
+    /// host is one of the daemon's names and its origin one of its own (see `http`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub public_url: Option<String>,
     /// Callers with no key and no token: `refuse`, `screen` (their messages go to agents with
@@ -307,6 +326,7 @@ impl Default for Config {
             limits: Limits::default(),
             log_service: LogService::default(),
             stream: Stream::default(),
+            http: Http::default(),
             engine: EngineTimers::default(),
             mcp: Mcp::default(),
             outbound: Outbound::default(),
@@ -467,6 +487,8 @@ impl Key {
 pub struct Loaded {
     pub config: Config,
     pub file: Option<PathBuf>,
+    /// Deprecated keys it used, each with what to write instead: for a warning on stderr.
+    pub deprecated: Vec<String>,
 }
 
 /// Loads the layers in order and validates the result. `env` looks up variables (the process
@@ -521,7 +543,8 @@ pub fn load(
 
     // A check may quote what it refuses (an origin, a filter, an allow entry) at any length.
     config.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {}", clip(&format!("{e:#}"))))?;
-    Ok(Loaded { config, file })
+    let deprecated = config.migrate();
+    Ok(Loaded { config, file, deprecated })
 }
 
 /// `CLUTCH_LIMITS_BODY_BYTES` for `limits.body_bytes`.
@@ -551,6 +574,27 @@ fn read_file(path: &Path) -> anyhow::Result<Config> {
 }
 
 impl Config {
+    /// Moves what deprecated keys say to the keys that replaced them, and says so: `mcp.allowed_origins`
+    /// joins `http.allowed_origins`. (An origin trusted to drive the MCP tools, which write, may read
+    /// the API as well: the one list now covers every route.)
+    fn migrate(&mut self) -> Vec<String> {
+        let mut notes = Vec::new();
+        let moved = std::mem::take(&mut self.mcp.allowed_origins);
+        if !moved.is_empty() {
+            notes.push(
+                "`mcp.allowed_origins` (CLUTCH_MCP_ALLOWED_ORIGINS) is deprecated: its origins now apply to every \
+                 route, as `http.allowed_origins` (CLUTCH_HTTP_ALLOWED_ORIGINS); move them there"
+                    .to_owned(),
+            );
+            for origin in moved {
+                if !self.http.allowed_origins.contains(&origin) {
+                    self.http.allowed_origins.push(origin);
+                }
+            }
+        }
+        notes
+    }
+
     /// The config with `key` set from its text form.
     fn set(&self, key: &Key, text: &str) -> anyhow::Result<Config> {
         let mut value = serde_json::to_value(self).context("the config serializes")?;
@@ -600,8 +644,18 @@ impl Config {
         tracing_subscriber::EnvFilter::try_new(&self.log)
             .map_err(|e| anyhow::anyhow!("`log` = {:?} is not a valid log filter: {e}", self.log))?;
         self.database()?;
-        for origin in &self.mcp.allowed_origins {
-            clutch_mcp::check_origin(origin).map_err(|why| anyhow::anyhow!("`mcp.allowed_origins`: {why}"))?;
+        let keys = [
+            ("http.allowed_hosts", &self.http.allowed_hosts, clutch_gateway::browser::check_host as fn(&str) -> _),
+            ("http.allowed_origins", &self.http.allowed_origins, clutch_gateway::browser::check_origin),
+            ("mcp.allowed_origins", &self.mcp.allowed_origins, clutch_gateway::browser::check_origin),
+        ];
+        for (key, entries, check) in keys {
+            for entry in entries {
+                check(entry).map_err(|why| anyhow::anyhow!("`{key}`: {why}"))?;
+            }
+        }
+        if let Some(url) = &self.a2a.public_url {
+            clutch_gateway::browser::check_public_url(url).map_err(|why| anyhow::anyhow!("`a2a.public_url`: {why}"))?;
         }
         self.outbound_policy()?;
         let mut names = std::collections::BTreeSet::new();
@@ -647,6 +701,19 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// Which `Host`s and browser `Origin`s the daemon serves (see `clutch_gateway::browser`): its
+    /// loopback names, `http.*`, the public URL's host and origin, and every address when it listens
+    /// beyond loopback.
+    pub fn browser_policy(&self) -> anyhow::Result<clutch_gateway::browser::Policy> {
+        let options = clutch_gateway::browser::Options {
+            allowed_hosts: self.http.allowed_hosts.clone(),
+            allowed_origins: self.http.allowed_origins.clone(),
+            public_url: self.a2a.public_url.clone(),
+            any_address: !self.listen.ip().is_loopback(),
+        };
+        clutch_gateway::browser::Policy::new(&options).map_err(|why| anyhow::anyhow!("{why}"))
     }
 
     /// The outbound guard's policy (see `clutch_core::guard`).
@@ -808,12 +875,14 @@ impl Config {
             body_limit_bytes: saturating(self.limits.body_bytes),
             stream_keepalive: Duration::from_secs(self.stream.keepalive_secs),
             tokens: None,
+            // Checked on load: a policy that does not build here serves loopback and its own origin only.
+            browser: self.browser_policy().unwrap_or_default(),
         }
     }
 
     pub fn mcp_options(&self) -> clutch_mcp::Options {
         clutch_mcp::Options {
-            allowed_origins: self.mcp.allowed_origins.clone(),
+            allowed_origins: self.http.allowed_origins.clone(),
             // Beyond loopback, tokens are required (see serve::check_exposure) and clients use real host names.
             any_host: !self.listen.ip().is_loopback(),
             body_limit_bytes: saturating(self.limits.body_bytes),
@@ -970,7 +1039,9 @@ mod tests {
                 "data_dir" => "d",
                 "db" => "postgres://x",
                 "log" => "debug",
-                "mcp.allowed_origins" => "https://a.example, http://b.example:8080",
+                "mcp.allowed_origins" | "http.allowed_origins" => "https://a.example, http://b.example:8080",
+                "http.allowed_hosts" => "hub.example, *.corp.example, 10.0.0.5",
+                "a2a.public_url" => "https://hub.example",
                 "outbound.allow" => "10.0.0.0/8, agents.internal",
                 "outbound.allow_loopback" | "a2a.conformance" => "true",
                 "retention.archive" | "retention.remove" => "false",
@@ -1032,6 +1103,53 @@ mod tests {
             load_with(Some("[mcp]\nallowed_origins = [\"example.com\"]\n"), &[], ConfigArgs::default()).unwrap_err()
         );
         assert!(e.contains("mcp.allowed_origins") && e.contains("example.com"), "{e}");
+    }
+
+    #[test]
+    fn browser_keys_are_checked_and_the_mcp_alias_moves_with_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = "[http]\nallowed_hosts = [\"hub.example.com\", \"*.corp.example\"]\n\
+                    allowed_origins = [\"https://dash.example.com\"]\n\
+                    [mcp]\nallowed_origins = [\"https://old.example\", \"https://dash.example.com\"]\n";
+        std::fs::write(dir.path().join(FILE_NAME), file).unwrap();
+        let loaded = load(&ConfigArgs::default(), None, &|_| None, dir.path()).unwrap();
+        let c = &loaded.config;
+        assert_eq!(c.http.allowed_origins, ["https://dash.example.com", "https://old.example"]);
+        assert!(c.mcp.allowed_origins.is_empty());
+        assert_eq!(loaded.deprecated.len(), 1, "{:?}", loaded.deprecated);
+        assert!(
+            loaded.deprecated[0].contains("`mcp.allowed_origins`")
+                && loaded.deprecated[0].contains("http.allowed_origins")
+        );
+        assert!(c.browser_policy().is_ok());
+        let dump = c.to_toml().unwrap();
+        assert!(
+            dump.contains("[http]") && !dump.contains("old.example\"]\n[") && dump.contains("old.example"),
+            "{dump}"
+        );
+        let back: Config = toml::from_str(&dump).unwrap();
+        assert_eq!(&back, c, "the dump reads back as the effective config");
+        let env = |k: &str| (k == "CLUTCH_MCP_ALLOWED_ORIGINS").then(|| "https://env.example".to_owned());
+        let loaded = load(&ConfigArgs::default(), None, &env, tempfile::tempdir().unwrap().path()).unwrap();
+        assert_eq!(loaded.config.http.allowed_origins, ["https://env.example"]);
+        assert_eq!(loaded.deprecated.len(), 1);
+        let clean = load(&ConfigArgs::default(), None, &|_| None, tempfile::tempdir().unwrap().path()).unwrap();
+        assert!(clean.deprecated.is_empty());
+        for (text, key) in [
+            ("[http]\nallowed_hosts = [\"hub.example.com:7700\"]\n", "http.allowed_hosts"),
+            ("[http]\nallowed_hosts = [\"*\"]\n", "http.allowed_hosts"),
+            ("[http]\nallowed_origins = [\"dash.example.com\"]\n", "http.allowed_origins"),
+            ("[a2a]\npublic_url = \"hub.example.com\"\n", "a2a.public_url"),
+        ] {
+            let e = format!("{:#}", load_with(Some(text), &[], ConfigArgs::default()).unwrap_err());
+            assert!(e.contains(key), "{text}: {e}");
+        }
+        let e = format!(
+            "{:#}",
+            load_with(None, &[("CLUTCH_HTTP_ALLOWED_HOSTS", "ok.example, https://bad.example")], ConfigArgs::default())
+                .unwrap_err()
+        );
+        assert!(e.contains("http.allowed_hosts") && e.contains("https://bad.example"), "{e}");
     }
 
     #[test]

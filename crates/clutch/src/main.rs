@@ -82,6 +82,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Config { command: ConfigCommand::Dump(args) } => {
             let cwd = std::env::current_dir().context("cannot read the working directory")?;
             let loaded = config::load(&args, cli.log.as_deref(), &env, &cwd)?;
+            for note in &loaded.deprecated {
+                eprintln!("clutch: warning: {note}");
+            }
             use std::io::Write;
             let mut stdout = std::io::stdout();
             stdout.write_all(loaded.config.to_toml()?.as_bytes())?;

@@ -25,9 +25,12 @@ const PG_POOL_SIZE: usize = 8;
 
 pub async fn run(loaded: Loaded, policy: Policy) -> anyhow::Result<()> {
     let started = Instant::now();
-    let Loaded { config, file } = loaded;
+    let Loaded { config, file, deprecated } = loaded;
     if let Some(file) = &file {
         tracing::info!(path = %file.display(), "read config file");
+    }
+    for note in &deprecated {
+        tracing::warn!("{note}");
     }
     if let Some(dir) = &config.config_dir {
         tracing::info!(
@@ -61,6 +64,13 @@ pub async fn run(loaded: Loaded, policy: Policy) -> anyhow::Result<()> {
             allow_loopback = o.allow_loopback,
             pinned = o.resolve.len(),
             "the outbound guard allows more than public addresses"
+        );
+    }
+    if !config.listen.ip().is_loopback() {
+        tracing::info!(
+            allowed_hosts = ?config.http.allowed_hosts,
+            "listening beyond loopback: requests to any of the machine's addresses are served, by name only for \
+             loopback names and http.allowed_hosts"
         );
     }
     let mut gateway = config.gateway_options();

@@ -5,6 +5,7 @@
 pub mod access;
 mod agents;
 mod artifacts;
+pub mod browser;
 pub mod conn;
 mod error;
 mod events;
@@ -46,11 +47,19 @@ pub struct Options {
     /// `Authorization: Bearer TOKEN` (or `?access_token=`, for browsers' WebSockets) and a role
     /// with the route's access (`access::ACCESS`); without, the API is open (loopback only).
     pub tokens: Option<Arc<dyn Tokens>>,
+    /// Which `Host`s and browser `Origin`s every route (the other faces' too) serves, checked before
+    /// anything else: see [`browser`]. The default: loopback names, and the request's own origin.
+    pub browser: browser::Policy,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { body_limit_bytes: 8 << 20, stream_keepalive: Duration::from_secs(15), tokens: None }
+        Options {
+            body_limit_bytes: 8 << 20,
+            stream_keepalive: Duration::from_secs(15),
+            tokens: None,
+            browser: browser::Policy::default(),
+        }
     }
 }
 
@@ -60,6 +69,7 @@ impl std::fmt::Debug for Options {
             .field("body_limit_bytes", &self.body_limit_bytes)
             .field("stream_keepalive", &self.stream_keepalive)
             .field("tokens", &self.tokens.as_ref().map(|_| "configured"))
+            .field("browser", &self.browser)
             .finish()
     }
 }
@@ -88,15 +98,16 @@ pub fn router(log: Handle, engine: Engine, options: Options) -> Router {
     router_with(log, engine, options, Router::new(), Router::new())
 }
 
-/// The same with the routes of other faces (the MCP endpoints) merged in, under the same body limit
-/// and request metrics. Their routes (`faces`) need a known token when tokens are configured; what a
-/// caller may do there, each face decides. The routes in `open` (the A2A card and endpoint, which
-/// check their own credentials) are served without the token check. Their paths must not clash
-/// with the API's.
+/// The same with the routes of other faces (the MCP endpoints) merged in, under the same browser
+/// policy, body limit and request metrics. Their routes (`faces`) need a known token when tokens are
+/// configured; what a caller may do there, each face decides. The routes in `open` (the A2A card and
+/// endpoint, which check their own credentials) are served without the token check, but behind the
+/// browser policy like every other route. Their paths must not clash with the API's.
 pub fn router_with(log: Handle, engine: Engine, options: Options, faces: Router, open: Router) -> Router {
     let artifact_limit = usize::try_from(log.artifact_max_bytes()).unwrap_or(usize::MAX).saturating_add(1);
     let body_limit = options.body_limit_bytes;
     let tokens = options.tokens.clone();
+    let browser = options.browser.clone();
     let state = AppState(Arc::new(Shared { log, engine, options }));
     let faces = if faces.has_routes() {
         faces
@@ -106,14 +117,16 @@ pub fn router_with(log: Handle, engine: Engine, options: Options, faces: Router,
         faces
     };
     let (missing, not_allowed) = (tokens.clone(), tokens);
-    routes(artifact_limit)
+    let router = routes(artifact_limit)
         .into_router(state.clone())
         .merge(faces)
         .merge(open)
         .fallback(move |request: Request| not_found(missing.clone(), request))
         .method_not_allowed_fallback(move |request: Request| method_not_allowed(not_allowed.clone(), request))
-        .layer(DefaultBodyLimit::max(body_limit))
-        .layer(axum::middleware::from_fn_with_state(state, observe))
+        .layer(DefaultBodyLimit::max(body_limit));
+    // Outside every route's own layers and the fallbacks: checked before routing goes further, before
+    // any token or body is looked at.
+    browser::guard(router, browser).layer(axum::middleware::from_fn_with_state(state, observe))
 }
 
 /// Request bodies at most this long, and with their length given, are read before the route runs

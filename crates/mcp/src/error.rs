@@ -37,12 +37,20 @@ pub(crate) fn from_core(e: clutch_core::Error) -> Refusal {
 
 /// Whether the caller can still get what it asked for by itself: by retrying later (the retryable
 /// codes) or by changing its request (the other 4xx codes: bad arguments, unknown ids, a state that
-/// does not allow the change yet). Not when someone else must act: `UNAUTHORIZED`, `FORBIDDEN` and
-/// `BUDGET_EXCEEDED` need an operator, and a 5xx that is not retryable will not go away.
+/// does not allow the change yet). Not when someone else must act: `UNAUTHORIZED`, `FORBIDDEN`,
+/// `HOST_NOT_ALLOWED`, `ORIGIN_NOT_ALLOWED` and `BUDGET_EXCEEDED` need an operator, and a 5xx that
+/// is not retryable will not go away.
 pub fn recoverable(code: ErrorCode) -> bool {
     code.retryable()
         || ((400..500).contains(&code.http_status())
-            && !matches!(code, ErrorCode::Unauthorized | ErrorCode::Forbidden | ErrorCode::BudgetExceeded))
+            && !matches!(
+                code,
+                ErrorCode::Unauthorized
+                    | ErrorCode::Forbidden
+                    | ErrorCode::HostNotAllowed
+                    | ErrorCode::OriginNotAllowed
+                    | ErrorCode::BudgetExceeded
+            ))
 }
 
 /// What to do next when the failure carries no hint of its own.

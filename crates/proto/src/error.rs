@@ -73,6 +73,8 @@ codes! {
     RateLimited = "RATE_LIMITED", 429, -32015, true, "Too many requests; retry after the indicated delay.";
     Unauthorized = "UNAUTHORIZED", 401, -32001, false, "Credentials or a signature are missing or wrong.";
     Forbidden = "FORBIDDEN", 403, -32003, false, "The caller is known but may not do this.";
+    HostNotAllowed = "HOST_NOT_ALLOWED", 403, -32030, false, "The request's `Host` is not a name the daemon answers to (loopback, `http.allowed_hosts`, the public URL's): what a page reaching it by a rebound DNS name sends.";
+    OriginNotAllowed = "ORIGIN_NOT_ALLOWED", 403, -32031, false, "The request comes from a web page (`Origin`) that is neither the daemon's own nor in `http.allowed_origins`; `null` included.";
     PayloadTooLarge = "PAYLOAD_TOO_LARGE", 413, -32016, false, "The body or artifact is larger than the configured limit.";
     UnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE", 415, -32602, false, "The request's Content-Type is not accepted by this route.";
     MethodNotAllowed = "METHOD_NOT_ALLOWED", 405, -32601, false, "The route exists but not with this HTTP method.";

@@ -3,7 +3,10 @@
 //! registered before), and lets them through once allowed; workspace paths stay inside the declared
 //! roots over HTTP and MCP; secrets planted in every place a secret can be configured show up on no
 //! surface (config dump and check, logs, answers, events, the data directory); a 5 MB input gets an
-//! answer of a few hundred bytes. (Authorization before validation: `policy.rs`.)
+//! answer of a few hundred bytes; a web page cannot reach the daemon through the user's browser (a
+//! foreign `Origin` on the stream's WebSocket, a rebound `Host`), while the daemon's own page, the
+//! configured names and origins, and clients without `Origin` can. (Authorization before
+//! validation: `policy.rs`.)
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -432,4 +435,165 @@ async fn huge_input_gets_a_small_answer() {
     assert_eq!(r.status(), 400, "malformed JSON is the transport's parse error, not a 415");
     let answer: Value = r.json().await.unwrap();
     assert_eq!(answer["error"]["code"], -32700, "{answer}");
+}
+
+/// Writes `request` (a whole HTTP/1.1 request, as a browser or an attacker would send it) on a
+/// connection of its own and reads the answer's head and, when it says its length, its body; the
+/// connection stays open (an upgraded one carries the stream).
+async fn exchange(addr: &str, request: &str) -> (String, Value, tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let head_end = loop {
+        if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let n = tokio::time::timeout(Duration::from_secs(20), socket.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0, "closed before the head's end: {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&got[..head_end]).into_owned();
+    let length = head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.eq_ignore_ascii_case("content-length").then(|| value.trim().parse::<usize>().ok())?
+    });
+    let mut body = got[head_end..].to_vec();
+    if let Some(length) = length {
+        while body.len() < length {
+            let n = tokio::time::timeout(Duration::from_secs(20), socket.read(&mut buf)).await.unwrap().unwrap();
+            assert!(n > 0, "closed before the body's end");
+            body.extend_from_slice(&buf[..n]);
+        }
+    }
+    (head, serde_json::from_slice(&body).unwrap_or(Value::Null), socket)
+}
+
+/// A WebSocket handshake for the whole log, from a page at `origin`, to `host`.
+fn upgrade(host: &str, origin: &str) -> String {
+    format!(
+        "GET /v1/stream?after=0 HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n\r\n"
+    )
+}
+
+/// The first text frame an upgraded stream sends, as JSON (frames from the server are unmasked).
+async fn first_frame(socket: &mut tokio::net::TcpStream) -> Value {
+    use tokio::io::AsyncReadExt;
+    let read = async {
+        let mut header = [0u8; 2];
+        socket.read_exact(&mut header).await.unwrap();
+        assert_eq!(header[0], 0x81, "a final text frame");
+        let length = match header[1] & 0x7f {
+            126 => socket.read_u16().await.unwrap() as usize,
+            127 => socket.read_u64().await.unwrap() as usize,
+            n => n as usize,
+        };
+        let mut payload = vec![0u8; length];
+        socket.read_exact(&mut payload).await.unwrap();
+        serde_json::from_slice(&payload).unwrap()
+    };
+    tokio::time::timeout(Duration::from_secs(20), read).await.expect("a frame in time")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_page_cannot_read_a_local_hub() {
+    let dir = tempfile::tempdir().unwrap();
+    // The deprecated key still works, for every route now, and the daemon says what to write instead.
+    std::fs::write(dir.path().join("clutch.toml"), "[mcp]\nallowed_origins = [\"https://old.example\"]\n").unwrap();
+    let mut cmd = clutch();
+    cmd.current_dir(dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir", "data"])
+        .env("CLUTCH_HTTP_ALLOWED_HOSTS", "hub.example.com")
+        .env("CLUTCH_HTTP_ALLOWED_ORIGINS", "https://dash.example.com");
+    let daemon = Daemon::spawn(cmd);
+    let addr = daemon.url.trim_start_matches("http://").to_owned();
+    let port = addr.rsplit(':').next().unwrap().to_owned();
+    let http = reqwest::Client::new();
+    let (status, _) = post(&http, &daemon.url, &crate::support::message(&run_id(), "hi")).await;
+    assert_eq!(status, 201);
+
+    // What any site can make the user's browser send: a WebSocket for the whole log.
+    for origin in ["https://evil.example", "null"] {
+        let (head, body, _) = exchange(&addr, &upgrade(&addr, origin)).await;
+        assert!(head.starts_with("HTTP/1.1 403"), "{origin}: {head}");
+        assert_eq!(body["error"]["code"], "ORIGIN_NOT_ALLOWED", "{origin}: {body}");
+    }
+    // DNS rebinding: the page's own name, pointed at 127.0.0.1, as Host (and as Origin).
+    let get = |host: &str| format!("GET /v1/agents HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    let (head, body, _) = exchange(&addr, &get("evil.example:7700")).await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    assert_eq!(body["error"]["code"], "HOST_NOT_ALLOWED", "{body}");
+    assert!(body["error"]["hint"].as_str().unwrap().contains("http.allowed_hosts"), "{body}");
+    let (head, body, _) =
+        exchange(&addr, &upgrade(&format!("evil.example:{port}"), &format!("http://evil.example:{port}"))).await;
+    assert!(head.starts_with("HTTP/1.1 403") && body["error"]["code"] == "HOST_NOT_ALLOWED", "{head}{body}");
+    // MCP is behind the same policy.
+    let mcp = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nOrigin: https://evil.example\r\nContent-Type: application/json\r\n\
+         Content-Length: 2\r\n\r\n{{}}"
+    );
+    let (head, body, _) = exchange(&addr, &mcp).await;
+    assert!(head.starts_with("HTTP/1.1 403") && body["error"]["code"] == "ORIGIN_NOT_ALLOWED", "{head}{body}");
+
+    // The web UI's own page, a configured origin, the deprecated key's origin, a configured name.
+    for (host, origin) in [
+        (addr.clone(), format!("http://{addr}")),
+        (format!("localhost:{port}"), format!("http://localhost:{port}")),
+        (addr.clone(), "https://dash.example.com".to_owned()),
+        (addr.clone(), "https://old.example".to_owned()),
+        (format!("hub.example.com:{port}"), format!("http://hub.example.com:{port}")),
+    ] {
+        let (head, _, mut socket) = exchange(&addr, &upgrade(&host, &origin)).await;
+        assert!(head.starts_with("HTTP/1.1 101"), "{host} from {origin}: {head}");
+        assert_eq!(first_frame(&mut socket).await["seq"], 1, "{host} from {origin}");
+        let (head, body, _) = exchange(&addr, &get(&host)).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{host}: {head}{body}");
+    }
+    assert!(
+        daemon.stderr().contains("`mcp.allowed_origins` (CLUTCH_MCP_ALLOWED_ORIGINS) is deprecated"),
+        "{}",
+        daemon.stderr()
+    );
+    let refusals = daemon.stderr().matches("browser request refused").count();
+    assert!((1..=20).contains(&refusals), "refusals logged, at a bounded rate: {}", daemon.stderr());
+
+    // `config dump` says so too, on stderr, and shows where the origins went.
+    let mut cmd = clutch();
+    cmd.current_dir(dir.path()).args(["config", "dump"]);
+    let out = run(cmd, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("deprecated") && out.stdout.contains("\"https://old.example\""), "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_loopback_every_address_is_served_and_names_need_listing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("policy")).unwrap();
+    std::fs::write(dir.path().join("policy/org.yaml"), "tokens:\n  - {name: ops, role: admin, token: ops-secret}\n")
+        .unwrap();
+    let mut cmd = clutch();
+    cmd.current_dir(dir.path())
+        .args(["serve", "--listen", "0.0.0.0:0", "--config-dir", "policy", "--data-dir", "data"])
+        .env("CLUTCH_HTTP_ALLOWED_HOSTS", "clutch.internal");
+    let daemon = Daemon::spawn(cmd);
+    let addr = daemon.url.trim_start_matches("http://").replace("0.0.0.0", "127.0.0.1");
+    let port = addr.rsplit(':').next().unwrap().to_owned();
+    let get =
+        |host: &str| format!("GET /v1/agents HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer ops-secret\r\n\r\n");
+    for host in
+        [format!("10.1.2.3:{port}"), format!("[2001:db8::7]:{port}"), format!("clutch.internal:{port}"), addr.clone()]
+    {
+        let (head, body, _) = exchange(&addr, &get(&host)).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{host}: {head}{body}");
+    }
+    let (head, body, _) = exchange(&addr, &get(&format!("evil.example:{port}"))).await;
+    assert!(head.starts_with("HTTP/1.1 403") && body["error"]["code"] == "HOST_NOT_ALLOWED", "{head}{body}");
+    // Same origin by address works with no configuration; a foreign page is refused even with a token.
+    let (head, _, _) = exchange(&addr, &upgrade(&format!("10.1.2.3:{port}"), &format!("http://10.1.2.3:{port}"))).await;
+    assert!(head.starts_with("HTTP/1.1 401"), "past the browser policy, the token check: {head}");
+    let (head, body, _) = exchange(&addr, &upgrade(&format!("10.1.2.3:{port}"), "https://evil.example")).await;
+    assert!(head.starts_with("HTTP/1.1 403") && body["error"]["code"] == "ORIGIN_NOT_ALLOWED", "{head}{body}");
+    assert!(daemon.stderr().contains("listening beyond loopback"), "{}", daemon.stderr());
 }

@@ -3,6 +3,7 @@
 
 mod api;
 mod bounded;
+mod browser;
 mod lists;
 mod push;
 mod stream;

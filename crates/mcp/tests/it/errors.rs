@@ -82,8 +82,14 @@ async fn engine_refusals_use_the_protocol_codes() {
 fn recoverable_follows_the_stated_rule() {
     use clutch_mcp::recoverable;
     for code in ErrorCode::ALL {
-        let needs_someone_else =
-            matches!(code, ErrorCode::Unauthorized | ErrorCode::Forbidden | ErrorCode::BudgetExceeded);
+        let needs_someone_else = matches!(
+            code,
+            ErrorCode::Unauthorized
+                | ErrorCode::Forbidden
+                | ErrorCode::HostNotAllowed
+                | ErrorCode::OriginNotAllowed
+                | ErrorCode::BudgetExceeded
+        );
         let expected = code.retryable() || ((400..500).contains(&code.http_status()) && !needs_someone_else);
         assert_eq!(recoverable(*code), expected, "{code}");
     }
