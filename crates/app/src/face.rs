@@ -61,7 +61,7 @@ impl Face for Mcp {
     }
 
     fn routes(&self, core: &Running) -> Result<Router, String> {
-        clutch_mcp::router(core.engine.clone(), &self.0)
+        Ok(clutch_mcp::router(core.engine.clone(), &self.0))
     }
 }
 

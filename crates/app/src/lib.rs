@@ -36,7 +36,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     #[error("cannot rebuild the engine's state from the event log")]
     Start(#[source] clutch_core::Error),
-    /// A face could not make its routes (the MCP face: a malformed allowed origin).
+    /// A face could not make its routes.
     #[error("{face}: {message}")]
     Face { face: &'static str, message: String },
     #[error("the HTTP server failed")]
@@ -67,9 +67,9 @@ impl Builder {
         self
     }
 
-    /// The HTTP API. It is also the host of every other face's routes: its bearer-token check, body
-    /// limit, request metrics and answers for unknown routes cover them too. Without it the router
-    /// holds the faces' routes alone (the MCP face's tests).
+    /// The HTTP API. It is also the host of every other face's routes: its browser policy,
+    /// bearer-token check, body limit, request metrics and answers for unknown routes cover them too. Without it the router
+    /// holds the faces' routes alone (the MCP face's tests), behind the default browser policy.
     pub fn gateway(mut self, options: clutch_gateway::Options) -> Builder {
         self.gateway = Some(options);
         self
@@ -108,7 +108,8 @@ impl Builder {
         }
         let router = match self.gateway {
             Some(options) => clutch_gateway::router_with(core.log.clone(), core.engine.clone(), options, routes, open),
-            None => routes.merge(open),
+            // The faces' routes alone (their tests): behind the default browser policy all the same.
+            None => clutch_gateway::browser::guard(routes.merge(open), clutch_gateway::browser::Policy::default()),
         };
         let mut workers: Vec<Task<()>> = self
             .faces

@@ -89,7 +89,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let rmcp_only = match &daemon {
         Some(daemon) => {
             let options = clutch_mcp::Options { fast_path: false, ..Default::default() };
-            let mcp = clutch_mcp::router(daemon.engine.clone(), &options).map_err(anyhow::Error::msg)?;
+            let mcp = clutch_mcp::router(daemon.engine.clone(), &options);
             let gateway = clutch_gateway::Options::default();
             let router = clutch_gateway::router_with(
                 daemon.log.clone(),

@@ -881,13 +881,7 @@ impl Config {
     }
 
     pub fn mcp_options(&self) -> clutch_mcp::Options {
-        clutch_mcp::Options {
-            allowed_origins: self.http.allowed_origins.clone(),
-            // Beyond loopback, tokens are required (see serve::check_exposure) and clients use real host names.
-            any_host: !self.listen.ip().is_loopback(),
-            body_limit_bytes: saturating(self.limits.body_bytes),
-            fast_path: true,
-        }
+        clutch_mcp::Options { body_limit_bytes: saturating(self.limits.body_bytes), fast_path: true }
     }
 
     /// The TOML form for `clutch config dump`, every secret masked: the password parts of `db`, the

@@ -42,8 +42,6 @@ const VERSION: &str = "2026-07-28";
 const BASE64_PREFIX: &str = "=?base64?";
 const JSON: &str = "application/json";
 const EVENT_STREAM: &str = "text/event-stream";
-/// The `Host`s rmcp's default `allowed_hosts` accepts, at any port.
-const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
 const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
@@ -54,8 +52,6 @@ const SMALL: u64 = 1024;
 pub(crate) struct Endpoint {
     server: Server,
     rmcp: StreamableHttpService<Server, NeverSessionManager>,
-    /// rmcp was told to accept any `Host`.
-    any_host: bool,
     /// rmcp's `max_request_body_bytes`.
     body_limit: usize,
     /// The fast path is on, and the server accepts 2026-07-28 requests (rmcp refuses versions a
@@ -67,12 +63,11 @@ impl Endpoint {
     pub(crate) fn new(
         server: Server,
         rmcp: StreamableHttpService<Server, NeverSessionManager>,
-        any_host: bool,
         body_limit: usize,
         fast_path: bool,
     ) -> Endpoint {
         let enabled = fast_path && server.supported_protocol_versions().contains(&ProtocolVersion::V_2026_07_28);
-        Endpoint { server, rmcp, any_host, body_limit, enabled }
+        Endpoint { server, rmcp, body_limit, enabled }
     }
 }
 
@@ -154,12 +149,11 @@ impl Endpoint {
         }
     }
 
-    /// A POST rmcp would read: allowed `Host`, acceptable `Accept` and `Content-Type`, a declared
+    /// A POST rmcp would read: acceptable `Accept` and `Content-Type`, a declared
     /// length within the limit, and the SEP-2243 headers of a 2026-07-28 `tools/call`, none of them
     /// repeated, no `Mcp-Param-*`.
     fn common_headers(&self, method: &Method, headers: &HeaderMap) -> bool {
         *method == Method::POST
-            && (self.any_host || host_is_loopback(headers))
             && accepts_json_and_sse(headers)
             && only(headers, &header::CONTENT_TYPE).is_some_and(|v| {
                 !v.contains('"') && v.split(';').next().is_some_and(|essence| essence.trim().eq_ignore_ascii_case(JSON))
@@ -316,14 +310,6 @@ fn bound_plain(bytes: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-/// `Host` names a loopback host, as rmcp's default `allowed_hosts` requires.
-fn host_is_loopback(headers: &HeaderMap) -> bool {
-    let Some(host) = only(headers, &header::HOST) else { return false };
-    let Ok(authority) = axum::http::uri::Authority::try_from(host) else { return false };
-    let host = authority.host().trim_matches('[').trim_matches(']').to_ascii_lowercase();
-    LOOPBACK_HOSTS.contains(&host.as_str())
-}
-
 /// `Accept` lists both media types rmcp requires, with no parameters (a `q=0` would exclude one).
 fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
     let (mut json, mut sse) = (false, false);
@@ -433,16 +419,5 @@ mod tests {
         assert!(!accepts_json_and_sse(&headers(&[("accept", "application/json")])));
         assert!(!accepts_json_and_sse(&headers(&[("accept", "application/json;q=0, text/event-stream")])));
         assert!(!accepts_json_and_sse(&headers(&[])));
-    }
-
-    #[test]
-    fn loopback_hosts_pass_at_any_port() {
-        for host in ["127.0.0.1:7700", "localhost", "LOCALHOST:1", "[::1]:80"] {
-            assert!(host_is_loopback(&headers(&[("host", host)])), "{host}");
-        }
-        for host in ["example.com", "127.0.0.2", "evil.localhost", ""] {
-            assert!(!host_is_loopback(&headers(&[("host", host)])), "{host}");
-        }
-        assert!(!host_is_loopback(&headers(&[("host", "localhost"), ("host", "localhost")])));
     }
 }

@@ -3,7 +3,8 @@
 //! `initialize` handshake up to 2025-11-25, and 2026-07-28's self-contained requests), and the stdio
 //! bridge behind `clutch mcp`, which forwards to them so that each tool exists once, in the daemon.
 //! The common request, one 2026-07-28 `tools/call`, takes a fast path that answers exactly as rmcp
-//! would (`fast`).
+//! would (`fast`). Which `Host`s and browser `Origin`s may reach the endpoints is not decided here:
+//! the daemon's browser policy (`clutch_gateway::browser`) checks every request to every route.
 
 mod agents;
 mod approvals;
@@ -11,7 +12,6 @@ mod error;
 mod fast;
 mod inbox;
 mod lists;
-mod origin;
 pub mod proxy;
 mod server;
 mod sessions;
@@ -28,19 +28,12 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
 pub use error::{Error, Result, body as error_body, recoverable};
 pub use fast::FastPath;
-pub use origin::check as check_origin;
 pub use server::Server;
 pub use tools::Profile;
 
 /// Settings of the MCP endpoints.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Browser origins allowed besides loopback ones, like `https://app.example.com` (a request
-    /// without `Origin` always passes).
-    pub allowed_origins: Vec<String>,
-    /// Accept any `Host` header. Off, only loopback hosts are served (a guard against DNS
-    /// rebinding); the daemon turns it on when it listens beyond loopback, where tokens are required.
-    pub any_host: bool,
     /// Largest request body accepted.
     pub body_limit_bytes: usize,
     /// Answer the common request (one 2026-07-28 `tools/call` with its standard headers) without
@@ -52,24 +45,23 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { allowed_origins: Vec::new(), any_host: false, body_limit_bytes: 8 << 20, fast_path: true }
+        Options { body_limit_bytes: 8 << 20, fast_path: true }
     }
 }
 
 /// The MCP endpoints, one per [`Profile`] at [`Profile::path`], to merge into the daemon's router
-/// (under its bearer-token layer). Fails when an allowed origin is malformed.
-pub fn router(engine: Engine, options: &Options) -> std::result::Result<Router, String> {
-    let allowed = origin::Allowed::new(&options.allowed_origins)?;
+/// (under its browser policy and bearer-token layer).
+pub fn router(engine: Engine, options: &Options) -> Router {
     let registry = Arc::new(tools::Registry::new());
-    let mut config = StreamableHttpServerConfig::default()
+    let config = StreamableHttpServerConfig::default()
         // Stateless: every request stands alone, in both eras (a legacy client's `initialize` is
         // answered, and its later requests need no session), and answers come as plain JSON.
         .with_legacy_session_mode(false)
         .with_json_response(true)
-        .with_max_request_body_bytes(options.body_limit_bytes);
-    if options.any_host {
-        config = config.disable_allowed_hosts();
-    }
+        .with_max_request_body_bytes(options.body_limit_bytes)
+        // The daemon's browser policy has checked the `Host` of every request, against the names the
+        // operator configured; rmcp's own list (loopback names only) would be a second, narrower one.
+        .disable_allowed_hosts();
     let mut router = Router::new();
     for profile in Profile::ALL {
         let server = Server::with_registry(engine.clone(), registry.clone(), profile);
@@ -79,9 +71,8 @@ pub fn router(engine: Engine, options: &Options) -> std::result::Result<Router, 
             Arc::new(NeverSessionManager::default()),
             config.clone(),
         );
-        let endpoint =
-            fast::Endpoint::new(server, service, options.any_host, options.body_limit_bytes, options.fast_path);
+        let endpoint = fast::Endpoint::new(server, service, options.body_limit_bytes, options.fast_path);
         router = router.route(profile.path(), axum::routing::any(fast::serve).with_state(Arc::new(endpoint)));
     }
-    Ok(router.layer(axum::middleware::from_fn_with_state(allowed, origin::validate)))
+    router
 }

@@ -75,7 +75,7 @@ async fn every_tool_decides_who_may_call_it_before_parsing_its_arguments() {
     assert_eq!(tools.len(), 34, "every tool is walked");
     let routers = [true, false].map(|fast_path| {
         let options = clutch_mcp::Options { fast_path, ..Default::default() };
-        clutch_mcp::router(daemon.engine.clone(), &options).unwrap()
+        clutch_mcp::router(daemon.engine.clone(), &options)
     });
     let (observer, agent, admin) = (caller(Role::Observer), caller(Role::Agent), caller(Role::Admin));
     let approver = caller(Role::Approver);

@@ -15,8 +15,8 @@ const SMALL: usize = 4096;
 /// The two routers: with the fast path and without it.
 fn routers(engine: &clutch_core::Engine, body_limit_bytes: usize) -> [(bool, axum::Router); 2] {
     [true, false].map(|fast_path| {
-        let options = clutch_mcp::Options { body_limit_bytes, fast_path, ..Default::default() };
-        (fast_path, clutch_mcp::router(engine.clone(), &options).unwrap())
+        let options = clutch_mcp::Options { body_limit_bytes, fast_path };
+        (fast_path, clutch_mcp::router(engine.clone(), &options))
     })
 }
 

@@ -151,8 +151,8 @@ impl Bench {
         let limit = 1 << 20;
         let routers: Vec<axum::Router> = [true, false]
             .map(|fast_path| {
-                let options = clutch_mcp::Options { body_limit_bytes: limit, fast_path, ..Default::default() };
-                clutch_mcp::router(daemon.engine.clone(), &options).unwrap()
+                let options = clutch_mcp::Options { body_limit_bytes: limit, fast_path };
+                clutch_mcp::router(daemon.engine.clone(), &options)
             })
             .into();
         // The largest answer to a valid request: tools/list (every tool with its schemas).
