@@ -172,6 +172,9 @@ pub enum ConfigCommand {
     /// summary line per file, or every error as FILE:LINE:COLUMN: FIELD: WHY (exit code 1).
     #[command(after_help = CONFIG_EXAMPLES)]
     Check(CheckArgs),
+    /// Print every key `clutch.toml` takes, with its type, default, `CLUTCH_*` variable and what it
+    /// does, as Markdown (the same as docs/config/reference.md).
+    Reference,
 }
 
 #[derive(Debug, Args)]

@@ -145,8 +145,11 @@ pub struct A2a {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct A2aKey {
+    /// Names the partner: its tasks are sent as `user:a2a.<name>`.
     pub name: String,
+    /// The environment variable holding the key (never the key itself).
     pub key_env: String,
+    /// The skills the partner may ask for; empty: any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<String>,
 }
@@ -206,6 +209,7 @@ pub struct EngineTimers {
     pub max_routings: u32,
     /// First backoff before a retry; doubles per retry up to `retry_backoff_max_ms`, with jitter.
     pub retry_backoff_ms: u64,
+    /// The longest backoff between retries.
     pub retry_backoff_max_ms: u64,
     /// How long a task waits for a busy or offline agent before it fails.
     pub queue_timeout_ms: u64,
@@ -301,8 +305,12 @@ pub struct Limits {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogService {
+    /// Messages committed in one transaction at most (group commit).
     pub batch_max: u64,
+    /// Appends waiting for the writer at most; past it, callers wait (backpressure).
     pub queue: u64,
+    /// Events a live subscriber may fall behind before it is cut off (`SLOW_CONSUMER`; it resumes
+    /// with `after=`).
     pub subscriber_buffer: u64,
 }
 
@@ -398,6 +406,11 @@ enum Kind {
     List,
     /// Separated like `PATH` (`x-env: paths` in the schema).
     Paths,
+}
+
+/// The keys the environment can set (`engine.accept_timeout_ms`), for the config reference.
+pub fn env_keys() -> Vec<String> {
+    keys().into_iter().map(|k| k.path).collect()
 }
 
 /// Every key the environment can set, from [`Config`]'s fields (its JSON Schema): sections are

@@ -14,6 +14,7 @@ mod mcp;
 mod policy;
 mod positions;
 mod prune;
+mod reference;
 mod render;
 mod replay;
 mod send;
@@ -88,6 +89,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             use std::io::Write;
             let mut stdout = std::io::stdout();
             stdout.write_all(loaded.config.to_toml()?.as_bytes())?;
+            stdout.flush()?;
+            Ok(())
+        }
+        Command::Config { command: ConfigCommand::Reference } => {
+            use std::io::Write;
+            let mut stdout = std::io::stdout();
+            stdout.write_all(reference::render().as_bytes())?;
             stdout.flush()?;
             Ok(())
         }

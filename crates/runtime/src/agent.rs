@@ -52,8 +52,10 @@ pub struct Config {
     /// provider's per-call `timeout_ms`).
     #[serde(default = "default_task_timeout_ms")]
     pub task_timeout_ms: u64,
+    /// Output tokens per call at most, when not the provider's `max_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// Sampling temperature, when not the provider's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
     /// What the agent may spend in all (its card's budget, which the engine accounts).
@@ -80,8 +82,10 @@ pub struct Section {
     pub max_turns: u32,
     #[serde(default = "default_task_timeout_ms")]
     pub task_timeout_ms: u64,
+    /// Output tokens per call at most, when not the provider's `max_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// Sampling temperature, when not the provider's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -42,8 +42,10 @@ pub struct Config {
     pub api_key_env: Option<String>,
     /// The model agents use unless they name one.
     pub model: String,
+    /// Output tokens per call at most, unless an agent says otherwise.
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,
+    /// Sampling temperature, unless an agent says otherwise; absent: the provider's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
     /// Stream answers (SSE) or take them whole.

@@ -51,6 +51,7 @@ pub struct ServerConfig {
     /// The command that starts it, speaking MCP on its stdin and stdout (found on `PATH`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// The command's arguments.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
     /// Variables set for the command besides the daemon's own environment (never shown).
