@@ -9,9 +9,11 @@
 //! again after a backoff (core's, 0.2 s doubling to 30 s); its state, restarts and last error are in
 //! [`Servers::servers`] (`GET /v1/tools`).
 //!
-//! A call waits up to the server's `connect_timeout_ms` for it to be ready, then up to its
-//! `call_timeout_ms` for the answer. The answer keeps the tool's content blocks and structured
-//! content; a tool that reports an error (`isError`) is `TOOL_FAILED`; no connection is
+//! A call waits up to the server's `connect_timeout_ms` for it to be ready (once: the wait its
+//! annotations began, asked just before it is made, is the one the call finishes), then up to its
+//! `call_timeout_ms` for the answer. A command that exits is reported with its exit status and the
+//! last lines it wrote on stderr (bounded, as errors quote input). The answer keeps the tool's
+//! content blocks and structured content; a tool that reports an error (`isError`) is `TOOL_FAILED`; no connection is
 //! `TOOL_UNAVAILABLE` (retryable: the call was not made); no answer in time is `TOOL_TIMEOUT`; a
 //! server that stops mid-call is `TOOL_IN_DOUBT`. The last two are retryable only for a read-only or
 //! idempotent tool, as its annotations say. An HTTP server has no process to watch: a call that finds
@@ -19,8 +21,8 @@
 //! stream is resumed three times (0.2, 0.4, 0.8 s) before its call is in doubt; a request refused at
 //! connect was never made and is `TOOL_UNAVAILABLE`.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use clutch_core::adapter::{Adapter, Answer, BoxFuture};
@@ -28,7 +30,7 @@ use clutch_core::view::{ServerState, Tool, ToolAnnotations, ToolServer};
 use clutch_core::{payload, tool};
 use clutch_proto::{ErrorCode, Message, MessageType};
 use rmcp::model::{CallToolRequestParams, ClientConfig, Implementation, ProtocolVersion};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
+use rmcp::service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceError};
@@ -38,6 +40,7 @@ use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// The adapter's name: the prefix of its tools (`mcp:files/read_file`).
 pub const ADAPTER: &str = "mcp";
@@ -126,6 +129,10 @@ struct Server {
     /// Told by a call that found the connection broken (an HTTP server that went away keeps no
     /// process to exit): the supervisor connects again, with a new session.
     lost: tokio::sync::Notify,
+    /// Until when each call (by its message's id) waits for a connection: the dispatcher asks for a
+    /// call's annotations and then makes it, and both wait for the server, so the second finishes
+    /// the first one's wait rather than starting another.
+    waits: Mutex<HashMap<String, Instant>>,
 }
 
 struct Status {
@@ -156,7 +163,13 @@ impl Servers {
                 let status =
                     Status { state: ServerState::Starting, error: None, restarts: 0, tools: Vec::new(), service: None };
                 let (changed, _) = watch::channel(0);
-                let server = Server { config, status: RwLock::new(status), changed, lost: tokio::sync::Notify::new() };
+                let server = Server {
+                    config,
+                    status: RwLock::new(status),
+                    changed,
+                    lost: tokio::sync::Notify::new(),
+                    waits: Mutex::default(),
+                };
                 (server.config.name.clone(), Arc::new(server))
             })
             .collect();
@@ -204,7 +217,9 @@ impl Adapter for Servers {
                 return error(ErrorCode::ToolUnavailable, "no such MCP server is declared".into(), false);
             };
             let args = payload::read::<payload::ToolCall>(&message.payload).map(|c| c.args).unwrap_or_default();
-            server.call(&tool, args).await
+            let answer = server.call(&message.id, &tool, args).await;
+            server.waits.lock().unwrap_or_else(|e| e.into_inner()).remove(&message.id);
+            answer
         })
     }
 
@@ -216,8 +231,7 @@ impl Adapter for Servers {
         Box::pin(async move {
             let (server, tool) = self.server_of(message)?;
             // Its tools are known once it is connected (a start takes up calls before that).
-            let connect = Duration::from_millis(server.config.connect_timeout_ms);
-            let _ = tokio::time::timeout(connect, server.wait_ready()).await;
+            let _ = tokio::time::timeout_at(server.wait_until(&message.id), server.wait_ready()).await;
             server.annotations(&tool)
         })
     }
@@ -261,6 +275,17 @@ impl Server {
         self.status().tools.iter().find(|t| t.name == tool).map(annotations)
     }
 
+    /// Until when call `call` waits for a connection: `connect_timeout_ms` from its first wait. A
+    /// call that comes back later than that after its wait ended (it waited for an approval
+    /// meanwhile) waits anew; waits long over are forgotten.
+    fn wait_until(&self, call: &str) -> Instant {
+        let now = Instant::now();
+        let connect = Duration::from_millis(self.config.connect_timeout_ms);
+        let mut waits = self.waits.lock().unwrap_or_else(|e| e.into_inner());
+        waits.retain(|_, until| *until + connect > now);
+        *waits.entry(call.to_owned()).or_insert(now + connect)
+    }
+
     async fn wait_ready(&self) {
         let mut changed = self.changed.subscribe();
         while self.status().service.is_none() {
@@ -270,13 +295,12 @@ impl Server {
         }
     }
 
-    async fn call(&self, tool: &str, args: serde_json::Map<String, Value>) -> Answer {
-        let connect = Duration::from_millis(self.config.connect_timeout_ms);
-        if tokio::time::timeout(connect, self.wait_ready()).await.is_err() {
+    async fn call(&self, call: &str, tool: &str, args: serde_json::Map<String, Value>) -> Answer {
+        if tokio::time::timeout_at(self.wait_until(call), self.wait_ready()).await.is_err() {
             let why = self.status().error.clone().unwrap_or_else(|| "it is starting".into());
             return error(
                 ErrorCode::ToolUnavailable,
-                format!("MCP server {} is not connected ({why}); the call was not made", self.config.name),
+                bounded(format!("MCP server {} is not connected ({why}); the call was not made", self.config.name)),
                 true,
             );
         }
@@ -401,9 +425,11 @@ async fn supervise(server: Arc<Server>, http: Option<clutch_outbound::Client>, m
     let mut failures: u32 = 0;
     loop {
         let connect = Duration::from_millis(server.config.connect_timeout_ms);
-        let attempt = tokio::time::timeout(connect, connect_to(&server.config, http.as_ref())).await;
+        // What this start's command writes on stderr, kept past a connection given up on.
+        let said = Tail::default();
+        let attempt = tokio::time::timeout(connect, connect_to(&server.config, http.as_ref(), &said)).await;
         match attempt {
-            Ok(Ok((service, mut child))) => {
+            Ok(Ok((service, mut process))) => {
                 let service = Arc::new(service);
                 match tokio::time::timeout(connect, service.peer().list_all_tools()).await {
                     Ok(Ok(tools)) => {
@@ -415,7 +441,7 @@ async fn supervise(server: Arc<Server>, http: Option<clutch_outbound::Client>, m
                             s.tools = tools;
                             s.service = Some(service.clone());
                         });
-                        let why = ended(&server, &service, child.as_mut(), &mut stop).await;
+                        let why = ended(&server, &service, process.as_mut(), &mut stop).await;
                         server.set(|s| s.service = None);
                         if *stop.borrow() {
                             break;
@@ -426,12 +452,15 @@ async fn supervise(server: Arc<Server>, http: Option<clutch_outbound::Client>, m
                     Ok(Err(e)) => server.set(|s| s.error = Some(format!("listing its tools failed: {e}"))),
                     Err(_) => server.set(|s| s.error = Some("listing its tools timed out".into())),
                 }
-                if let Some(child) = child.as_mut() {
-                    let _ = child.kill().await;
+                if let Some(process) = process.as_mut() {
+                    let _ = process.child.kill().await;
                 }
             }
             Ok(Err(why)) => server.set(|s| s.error = Some(why)),
-            Err(_) => server.set(|s| s.error = Some(format!("connecting took longer than {} ms", connect.as_millis()))),
+            Err(_) => {
+                let why = bounded(format!("connecting took longer than {} ms{}", connect.as_millis(), said.said()));
+                server.set(|s| s.error = Some(why));
+            }
         }
         if *stop.borrow() {
             break;
@@ -461,15 +490,15 @@ async fn supervise(server: Arc<Server>, http: Option<clutch_outbound::Client>, m
 async fn ended(
     server: &Server,
     service: &RunningService<RoleClient, ClientConfig>,
-    child: Option<&mut Child>,
+    process: Option<&mut Process>,
     stop: &mut watch::Receiver<bool>,
 ) -> String {
     let exited = async {
-        match child {
-            Some(child) => match child.wait().await {
-                Ok(status) => format!("its command exited ({status})"),
-                Err(e) => format!("its command could not be waited for: {e}"),
-            },
+        match process {
+            Some(process) => {
+                let _ = process.child.wait().await;
+                process.stopped(EXIT_WAIT).await
+            }
             None => std::future::pending().await,
         }
     };
@@ -487,9 +516,104 @@ async fn ended(
     }
 }
 
-type Connected = (RunningService<RoleClient, ClientConfig>, Option<Child>);
+/// How many of the last lines a command wrote on stderr an error quotes.
+const TAIL_LINES: usize = 5;
+/// How long a command whose connection ended is given to exit, and its stderr to reach its end,
+/// before it is killed (and said to have stopped without them).
+const EXIT_WAIT: Duration = Duration::from_secs(2);
 
-async fn connect_to(config: &ServerConfig, http: Option<&clutch_outbound::Client>) -> Result<Connected, String> {
+/// The last lines a server's command wrote on its stderr, for the errors that say why it stopped:
+/// at most [`TAIL_LINES`], each cut to what an error quotes of any input
+/// (`proto::error::QUOTE_MAX`). Only what the command itself printed: never its arguments or
+/// environment.
+#[derive(Clone, Default)]
+struct Tail(Arc<Mutex<VecDeque<String>>>);
+
+impl Tail {
+    fn push(&self, line: &str) {
+        let line = line.trim_end();
+        if line.is_empty() {
+            return;
+        }
+        let mut lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.len() == TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(clutch_proto::error::quote(line).into_owned());
+    }
+
+    /// `; its stderr ended with: `a` `b``, or nothing when it wrote nothing.
+    fn said(&self) -> String {
+        let lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.is_empty() {
+            return String::new();
+        }
+        let quoted: Vec<String> = lines.iter().map(|l| format!("`{}`", l.replace('`', "'"))).collect();
+        format!("; its stderr ended with: {}", quoted.join(" "))
+    }
+}
+
+/// `e` and what caused it (`... error sending request ...: tcp connect error: Connection refused`):
+/// rmcp's errors name the transport's error, and its HTTP client's the request's, only in their
+/// words, not as their source, so each step is taken here.
+fn causes(e: &ClientInitializeError) -> String {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    let mut out = e.to_string();
+    let mut source: Option<&(dyn std::error::Error + 'static)> = match e {
+        ClientInitializeError::TransportError { error, .. } => Some(error),
+        _ => std::error::Error::source(e),
+    };
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !out.contains(&said) {
+            out = format!("{out}: {said}");
+        }
+        source = match cause.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            Some(StreamableHttpError::Client(client)) => Some(client),
+            _ => cause.source(),
+        };
+    }
+    out
+}
+
+/// An error about a server, bounded as every error is (it quotes what the server said).
+fn bounded(why: String) -> String {
+    clutch_proto::error::bound_text(&why, clutch_proto::error::MESSAGE_MAX).into_owned()
+}
+
+/// A server's command as it runs: the process, and the task reading its stderr (each line to the
+/// daemon's log, at debug, and the last ones to `tail`), which ends with it.
+struct Process {
+    child: Child,
+    reader: tokio::task::JoinHandle<()>,
+    tail: Tail,
+}
+
+impl Process {
+    /// Why the command stopped: its exit status and the last lines of its stderr. It is given `grace`
+    /// to exit by itself (its connection ended: it is on its way out), then killed.
+    async fn stopped(&mut self, grace: Duration) -> String {
+        let status = match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(Ok(status)) => format!("its command exited ({status})"),
+            Ok(Err(e)) => format!("its command could not be waited for: {e}"),
+            Err(_) => {
+                let _ = self.child.kill().await;
+                "its command was killed".to_owned()
+            }
+        };
+        // The reader ends at the stderr's end: the last lines are in the tail then.
+        let _ = tokio::time::timeout(EXIT_WAIT, &mut self.reader).await;
+        bounded(format!("{status}{}", self.tail.said()))
+    }
+}
+
+type Connected = (RunningService<RoleClient, ClientConfig>, Option<Process>);
+
+async fn connect_to(
+    config: &ServerConfig,
+    http: Option<&clutch_outbound::Client>,
+    tail: &Tail,
+) -> Result<Connected, String> {
     let mut info = ClientConfig::default();
     info.client_info = Implementation::new("clutch", env!("CARGO_PKG_VERSION"));
     let lifecycle =
@@ -507,7 +631,7 @@ async fn connect_to(config: &ServerConfig, http: Option<&clutch_outbound::Client
             transport.custom_headers.insert(name, value);
         }
         let transport = StreamableHttpClientTransport::with_client(client, transport);
-        let service = info.serve_with_lifecycle(transport, lifecycle).await.map_err(|e| format!("{e}"))?;
+        let service = info.serve_with_lifecycle(transport, lifecycle).await.map_err(|e| bounded(causes(&e)))?;
         return Ok((service, None));
     }
     let command = config.command.as_deref().unwrap_or_default();
@@ -520,24 +644,33 @@ async fn connect_to(config: &ServerConfig, http: Option<&clutch_outbound::Client
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-    // What it writes on stderr goes to the daemon's log, at debug.
-    if let Some(stderr) = child.stderr.take() {
-        let name = config.name.clone();
+    // What it writes on stderr goes to the daemon's log, at debug; its last lines are kept.
+    let Some(stderr) = child.stderr.take() else {
+        return Err("the command's stderr is not available".into());
+    };
+    let reader = {
+        let (name, tail) = (config.name.clone(), tail.clone());
         tokio::spawn(async move {
             let mut lines = tokio::io::BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 tracing::debug!(server = %name, "{}", clutch_proto::error::clip(&line, 1000));
+                tail.push(&line);
             }
-        });
-    }
+        })
+    };
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
         return Err("the command's stdin and stdout are not available".into());
     };
+    let mut process = Process { child, reader, tail: tail.clone() };
     match info.serve_with_lifecycle((stdout, stdin), lifecycle).await {
-        Ok(service) => Ok((service, Some(child))),
+        Ok(service) => Ok((service, Some(process))),
         Err(e) => {
-            let _ = child.kill().await;
-            Err(format!("it did not complete the MCP handshake: {e}"))
+            // Its stdout closed, or its stdin: the command is exiting (a server that cannot start
+            // says why on stderr). Anything else (it spoke no MCP): it is killed at once.
+            let exiting =
+                matches!(e, ClientInitializeError::ConnectionClosed(_) | ClientInitializeError::TransportError { .. });
+            let why = process.stopped(if exiting { EXIT_WAIT } else { Duration::ZERO }).await;
+            Err(bounded(format!("it did not complete the MCP handshake ({}); {why}", causes(&e))))
         }
     }
 }

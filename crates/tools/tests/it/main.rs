@@ -1,6 +1,7 @@
 //! The MCP client adapter against real MCP servers nobody here wrote: the reference
 //! `@modelcontextprotocol/server-everything` (npm, installed into ./node_modules by the test
 //! command; over stdio and Streamable HTTP) and `mcp-server-git` (PyPI, installed into .tools/venv),
+//! and servers that are not there (an address nobody listens at, a command that exits at start),
 //! in a daemon built as `clutch serve` builds it (the HTTP face aside: calls go in as `tool.call`
 //! messages through the engine, as every face submits them, and come back as `tool.result` /
 //! `tool.error` in the log).
@@ -658,5 +659,95 @@ async fn a_git_server_changes_a_repository_and_waits_for_approval_to_destroy() {
         ["tool.call", "approval.requested.v1", "approval.decided.v1", "tool.started.v1", "tool.result"]
     );
     assert_eq!(git(&repo, &["diff", "--cached", "--name-only"]), "", "unstaged");
+    d.app.stop().await.unwrap();
+}
+
+/// A stdio server that is `script` run by `sh`, connected within `connect_timeout_ms`.
+fn shell(name: &str, script: &str, connect_timeout_ms: u64) -> ServerConfig {
+    ServerConfig {
+        name: name.to_owned(),
+        command: Some("sh".into()),
+        args: vec!["-c".into(), script.to_owned()],
+        env: [("SERVER_TOKEN".to_owned(), "s3cr3t-never-printed".to_owned())].into(),
+        url: None,
+        headers: Default::default(),
+        connect_timeout_ms,
+        call_timeout_ms: 60_000,
+    }
+}
+
+/// Calls `tool` and waits for its answer: the answer and how long it took from the call's submit.
+async fn timed_call(d: &Daemon, tool: &str) -> (Value, Duration) {
+    let began = std::time::Instant::now();
+    let (_, task) = d.call("agent:ken", tool, json!({"message": "hi"})).await.unwrap();
+    let (answer, _) = d.answer(&task).await;
+    (answer, began.elapsed())
+}
+
+/// A server that is down (nothing listens at its address) refuses a call after one wait for a
+/// connection, not one for the call's annotations and another for the call itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_to_a_server_that_is_down_waits_for_it_once() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let connect = Duration::from_millis(1_500);
+    let config = ServerConfig {
+        name: "down".into(),
+        command: None,
+        args: Vec::new(),
+        env: Default::default(),
+        url: Some(format!("http://127.0.0.1:{port}/mcp")),
+        headers: Default::default(),
+        connect_timeout_ms: connect.as_millis() as u64,
+        call_timeout_ms: 60_000,
+    };
+    let policy = clutch_core::guard::Policy::new(&[], true, &Default::default()).unwrap();
+    let engine = clutch_core::engine::Options { outbound: Arc::new(policy), ..Default::default() };
+    let d = start_with(tempfile::tempdir().unwrap(), Some(vec![config]), engine).await;
+    let (answer, took) = timed_call(&d, "mcp:down/echo").await;
+    assert_eq!(
+        (answer["payload"]["code"].as_str(), answer["payload"]["retryable"].as_bool()),
+        (Some("TOOL_UNAVAILABLE"), Some(true)),
+        "{answer}"
+    );
+    let message = answer["payload"]["message"].as_str().unwrap();
+    assert!(message.contains("not connected") && message.contains("Connection refused"), "says why: {message}");
+    assert!(took >= connect, "the call waited for the server to come: {took:?}");
+    assert!(took < 2 * connect, "one wait of {connect:?}, not two: {took:?}");
+    d.app.stop().await.unwrap();
+}
+
+/// A server whose command exits at start is reported with its exit status and the last lines it
+/// wrote on stderr, in the listing and in the refused call's error; what it wrote is bounded, and
+/// nothing of its environment is shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_exits_at_start_says_its_status_and_its_last_words() {
+    let connect = Duration::from_millis(1_000);
+    let gone = shell("gone", "echo 'cannot open the index' >&2; echo boom >&2; exit 3", 1_000);
+    // 200 lines of 1,000 characters each, then the one that says why.
+    let chatty = shell(
+        "chatty",
+        "i=0; while [ $i -lt 200 ]; do printf 'line %d %01000d\\n' $i 0 >&2; i=$((i+1)); done; \
+         echo 'last words' >&2; exit 4",
+        1_000,
+    );
+    let d = start(vec![gone, chatty]).await;
+
+    let (answer, took) = timed_call(&d, "mcp:gone/echo").await;
+    assert_eq!(answer["payload"]["code"], "TOOL_UNAVAILABLE", "{answer}");
+    let message = answer["payload"]["message"].as_str().unwrap();
+    assert!(message.contains("exit status: 3"), "the exit status: {message}");
+    assert!(message.contains("`cannot open the index` `boom`"), "its stderr's last lines, in order: {message}");
+    assert!(!message.contains("s3cr3t"), "nothing of its environment: {message}");
+    assert!(took < 2 * connect, "one wait for a connection: {took:?}");
+    let listed = d.tools().await.servers.into_iter().find(|s| s.name == "mcp:gone").unwrap();
+    let error = listed.error.unwrap_or_default();
+    assert!(error.contains("exit status: 3") && error.contains("boom"), "the listing says why too: {error}");
+
+    let (answer, _) = timed_call(&d, "mcp:chatty/echo").await;
+    let message = answer["payload"]["message"].as_str().unwrap();
+    assert!(message.contains("exit status: 4") && message.contains("`last words`"), "{message}");
+    assert!(!message.contains("line 0 "), "only the last lines: {message}");
+    let max = clutch_proto::error::MESSAGE_MAX;
+    assert!(message.chars().count() <= max, "bounded to {max}: {} characters", message.chars().count());
     d.app.stop().await.unwrap();
 }
