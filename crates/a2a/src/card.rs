@@ -1,7 +1,9 @@
 //! The hub's Agent Card: one A2A agent whose skills are the capabilities of the agents registered
-//! now (seed 003, decision point 1), so it changes as agents come and go. One card both versions
-//! read: the 1.0 fields (`supportedInterfaces`, `capabilities`, `skills`...) plus 0.3's top-level
-//! `url`, `preferredTransport`, `protocolVersion` and `additionalInterfaces`.
+//! now (seed 003, decision point 1), so it changes as agents come and go. Written in the version
+//! asked for, each with its own fields only: the 1.0 card (`supportedInterfaces`, naming the 0.3
+//! endpoint beside the 1.0 ones; `securitySchemes` as 1.0's wrappers, `securityRequirements`), and
+//! the 0.3 card (top-level `url`, `preferredTransport`, `protocolVersion`, `additionalInterfaces`,
+//! `supportsAuthenticatedExtendedCard`; OpenAPI-style `securitySchemes`, `security`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,11 +11,13 @@ use clutch_core::Engine;
 use clutch_core::registry::Status;
 use serde_json::{Value, json};
 
-/// The card, for a hub reached at `base` (`http://host:port`, no trailing slash); `guarded` when it
-/// asks callers for credentials (the card then declares the schemes it takes: either will do, and
-/// an extended card is offered). The `extended` card, for a caller with a credential, also names
-/// the agents behind each skill, which the public one keeps to itself.
-pub fn card(engine: &Engine, base: &str, guarded: bool, extended: bool) -> Value {
+use crate::wire::Version;
+
+/// The card in `version`, for a hub reached at `base` (`http://host:port`, no trailing slash);
+/// `guarded` when it asks callers for credentials (the card then declares the schemes it takes:
+/// either will do, and an extended card is offered). The `extended` card, for a caller with a
+/// credential, also names the agents behind each skill, which the public one keeps to itself.
+pub fn card(engine: &Engine, base: &str, guarded: bool, extended: bool, version: Version) -> Value {
     // capability id → (agents offering it, their tags)
     let mut skills: BTreeMap<String, (BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
     let offered = engine.with_agents(|a| {
@@ -50,36 +54,63 @@ pub fn card(engine: &Engine, base: &str, guarded: bool, extended: bool) -> Value
         })
         .collect();
     let url = format!("{base}/a2a");
-    let mut card = json!({
-        "name": "Clutch",
-        "description": "A Clutch hub: a control plane for a team of agents. Each message becomes a task the hub routes to the best agent for the skill it names; the task's state, messages and result come back as A2A.",
-        "version": env!("CARGO_PKG_VERSION"),
-        "provider": {"organization": "Clutch", "url": base},
-        "supportedInterfaces": [
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-            {"url": format!("{base}{}", crate::rest::PATH), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
-        ],
-        "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": guarded},
-        "defaultInputModes": ["text/plain", "application/json"],
-        "defaultOutputModes": ["text/plain", "application/json"],
-        "skills": skills,
-        // 0.3 readers: the same endpoint at the top level.
-        "url": url,
-        "preferredTransport": "JSONRPC",
-        "protocolVersion": "0.3",
-        "additionalInterfaces": [{"url": url, "transport": "JSONRPC"}],
-        "supportsAuthenticatedExtendedCard": guarded,
-    });
+    let name = "Clutch";
+    let description = "A Clutch hub: a control plane for a team of agents. Each message becomes a task the hub routes to the best agent for the skill it names; the task's state, messages and result come back as A2A.";
+    let modes = json!(["text/plain", "application/json"]);
+    let mut card = match version {
+        Version::V10 => json!({
+            "name": name,
+            "description": description,
+            "version": env!("CARGO_PKG_VERSION"),
+            "provider": {"organization": "Clutch", "url": base},
+            "supportedInterfaces": [
+                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+                {"url": format!("{base}{}", crate::rest::PATH), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            ],
+            "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": guarded},
+            "defaultInputModes": modes,
+            "defaultOutputModes": modes,
+            "skills": skills,
+        }),
+        // 0.3 has no HTTP+JSON binding of this hub's (its REST binding is 1.0's).
+        Version::V03 => json!({
+            "protocolVersion": "0.3",
+            "name": name,
+            "description": description,
+            "url": url,
+            "preferredTransport": "JSONRPC",
+            "additionalInterfaces": [{"url": url, "transport": "JSONRPC"}],
+            "version": env!("CARGO_PKG_VERSION"),
+            "provider": {"organization": "Clutch", "url": base},
+            "capabilities": {"streaming": true, "pushNotifications": true},
+            "defaultInputModes": modes,
+            "defaultOutputModes": modes,
+            "skills": skills,
+            "supportsAuthenticatedExtendedCard": guarded,
+        }),
+    };
     if guarded {
-        card["securitySchemes"] = json!({
-            "apiKey": {"apiKeySecurityScheme": {"location": "header", "name": "X-API-Key", "description": "A partner's key, scoped to skills."}},
-            "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "description": "A partner's key, or one of the hub's API tokens."}},
-        });
-        card["securityRequirements"] =
-            json!([{"schemes": {"apiKey": {"list": []}}}, {"schemes": {"bearer": {"list": []}}}]);
-        // 0.3 readers: which schemes, by name (either will do).
-        card["security"] = json!([{"apiKey": []}, {"bearer": []}]);
+        let (api_key, bearer) =
+            ("A partner's key, scoped to skills.", "A partner's key, or one of the hub's API tokens.");
+        match version {
+            Version::V10 => {
+                card["securitySchemes"] = json!({
+                    "apiKey": {"apiKeySecurityScheme": {"location": "header", "name": "X-API-Key", "description": api_key}},
+                    "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "description": bearer}},
+                });
+                card["securityRequirements"] =
+                    json!([{"schemes": {"apiKey": {"list": []}}}, {"schemes": {"bearer": {"list": []}}}]);
+            }
+            Version::V03 => {
+                card["securitySchemes"] = json!({
+                    "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key", "description": api_key},
+                    "bearer": {"type": "http", "scheme": "bearer", "description": bearer},
+                });
+                // Either will do.
+                card["security"] = json!([{"apiKey": []}, {"bearer": []}]);
+            }
+        }
     }
     card
 }

@@ -31,8 +31,9 @@ pub const SKILL: &str = "skill:a2a-conformance";
 /// How long a long-running task (`test-resubscribe-message-id`) works: twice the kits' default
 /// streaming timeout (2 s), as both kits ask of a system under test.
 const LONG_RUNNING: Duration = Duration::from_secs(4);
-/// How long an ordinary 0.3 task works before it completes: the 0.3 kit continues, reads and
-/// cancels the tasks it starts meanwhile (its reference agent takes 1.2 s).
+/// How long an ordinary 0.3 task works before it completes (the kit's reference agent takes 1.2 s):
+/// a send that does not block, or a stream, sees it working, and the 0.3 kit reads and cancels such
+/// tasks meanwhile.
 const WORKING_0_3: Duration = Duration::from_secs(1);
 /// The pause after telling a step of a streamed scenario (working, then the artifact, then done), so
 /// that each is an event of its own for the client's stream.

@@ -1,10 +1,10 @@
 //! The A2A face of the daemon: the hub is one A2A agent. Its Agent Card (`/.well-known/agent-card.json`,
-//! and `/.well-known/agent.json` for older clients) lists the registered agents' capabilities as
-//! skills; its JSON-RPC endpoint (`POST /a2a`) takes A2A 1.0 (`SendMessage`, `SendStreamingMessage`,
-//! `GetTask`, `CancelTask`, `SubscribeToTask`) and their 0.3 names by the `A2A-Version` header. Every A2A
-//! message becomes a `task.request` the router gives to an agent with the skill it names, so each
-//! exchange is Clutch events in the log; A2A tasks are read back from the engine and the log.
-
+//! in the version the request names, 1.0 by default; `/.well-known/agent.json`, 0.3's) lists the
+//! registered agents' capabilities as skills; its JSON-RPC endpoint (`POST /a2a`) takes A2A 1.0
+//! (`SendMessage`, `SendStreamingMessage`, `GetTask`, `CancelTask`, `SubscribeToTask`) and their 0.3
+//! names by the `A2A-Version` header. Every A2A message becomes a `task.request` the router gives to
+//! an agent with the skill it names, so each exchange is Clutch events in the log; A2A tasks are
+//! read back from the engine and the log.
 //!
 //! The hub is an A2A client too (`remote`): an agent whose card names `endpoints.a2a.url` is a
 //! remote A2A agent (another Clutch hub, say); the tasks the router gives it are sent there and
@@ -46,6 +46,11 @@ pub struct Options {
     /// Run the conformance agent (`conformance`), which works every task given to it as the A2A
     /// TCK expects: for a hub kept for the kit, never beside real agents. Off by default.
     pub conformance: bool,
+    /// The card a request that names no A2A version gets at `/.well-known/agent-card.json`: the 1.0
+    /// card (the default), or the 0.3 card for a hub whose clients are 0.3 SDKs, which read that path
+    /// and send no version. Either way `A2A-Version` gets the card of its version, and
+    /// `/.well-known/agent.json` the 0.3 card.
+    pub unversioned_card: wire::Version,
 }
 
 impl Default for Options {
@@ -58,6 +63,7 @@ impl Default for Options {
             keys: Vec::new(),
             unauthenticated: auth::Unauthenticated::default(),
             conformance: false,
+            unversioned_card: wire::Version::V10,
         }
     }
 }

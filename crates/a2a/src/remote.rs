@@ -94,7 +94,8 @@ impl Remote {
         let Ok(parsed) = reqwest::Url::parse(url) else { return false };
         let at = format!("{}/.well-known/agent-card.json", parsed.origin().ascii_serialization());
         let Ok(request) = self.client.request(reqwest::Method::GET, &at) else { return false };
-        let card: Option<Value> = match request.send().await {
+        // As a 1.0 client (an agent that speaks only 0.3 ignores it and answers its 0.3 card).
+        let card: Option<Value> = match request.header("A2A-Version", "1.0").send().await {
             Ok(r) if r.status().is_success() => r.json().await.ok(),
             _ => None,
         };

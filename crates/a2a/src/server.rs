@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
@@ -54,7 +54,7 @@ pub(crate) fn router(log: Handle, engine: Engine, options: Options) -> Router {
     let face = Face { log, engine, options: Arc::new(options) };
     Router::new()
         .route("/.well-known/agent-card.json", get(agent_card))
-        .route("/.well-known/agent.json", get(agent_card))
+        .route("/.well-known/agent.json", get(legacy_agent_card))
         .route("/a2a", post(rpc))
         .route("/a2a/", post(rpc))
         .route(&format!("{}/{{*path}}", crate::rest::PATH), any(crate::rest::serve))
@@ -66,19 +66,56 @@ pub(crate) fn api_router(log: Handle, engine: Engine, options: Options) -> Route
     Router::new().route("/v1/a2a/send", post(crate::send::send)).with_state(face)
 }
 
-/// The card, with an `ETag` (a client revalidates it cheaply; it changes as agents come and go).
-async fn agent_card(State(face): State<Face>, headers: HeaderMap) -> Response {
+/// How long a client may keep the card before it asks again (revalidating with its `ETag`, which
+/// costs a 304): the card changes as agents come and go, so a minute.
+const CARD_MAX_AGE_SECS: u64 = 60;
+
+/// `/.well-known/agent-card.json`: the card in the version asked for, else the one
+/// `Options::unversioned_card` names (1.0 unless the operator says 0.3).
+async fn agent_card(State(face): State<Face>, uri: Uri, headers: HeaderMap) -> Response {
+    let unversioned = face.options.unversioned_card;
+    card_response(&face, &uri, &headers, unversioned)
+}
+
+/// `/.well-known/agent.json`, the path of A2A before 0.3 (0.3 SDKs still name it): the 0.3 card,
+/// unless the request asks for another version.
+async fn legacy_agent_card(State(face): State<Face>, uri: Uri, headers: HeaderMap) -> Response {
+    card_response(&face, &uri, &headers, Version::V03)
+}
+
+/// The card in the version the request names (`A2A-Version`, as a header or a query parameter),
+/// `unversioned` when it names none; a version the hub does not speak gets the 1.0 card, whose
+/// interfaces say which versions it does. Cacheable: `Cache-Control` with a `max-age`, an `ETag`
+/// (a hash of the card), 304 for an `If-None-Match` naming it, `Vary: A2A-Version`.
+fn card_response(face: &Face, uri: &Uri, headers: &HeaderMap, unversioned: Version) -> Response {
+    let version = match asked_version(headers, uri).as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+        None => unversioned,
+        Some(asked) => Version::parse(Some(asked)).unwrap_or(Version::V10),
+    };
     let guarded = crate::auth::guarded(&face.engine, &face.options);
-    let body = crate::card::card(&face.engine, &face.base(&headers), guarded, false).to_string();
+    let body = crate::card::card(&face.engine, &face.base(headers), guarded, false, version).to_string();
     let tag = {
         use sha2::Digest;
         format!("\"{}\"", &hex::encode(sha2::Sha256::digest(body.as_bytes()))[..16])
     };
-    let cache = [(header::ETAG, tag.clone()), (header::CACHE_CONTROL, "no-cache".to_owned())];
-    if headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(tag.as_str()) {
+    let cache = [
+        (header::ETAG, tag.clone()),
+        (header::CACHE_CONTROL, format!("public, max-age={CARD_MAX_AGE_SECS}")),
+        (header::VARY, "A2A-Version".to_owned()),
+    ];
+    let asked = headers.get_all(header::IF_NONE_MATCH).iter().filter_map(|v| v.to_str().ok());
+    if asked.flat_map(|v| v.split(',')).map(str::trim).any(|t| t == "*" || t.trim_start_matches("W/") == tag) {
         return (StatusCode::NOT_MODIFIED, cache).into_response();
     }
     (cache, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// The version a request names: its `A2A-Version` header, else its `A2A-Version` query parameter.
+fn asked_version(headers: &HeaderMap, uri: &Uri) -> Option<String> {
+    headers.get("a2a-version").and_then(|v| v.to_str().ok()).map(str::to_owned).or_else(|| {
+        let query = uri.query()?;
+        query.split('&').find_map(|kv| kv.strip_prefix("A2A-Version=").map(str::to_owned))
+    })
 }
 
 /// Who calls, from a request's `X-API-Key` and bearer credentials; a refusal says why
@@ -97,10 +134,7 @@ pub(crate) fn identify_request(face: &Face, headers: &HeaderMap) -> Result<Who, 
 async fn rpc(State(face): State<Face>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let who = identify_request(&face, &parts.headers);
-    let asked = parts.headers.get("a2a-version").and_then(|v| v.to_str().ok()).map(str::to_owned).or_else(|| {
-        let query = parts.uri.query()?;
-        query.split('&').find_map(|kv| kv.strip_prefix("A2A-Version=").map(str::to_owned))
-    });
+    let asked = asked_version(&parts.headers, &parts.uri);
     let a2a_json = parts
         .headers
         .get(header::CONTENT_TYPE)
@@ -414,11 +448,13 @@ impl Face {
             Op::Get => {
                 let id = task_id(params)?;
                 visible(&self.engine, who, &id).await?;
-                let history = history_length(params);
+                let history = history_length(params)?;
                 Ok(Reply::Json(wire::task_json(&self.task(&id, history).await?, version)))
             }
             Op::Cancel => self.cancel(version, params, who).await.map(Reply::Json),
             Op::Stream => {
+                // A stream tells no history, but a bad length is refused as a send refuses it.
+                history_length(params)?;
                 let message = message_of(params)?;
                 let task = message.task_id.clone().unwrap_or_else(|| id::generate(Kind::Task));
                 let after = self.engine.seq();
@@ -449,7 +485,7 @@ impl Face {
                         "the extended card is for callers with a credential",
                     ));
                 }
-                Ok(Reply::Json(crate::card::card(&self.engine, base, true, true)))
+                Ok(Reply::Json(crate::card::card(&self.engine, base, true, true, version)))
             }
         }
     }
@@ -527,8 +563,11 @@ impl Face {
         let blocking = match version {
             // 1.0: returnImmediately (default false) means "do not wait".
             Version::V10 => !setting("returnImmediately", "return_immediately").unwrap_or(false),
-            Version::V03 => setting("blocking", "blocking").unwrap_or(false),
+            // 0.3: blocking, unless it is false (the reference SDK's server blocks by default, and
+            // its clients wait for the answer).
+            Version::V03 => setting("blocking", "blocking").unwrap_or(true),
         };
+        let history = history_length(params)?;
         // Listening before it is stored: the end cannot slip by unseen.
         let message = message_of(params)?;
         // A new task's every event comes through the subscription, so it is shown from them, without
@@ -568,8 +607,8 @@ impl Face {
                         }
                         if moves {
                             let now = match &seen {
-                                Some(seen) => self.task_from(&task, seen, history_length(params)).await?,
-                                None => self.task(&task, history_length(params)).await?,
+                                Some(seen) => self.task_from(&task, seen, history).await?,
+                                None => self.task(&task, history).await?,
                             };
                             if now.state.ends_stream() {
                                 ended = Some(now);
@@ -586,7 +625,7 @@ impl Face {
         }
         let shown = match ended {
             Some(shown) => shown,
-            None => self.task(&task, history_length(params)).await?,
+            None => self.task(&task, history).await?,
         };
         // An agent that answered with a message, not a task: the client is answered so.
         if blocking
@@ -777,7 +816,7 @@ impl Face {
             ),
             None => None,
         };
-        let history = history_length(params);
+        let history = history_length(params)?;
         let artifacts = params
             .get("includeArtifacts")
             .or_else(|| params.get("include_artifacts"))
@@ -1040,13 +1079,25 @@ fn task_id(params: &Map<String, Value>) -> Result<String, RpcError> {
         .ok_or_else(|| RpcError::invalid_params("id: required, the task's id"))
 }
 
-fn history_length(params: &Map<String, Value>) -> Option<usize> {
-    params
-        .get("historyLength")
-        .or_else(|| params.get("history_length"))
-        .or_else(|| {
-            params.get("configuration").and_then(|c| c.get("historyLength").or_else(|| c.get("history_length")))
-        })
-        .and_then(Value::as_u64)
-        .map(|n| n as usize)
+/// The `historyLength` asked for (of the params, or of their `configuration`, as a send names it):
+/// none, or how many of the newest messages to show. Anything but a whole number, 0 or more (ProtoJSON
+/// may write it as a string), is refused, naming the field: a negative one is no length.
+fn history_length(params: &Map<String, Value>) -> Result<Option<usize>, RpcError> {
+    let keys = ["historyLength", "history_length"];
+    let configuration = params.get("configuration").and_then(Value::as_object);
+    let found = keys
+        .iter()
+        .find_map(|k| params.get(*k).map(|v| ((*k).to_owned(), v)))
+        .or_else(|| keys.iter().find_map(|k| configuration?.get(*k).map(|v| (format!("configuration.{k}"), v))));
+    let Some((field, value)) = found else { return Ok(None) };
+    let n = match value {
+        Value::Null => return Ok(None),
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse::<u64>().ok(),
+        _ => None,
+    };
+    n.map(|n| Some(n as usize)).ok_or_else(|| {
+        let got = clutch_proto::error::quote(&value.to_string()).into_owned();
+        RpcError::invalid_params(format!("{field}: a whole number, 0 or more, of messages to show (got `{got}`)"))
+    })
 }

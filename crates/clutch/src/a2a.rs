@@ -71,7 +71,9 @@ pub async fn run(command: A2aCommand) -> anyhow::Result<()> {
 async fn card(url: &str) -> anyhow::Result<(Value, String)> {
     let url = url.trim_end_matches('/');
     let at = if url.ends_with(".json") { url.to_owned() } else { format!("{url}/.well-known/agent-card.json") };
-    let response = reqwest::get(&at).await.with_context(|| format!("cannot reach {at}"))?;
+    // A 1.0 client says so (an agent that speaks only 0.3 ignores it and answers its 0.3 card).
+    let request = reqwest::Client::new().get(&at).header("A2A-Version", "1.0");
+    let response = request.send().await.with_context(|| format!("cannot reach {at}"))?;
     if !response.status().is_success() {
         bail!("{at} answered HTTP {}: is it an A2A agent?", response.status().as_u16());
     }

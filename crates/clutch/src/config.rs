@@ -139,6 +139,11 @@ pub struct A2a {
     /// Run the conformance agent, `agent:a2a-conformance`, which works every task given to it as the
     /// official A2A TCK expects (`scripts/test-a2a-tck`): for a hub kept for the kit only.
     pub conformance: bool,
+    /// The card a request naming no A2A version gets at `/.well-known/agent-card.json`: `1.0` (absent)
+    /// or `0.3`, for a hub whose clients are 0.3 SDKs (they read that path and send no version).
+    /// `A2A-Version` always gets its version's card, and `/.well-known/agent.json` the 0.3 card.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unversioned_card: Option<String>,
 }
 
 /// A partner's A2A key.
@@ -846,11 +851,17 @@ impl Config {
             }
             keys.push(Key { name: k.name.clone(), secret, skills: k.skills.clone() });
         }
+        let unversioned_card = match a.unversioned_card.as_deref().map(str::trim) {
+            None | Some("1.0") => clutch_a2a::wire::Version::V10,
+            Some("0.3") => clutch_a2a::wire::Version::V03,
+            Some(other) => anyhow::bail!("a2a.unversioned_card: `{}` is not 1.0 or 0.3", clip(other)),
+        };
         Ok(clutch_a2a::Options {
             public_url: a.public_url.clone(),
             keys,
             unauthenticated,
             conformance: a.conformance,
+            unversioned_card,
             ..clutch_a2a::Options::default()
         })
     }
@@ -1051,6 +1062,7 @@ mod tests {
                 "a2a.public_url" => "https://hub.example",
                 "outbound.allow" => "10.0.0.0/8, agents.internal",
                 "outbound.allow_loopback" | "a2a.conformance" => "true",
+                "a2a.unversioned_card" => "0.3",
                 "retention.archive" | "retention.remove" => "false",
                 "workspaces.roots" => "/srv/a:/srv/b",
                 _ => "7",
@@ -1351,6 +1363,13 @@ mod tests {
         assert!(!c.a2a_options().unwrap().conformance);
         let flags = ConfigArgs { a2a_conformance: true, ..ConfigArgs::default() };
         assert!(load_with(None, &[], flags).unwrap().a2a_options().unwrap().conformance);
+        // The card for requests naming no version: 1.0 unless the operator says 0.3.
+        assert_eq!(c.a2a_options().unwrap().unversioned_card, clutch_a2a::wire::Version::V10, "1.0 by default");
+        let c03 = load_with(Some("[a2a]\nunversioned_card = \"0.3\"\n"), &[], ConfigArgs::default()).unwrap();
+        assert_eq!(c03.a2a_options().unwrap().unversioned_card, clutch_a2a::wire::Version::V03);
+        let bad = load_with(Some("[a2a]\nunversioned_card = \"2.0\"\n"), &[], ConfigArgs::default()).unwrap();
+        let e = format!("{:#}", bad.a2a_options().unwrap_err());
+        assert!(e.contains("a2a.unversioned_card") && e.contains("2.0"), "{e}");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 """The A2A face checked with the official Python SDK (PyPI `a2a-sdk`, a client nobody here wrote)
 against a running Clutch daemon. The SDK's resolver reads the Agent Card; its ClientFactory makes
 the client for each interface the card names: for 1.0 its JSON-RPC client (`JsonRpcTransport`,
-`A2A-Version: 1.0`, `SendMessage`...), for 0.3 (the card as a 0.3 reader sees it: its top-level
-`url`, `preferredTransport`, `protocolVersion`) its compatibility client
+`A2A-Version: 1.0`, `SendMessage`...; the card read strictly has 1.0's fields only, and is cacheable),
+for 0.3 (the 0.3 card, at `/.well-known/agent.json` or asked for with `A2A-Version: 0.3`: its
+top-level `url`, `preferredTransport`, `protocolVersion`) its compatibility client
 (`a2a.compat.v0_3.jsonrpc_transport.CompatJsonRpcTransport`, `A2A-Version: 0.3`, `message/send`...).
 With each: a blocking send, a get, a send answered at once then polled, a cancel (and a second one,
 refused), an unknown task, a streamed send and a subscription to a task cancelled meanwhile (when the
@@ -66,8 +67,8 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
 
-KIM, SLOW = "agent:kim", "agent:slow"
-ANSWER, SLOW_SKILL = "skill:answer", "skill:slow"
+from hub_agents import ANSWER, KIM, SLOW, SLOW_SKILL, Agents
+
 TIMEOUT = 30.0
 
 
@@ -82,59 +83,6 @@ def expect(ok, why):
 
 def state_name(state):
     return TaskState.Name(state)
-
-
-# --- The agents, over the HTTP API ---------------------------------------------------------------
-
-
-class Agents(threading.Thread):
-    """agent:kim answers each task it is given; agent:slow only stays online."""
-
-    def __init__(self, base):
-        super().__init__(daemon=True)
-        self.http = httpx.Client(base_url=base, timeout=TIMEOUT)
-        self.stopping = threading.Event()
-        self.answered = set()
-
-    def register(self):
-        for agent, skill in ((KIM, ANSWER), (SLOW, SLOW_SKILL)):
-            card = {"v": "clutch/0.1", "agent_id": agent, "capabilities": [{"id": skill, "version": "1.0.0"}]}
-            r = self.http.post("/v1/agents", json=card)
-            r.raise_for_status()
-
-    def heartbeat(self):
-        for agent in (KIM, SLOW):
-            self.http.post(f"/v1/agents/{agent}/heartbeat", json={}).raise_for_status()
-
-    def run(self):
-        last_beat = time.monotonic()
-        while not self.stopping.is_set():
-            try:
-                if time.monotonic() - last_beat > 3:
-                    self.heartbeat()
-                    last_beat = time.monotonic()
-                r = self.http.get(f"/v1/inbox/{KIM}", params={"wait_seconds": 1})
-                r.raise_for_status()
-                for item in r.json().get("tasks", []):
-                    task_id = item["task"]["task_id"]
-                    if task_id in self.answered:
-                        continue
-                    goal = item["request"]["goal"]
-                    reply = {"agent_id": KIM, "status": "completed", "text": "42: " + goal}
-                    r = self.http.post(f"/v1/tasks/{task_id}/reply", json=reply)
-                    if r.status_code < 300:
-                        self.answered.add(task_id)
-                    else:
-                        print(f"worker: reply to {task_id}: HTTP {r.status_code} {r.text}", file=sys.stderr)
-            except Exception as e:  # the daemon going away ends the run anyway
-                if not self.stopping.is_set():
-                    print(f"worker: {e!r}", file=sys.stderr)
-                    time.sleep(0.5)
-
-    def stop(self):
-        self.stopping.set()
-        self.join(timeout=5)
-        self.http.close()
 
 
 # --- What went over the wire ---------------------------------------------------------------------
@@ -445,6 +393,11 @@ class Run:
         resolver = A2ACardResolver(self.http, self.base)
         card = await resolver.get_agent_card()
         expect(isinstance(card, AgentCard), f"{type(card)} is not the SDK's AgentCard")
+        # 1.0's fields only: read strictly, as a 1.0 reader that ignores nothing would.
+        raw = self.wire.last().got
+        strict_v10(raw, AgentCard)
+        for legacy in ("url", "preferredTransport", "protocolVersion", "additionalInterfaces", "supportsAuthenticatedExtendedCard"):
+            expect(legacy not in raw, f"the 1.0 card carries 0.3's {legacy!r}")
         skills = {s.id: s for s in card.skills}
         expect(ANSWER in skills and SLOW_SKILL in skills, f"skills {sorted(skills)} lack {ANSWER} or {SLOW_SKILL}")
         expect(skills[ANSWER].name and skills[ANSWER].description and skills[ANSWER].tags, f"skill {skills[ANSWER]}")
@@ -454,30 +407,40 @@ class Run:
             expect((rpc, "JSONRPC", version) in interfaces, f"no JSONRPC {version} interface at {rpc}: {interfaces}")
         expect(card.HasField("capabilities"), "no capabilities")
         expect(card.name and card.version and card.default_input_modes, "name, version or input modes missing")
-        # The 0.3-era path serves the same card.
-        again = await resolver.get_agent_card(relative_card_path="/.well-known/agent.json")
-        expect(again == card, "/.well-known/agent.json differs from /.well-known/agent-card.json")
+        # The same card when the client names its version, as the SDK's ClientFactory does.
+        again = await resolver.get_agent_card(http_kwargs={"headers": {"A2A-Version": "1.0"}})
+        expect(again == card, "the card asked for with A2A-Version: 1.0 differs")
+        # Cacheable, and revalidated by its ETag.
+        x = self.wire.last()
+        response = await self.http.get(x.url, headers={"A2A-Version": "1.0"})
+        tag, cache = response.headers.get("etag"), response.headers.get("cache-control", "")
+        expect(tag and "max-age=" in cache, f"ETag {tag!r}, Cache-Control {cache!r}")
+        again = await self.http.get(x.url, headers={"A2A-Version": "1.0", "If-None-Match": tag})
+        expect(again.status_code == 304, f"If-None-Match with its ETag answered {again.status_code}")
         self.card = card
         print(f"sdk_check: the card says streaming: {card.capabilities.streaming}", file=sys.stderr)
 
     async def card_v03_check(self):
-        # What a 0.3 reader sees: the card validated by the SDK's 0.3 pydantic AgentCard, and, without
-        # the 1.0 `supportedInterfaces`, its top-level url/preferredTransport/protocolVersion/
-        # additionalInterfaces turned into interfaces by the SDK's own compatibility code.
-        await self.http.get(f"{self.base}/.well-known/agent-card.json")
-        raw = self.wire.last().got
-        legacy = types_v03.AgentCard.model_validate(raw)
+        # The 0.3 card (0.3's path, or A2A-Version: 0.3): validated by the SDK's 0.3 pydantic
+        # AgentCard with no member it does not know, and turned into one 0.3 interface by the SDK's
+        # own compatibility code.
         rpc = f"{self.base}/a2a"
-        expect(legacy.url == rpc, f"0.3 url {legacy.url!r}, not {rpc!r}")
-        expect(legacy.preferred_transport == "JSONRPC", f"0.3 preferredTransport {legacy.preferred_transport!r}")
-        expect(legacy.protocol_version.startswith("0.3"), f"0.3 protocolVersion {legacy.protocol_version!r}")
-        expect(ANSWER in {s.id for s in legacy.skills}, f"0.3 skills {legacy.skills}")
-        expect(legacy.capabilities.streaming == raw["capabilities"].get("streaming"), "0.3 capabilities.streaming")
-        raw = dict(raw)
-        raw.pop("supportedInterfaces")
-        card = parse_agent_card(raw)
+        cards = []
+        for path, headers in (("/.well-known/agent.json", {}), ("/.well-known/agent-card.json", {"A2A-Version": "0.3"})):
+            response = await self.http.get(f"{self.base}{path}", headers=headers)
+            response.raise_for_status()
+            raw = self.wire.last().got
+            legacy = strict_v03(raw, types_v03.AgentCard)
+            expect(legacy.url == rpc, f"0.3 url {legacy.url!r}, not {rpc!r}")
+            expect(legacy.preferred_transport == "JSONRPC", f"0.3 preferredTransport {legacy.preferred_transport!r}")
+            expect(legacy.protocol_version.startswith("0.3"), f"0.3 protocolVersion {legacy.protocol_version!r}")
+            expect(ANSWER in {s.id for s in legacy.skills}, f"0.3 skills {legacy.skills}")
+            expect("supportedInterfaces" not in raw, "the 0.3 card carries 1.0's supportedInterfaces")
+            cards.append(raw)
+        expect(cards[0] == cards[1], "the 0.3 card differs between its path and its version header")
+        card = parse_agent_card(dict(cards[0]))
         interfaces = {(i.url, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces}
-        expect(interfaces == {(rpc, "JSONRPC", "0.3")}, f"the 0.3 view's interfaces: {interfaces}")
+        expect(interfaces == {(rpc, "JSONRPC", "0.3")}, f"the 0.3 card's interfaces: {interfaces}")
         self.card_v03 = card
 
     # Each version, through the client the SDK's ClientFactory makes for its interface: 1.0 from the

@@ -1,6 +1,7 @@
-//! The hub as an A2A agent: its card (skills from the agents registered, both versions' fields, an
-//! ETag), messages sent in 1.0 and 0.3 becoming tasks the router gives to the agent with the skill
-//! named, blocking and not, read back and cancelled; and the errors the spec names.
+//! The hub as an A2A agent: its card (skills from the agents registered, in the version asked for
+//! with that version's fields only, cacheable and revalidated by its ETag), messages sent in 1.0
+//! and 0.3 becoming tasks the router gives to the agent with the skill named, blocking (by default,
+//! in both) and not, read back and cancelled; and the errors the spec names.
 
 use std::time::Duration;
 
@@ -46,54 +47,138 @@ pub(crate) fn message(text: &str, skill: Option<&str>) -> Value {
     m
 }
 
+/// A card's members, sorted.
+fn members(card: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = card.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    keys
+}
+
+/// The card at `path` with `headers`: its status, `ETag` and body.
+async fn get_card(d: &crate::Daemon, path: &str, headers: &[(&str, &str)]) -> (u16, String, Value) {
+    let mut request = reqwest::Client::new().get(format!("{}{path}", d.url));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let tag = response.headers().get("etag").map(|t| t.to_str().unwrap().to_owned()).unwrap_or_default();
+    if status == 200 {
+        assert_eq!(response.headers()["cache-control"], "public, max-age=60", "cacheable, for a minute");
+        assert_eq!(response.headers()["vary"], "A2A-Version");
+        assert!(!tag.is_empty(), "an ETag");
+    }
+    (status, tag, if status == 200 { response.json().await.unwrap() } else { Value::Null })
+}
+
+const V10_MEMBERS: [&str; 9] = [
+    "capabilities",
+    "defaultInputModes",
+    "defaultOutputModes",
+    "description",
+    "name",
+    "provider",
+    "skills",
+    "supportedInterfaces",
+    "version",
+];
+const V03_MEMBERS: [&str; 13] = [
+    "additionalInterfaces",
+    "capabilities",
+    "defaultInputModes",
+    "defaultOutputModes",
+    "description",
+    "name",
+    "preferredTransport",
+    "protocolVersion",
+    "provider",
+    "skills",
+    "supportsAuthenticatedExtendedCard",
+    "url",
+    "version",
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_card_lists_the_agents_skills_for_both_versions() {
+async fn the_card_is_written_in_the_version_asked_for_with_its_own_fields() {
     let d = start().await;
     register(&d.engine, "kim", "skill:answer").await;
-    let http = reqwest::Client::new();
-    let mut tags = Vec::new();
-    for path in ["/.well-known/agent-card.json", "/.well-known/agent.json"] {
-        let response = http.get(format!("{}{path}", d.url)).send().await.unwrap();
-        assert_eq!(response.status(), 200);
-        let tag = response.headers()["etag"].to_str().unwrap().to_owned();
-        assert_eq!(response.headers()["cache-control"], "no-cache");
-        let card: Value = response.json().await.unwrap();
-        let url = format!("{}/a2a", d.url);
-        assert_eq!(
-            card["supportedInterfaces"],
-            json!([
-                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-                {"url": format!("{url}/rest"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
-            ])
-        );
-        assert_eq!((card["url"].as_str(), card["preferredTransport"].as_str()), (Some(url.as_str()), Some("JSONRPC")));
-        assert_eq!(card["protocolVersion"], "0.3");
-        assert_eq!(card["capabilities"]["streaming"], true);
-        let skills: Vec<&str> = card["skills"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
-        assert_eq!(skills, ["skill:answer"]);
-        assert_eq!(card["skills"][0]["tags"], json!(["answers"]));
-        tags.push(tag);
+    let url = format!("{}/a2a", d.url);
+
+    // 1.0: asked for, or not asked (the default at the 1.0 path), or a version the hub does not
+    // speak (the card says which it does): 1.0's members only, its interfaces naming 0.3's too.
+    let (_, tag_10, card) = get_card(&d, "/.well-known/agent-card.json", &[]).await;
+    assert_eq!(members(&card), V10_MEMBERS, "{card}");
+    assert_eq!(
+        card["supportedInterfaces"],
+        json!([
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": format!("{url}/rest"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        ])
+    );
+    assert_eq!(card["capabilities"], json!({"streaming": true, "pushNotifications": true, "extendedAgentCard": false}));
+    let skills: Vec<&str> = card["skills"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(skills, ["skill:answer"]);
+    assert_eq!(card["skills"][0]["tags"], json!(["answers"]));
+    for (path, headers) in [
+        ("/.well-known/agent-card.json", [("A2A-Version", "1.0")]),
+        ("/.well-known/agent.json", [("A2A-Version", "1.0")]),
+        ("/.well-known/agent-card.json", [("A2A-Version", "2.0")]),
+    ] {
+        let (_, tag, same) = get_card(&d, path, &headers).await;
+        assert_eq!((&same, &tag), (&card, &tag_10), "{path} {headers:?}");
     }
-    assert_eq!(tags[0], tags[1], "one card at both paths");
-    // Revalidation: unchanged is 304; an agent more changes it.
-    let r = http
-        .get(format!("{}/.well-known/agent-card.json", d.url))
-        .header("if-none-match", &tags[0])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 304);
+
+    // 0.3: asked for (a header or a query parameter), or at 0.3's path: 0.3's members only.
+    let (_, tag_03, v03) = get_card(&d, "/.well-known/agent.json", &[]).await;
+    assert_eq!(members(&v03), V03_MEMBERS, "{v03}");
+    assert_eq!((v03["url"].as_str(), v03["preferredTransport"].as_str()), (Some(url.as_str()), Some("JSONRPC")));
+    assert_eq!(v03["protocolVersion"], "0.3");
+    assert_eq!(v03["additionalInterfaces"], json!([{"url": url, "transport": "JSONRPC"}]));
+    assert_eq!(v03["capabilities"], json!({"streaming": true, "pushNotifications": true}));
+    assert_eq!(
+        (v03["skills"].clone(), v03["supportsAuthenticatedExtendedCard"].clone()),
+        (card["skills"].clone(), json!(false))
+    );
+    assert_ne!(tag_03, tag_10, "two cards, two tags");
+    for (path, headers) in [
+        ("/.well-known/agent-card.json", vec![("A2A-Version", "0.3")]),
+        ("/.well-known/agent-card.json?A2A-Version=0.3", vec![]),
+        ("/.well-known/agent.json", vec![("A2A-Version", " ")]),
+    ] {
+        let (_, tag, same) = get_card(&d, path, &headers).await;
+        assert_eq!((&same, &tag), (&v03, &tag_03), "{path} {headers:?}");
+    }
+
+    // Revalidation: a tag the client holds, weak or among others, or any (`*`), is 304 with the
+    // same cache headers; the other version's tag is not; an agent more changes the card.
+    let path = "/.well-known/agent-card.json";
+    let weak = format!("W/{tag_10}");
+    let listed = format!("\"other\", {tag_10}");
+    for held in [tag_10.as_str(), weak.as_str(), listed.as_str(), "*"] {
+        let response =
+            reqwest::Client::new().get(format!("{}{path}", d.url)).header("if-none-match", held).send().await.unwrap();
+        assert_eq!(response.status(), 304, "{held}");
+        assert_eq!(response.headers()["etag"], tag_10.as_str());
+        assert_eq!(response.headers()["cache-control"], "public, max-age=60");
+    }
+    assert_eq!(get_card(&d, path, &[("if-none-match", &tag_03)]).await.0, 200);
+    assert_eq!(get_card(&d, "/.well-known/agent.json", &[("if-none-match", &tag_03)]).await.0, 304);
     register(&d.engine, "lee", "skill:review").await;
-    let r = http
-        .get(format!("{}/.well-known/agent-card.json", d.url))
-        .header("if-none-match", &tags[0])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let card: Value = r.json().await.unwrap();
+    let (status, tag, card) = get_card(&d, path, &[("if-none-match", &tag_10)]).await;
+    assert_eq!(status, 200);
+    assert_ne!(tag, tag_10);
     assert_eq!(card["skills"].as_array().unwrap().len(), 2);
+    d.stop().await;
+
+    // A hub for 0.3 clients that name no version: the 0.3 card at the 1.0 path too, unless asked.
+    let d = crate::start_a2a(clutch_a2a::Options {
+        unversioned_card: clutch_a2a::wire::Version::V03,
+        ..crate::a2a_options()
+    })
+    .await;
+    assert_eq!(members(&get_card(&d, path, &[]).await.2), V03_MEMBERS);
+    assert_eq!(members(&get_card(&d, path, &[("A2A-Version", "1.0")]).await.2), V10_MEMBERS);
     d.stop().await;
 }
 
@@ -122,13 +207,23 @@ async fn a_message_is_a_routed_task_in_1_0_and_in_0_3() {
     let got = d.rpc(Some("1.0"), "GetTask", json!({"id": id, "historyLength": 0})).await;
     assert!(got["result"].get("history").is_none(), "{got}");
 
-    // 0.3 (no header), not blocking: a bare task with kinds, then read when done.
-    let m03 = json!({"kind": "message", "messageId": "m-2", "role": "user", "contextId": "ctx-from-client",
-                     "parts": [{"kind": "text", "text": "and 6 × 8?"}], "metadata": {"skill": "skill:answer"}});
-    let sent = d.rpc(None, "message/send", json!({"message": m03})).await;
+    // 0.3 (no header), with no configuration: blocking too, as the reference SDK's server is (its
+    // clients wait for the answer): a bare task with kinds, ended, with its artifact.
+    let m03 = |id: &str, text: &str| {
+        json!({"kind": "message", "messageId": id, "role": "user", "contextId": "ctx-from-client",
+               "parts": [{"kind": "text", "text": text}], "metadata": {"skill": "skill:answer"}})
+    };
+    let sent = d.rpc(None, "message/send", json!({"message": m03("m-2", "and 6 × 9?")})).await;
+    let task = &sent["result"];
+    assert_eq!((task["kind"].as_str(), task["status"]["state"].as_str()), (Some("task"), Some("completed")), "{sent}");
+    assert_eq!(task["artifacts"][0]["parts"], json!([{"kind": "text", "text": "42: and 6 × 9?"}]));
+    assert_eq!(task["contextId"], "ctx-from-client", "the client's context is kept");
+
+    // 0.3, `blocking: false`: answered at once, then read when done.
+    let params = json!({"message": m03("m-3", "and 6 × 8?"), "configuration": {"blocking": false}});
+    let sent = d.rpc(None, "message/send", params).await;
     let task = &sent["result"];
     assert_eq!(task["kind"], "task", "{sent}");
-    assert_eq!(task["contextId"], "ctx-from-client", "the client's context is kept");
     assert!(["submitted", "working", "completed"].contains(&task["status"]["state"].as_str().unwrap()), "{task}");
     let id = task["id"].as_str().unwrap().to_owned();
     let done = loop {
@@ -144,23 +239,23 @@ async fn a_message_is_a_routed_task_in_1_0_and_in_0_3() {
     // ListTasks (1.0): newest first, by context and state, a page at a time.
     let list = |params: Value| d.rpc(Some("1.0"), "ListTasks", params);
     let all = list(json!({})).await["result"].clone();
-    assert_eq!(all["totalSize"], 2, "{all}");
+    assert_eq!(all["totalSize"], 3, "{all}");
     assert_eq!(all["tasks"][0]["id"], id.as_str(), "the newest first");
     assert!(all["tasks"][0].get("artifacts").is_none(), "artifacts only when asked for");
     let one = list(json!({"contextId": "ctx-from-client", "includeArtifacts": true})).await["result"].clone();
     assert_eq!(
         (one["totalSize"].as_u64(), one["tasks"][0]["artifacts"][0]["parts"][0]["text"].as_str()),
-        (Some(1), Some("42: and 6 × 8?"))
+        (Some(2), Some("42: and 6 × 8?"))
     );
-    let first = list(json!({"pageSize": 1})).await["result"].clone();
+    let first = list(json!({"pageSize": 2})).await["result"].clone();
     let token = first["nextPageToken"].as_str().unwrap().to_owned();
     assert!(!token.is_empty());
-    let second = list(json!({"pageSize": 1, "pageToken": token})).await["result"].clone();
+    let second = list(json!({"pageSize": 2, "pageToken": token})).await["result"].clone();
     assert_eq!(second["tasks"].as_array().unwrap().len(), 1);
-    assert_ne!(second["tasks"][0]["id"], first["tasks"][0]["id"]);
+    assert!(first["tasks"].as_array().unwrap().iter().all(|t| t["id"] != second["tasks"][0]["id"]));
     assert_eq!(second["nextPageToken"], "");
     assert_eq!(list(json!({"status": "TASK_STATE_WORKING"})).await["result"]["totalSize"], 0);
-    assert_eq!(list(json!({"status": 3})).await["result"]["totalSize"], 2, "COMPLETED by number");
+    assert_eq!(list(json!({"status": 3})).await["result"]["totalSize"], 3, "COMPLETED by number");
     assert_eq!(list(json!({"pageSize": 0})).await["error"]["code"], -32602);
     assert_eq!(list(json!({"pageToken": "nonsense"})).await["error"]["code"], -32602);
     assert_eq!(d.rpc(None, "tasks/list", json!({})).await["error"]["code"], -32601, "0.3 has no ListTasks");
@@ -196,6 +291,37 @@ async fn a_working_task_is_cancelled_and_errors_are_the_specs() {
         (Some(-32001), None),
         "0.3: no ErrorInfo"
     );
+    // historyLength: a whole number, 0 or more, wherever it is given; else invalid params naming it.
+    let invalid = |v: &Value, field: &str| {
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().starts_with(&format!("{field}: ")), "names {field}: {v}");
+    };
+    invalid(&d.rpc(None, "tasks/get", json!({"id": id, "historyLength": -1})).await, "historyLength");
+    invalid(&d.rpc(None, "tasks/get", json!({"id": id, "historyLength": 1.5})).await, "historyLength");
+    let bad = d.rpc(Some("1.0"), "GetTask", json!({"id": id, "historyLength": -5})).await;
+    invalid(&bad, "historyLength");
+    assert_eq!(bad["error"]["data"][0]["reason"], "INVALID_PARAMS");
+    invalid(&d.rpc(Some("1.0"), "ListTasks", json!({"historyLength": "-2"})).await, "historyLength");
+    let tasks = || async { d.rpc(Some("1.0"), "ListTasks", json!({})).await["result"]["totalSize"].clone() };
+    let before = tasks().await;
+    let m03 =
+        json!({"kind": "message", "messageId": "m-neg", "role": "user", "parts": [{"kind": "text", "text": "x"}]});
+    let params = json!({"message": m03, "configuration": {"historyLength": -1}});
+    invalid(&d.rpc(None, "message/send", params.clone()).await, "configuration.historyLength");
+    let streamed = reqwest::Client::new()
+        .post(format!("{}/a2a", d.url))
+        .json(&json!({"jsonrpc": "2.0", "id": 9, "method": "message/stream", "params": params}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(streamed.contains("-32602") && streamed.contains("configuration.historyLength: "), "{streamed}");
+    assert_eq!(tasks().await, before, "a refused message is not stored");
+    let shown = d.rpc(Some("1.0"), "GetTask", json!({"id": id, "historyLength": "0"})).await;
+    assert!(shown["result"].get("history").is_none(), "ProtoJSON's string form: {shown}");
+
     // Versions: unknown, and a method of the other version.
     assert_eq!(d.rpc(Some("2.0"), "SendMessage", json!({})).await["error"]["code"], -32009);
     assert_eq!(d.rpc(None, "SendMessage", json!({})).await["error"]["code"], -32009);
@@ -479,6 +605,9 @@ async fn the_http_json_binding_serves_the_same_operations() {
     let (status, got) = call(reqwest::Method::GET, &format!("/tasks/{id}?historyLength=0"), None).await;
     assert_eq!((status, got["id"].as_str()), (200, Some(id.as_str())));
     assert!(got.get("history").is_none(), "{got}");
+    let (status, e) = call(reqwest::Method::GET, &format!("/tasks/{id}?historyLength=-5"), None).await;
+    assert_eq!((status, e["error"]["details"][0]["reason"].as_str()), (400, Some("INVALID_PARAMS")), "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().starts_with("historyLength: "), "names the field: {e}");
     let (_, list) = call(reqwest::Method::GET, "/tasks?pageSize=1&includeArtifacts=true", None).await;
     assert_eq!(list["tasks"][0]["artifacts"][0]["parts"], json!([{"text": "42: 6 × 7?"}]), "{list}");
     // Errors: an HTTP status and a google.rpc.Status with the ErrorInfo.

@@ -28,21 +28,38 @@ async fn keys_scope_callers_to_skills_and_to_their_own_tasks() {
     register(&d.engine, "slow", "skill:slow").await;
     let worker = kim_works(d.engine.clone());
 
-    // The card: public, with the schemes it takes.
+    // The card: public, with the schemes it takes, either will do; each version says so its way.
     let card: Value =
         reqwest::get(format!("{}/.well-known/agent-card.json", d.url)).await.unwrap().json().await.unwrap();
     assert_eq!(card["securitySchemes"]["apiKey"]["apiKeySecurityScheme"]["name"], "X-API-Key");
     assert_eq!(card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"], "Bearer");
-    assert_eq!(card["security"], json!([{"apiKey": []}, {"bearer": []}]));
-    // It names no agent; the extended card, for a caller with a credential, does.
     assert_eq!(
-        (card["capabilities"]["extendedAgentCard"].as_bool(), card["supportsAuthenticatedExtendedCard"].as_bool()),
-        (Some(true), Some(true))
+        card["securityRequirements"],
+        json!([{"schemes": {"apiKey": {"list": []}}}, {"schemes": {"bearer": {"list": []}}}])
     );
-    assert!(!card.to_string().contains("agent:kim"), "{card}");
+    assert_eq!(card["capabilities"]["extendedAgentCard"], true);
+    assert!(card.get("security").is_none() && card.get("supportsAuthenticatedExtendedCard").is_none(), "{card}");
+    let v03: Value = reqwest::get(format!("{}/.well-known/agent.json", d.url)).await.unwrap().json().await.unwrap();
+    assert_eq!(
+        v03["securitySchemes"],
+        json!({
+            "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key", "description": "A partner's key, scoped to skills."},
+            "bearer": {"type": "http", "scheme": "bearer", "description": "A partner's key, or one of the hub's API tokens."},
+        })
+    );
+    assert_eq!(v03["security"], json!([{"apiKey": []}, {"bearer": []}]));
+    assert_eq!(v03["supportsAuthenticatedExtendedCard"], true);
+    // It names no agent; the extended card, for a caller with a credential, does, in its version.
+    assert!(!card.to_string().contains("agent:kim") && !v03.to_string().contains("agent:kim"), "{card}");
     let (status, body) = d.rpc_as(&[("X-API-Key", "k-other-2")], Some("1.0"), "GetExtendedAgentCard", json!({})).await;
     assert_eq!(status, 200, "{body}");
     assert!(body["result"]["skills"].to_string().contains("agent:kim"), "{body}");
+    assert!(body["result"]["supportedInterfaces"].is_array() && body["result"].get("url").is_none(), "{body}");
+    let (status, body) =
+        d.rpc_as(&[("X-API-Key", "k-other-2")], None, "agent/getAuthenticatedExtendedCard", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["result"]["skills"].to_string().contains("agent:kim"), "{body}");
+    assert!(body["result"]["url"].is_string() && body["result"].get("supportedInterfaces").is_none(), "{body}");
     let (status, _) = d.rpc_as(&[], Some("1.0"), "GetExtendedAgentCard", json!({})).await;
     assert_eq!(status, 401);
 
