@@ -15,6 +15,16 @@ ANSWER, SLOW_SKILL = "skill:answer", "skill:slow"
 TIMEOUT = 30.0
 
 
+class CheckFailed(Exception):
+    pass
+
+
+def expect(ok, why):
+    """Fails the check with `why` unless `ok`."""
+    if not ok:
+        raise CheckFailed(why)
+
+
 class Agents(threading.Thread):
     """agent:kim answers each task it is given; agent:slow only stays online."""
 

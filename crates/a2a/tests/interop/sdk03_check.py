@@ -48,18 +48,7 @@ from a2a.types import (
     TextPart,
 )
 
-from hub_agents import ANSWER, SLOW_SKILL, Agents
-
-TIMEOUT = 30.0
-
-
-class CheckFailed(Exception):
-    pass
-
-
-def expect(ok, why):
-    if not ok:
-        raise CheckFailed(why)
+from hub_agents import ANSWER, SLOW_SKILL, TIMEOUT, Agents, CheckFailed, expect
 
 
 def new_message(text, skill):

@@ -67,18 +67,7 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
 
-from hub_agents import ANSWER, KIM, SLOW, SLOW_SKILL, Agents
-
-TIMEOUT = 30.0
-
-
-class CheckFailed(Exception):
-    pass
-
-
-def expect(ok, why):
-    if not ok:
-        raise CheckFailed(why)
+from hub_agents import ANSWER, KIM, SLOW, SLOW_SKILL, TIMEOUT, Agents, CheckFailed, expect
 
 
 def state_name(state):

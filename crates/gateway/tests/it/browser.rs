@@ -11,12 +11,11 @@ use std::time::Duration;
 use clutch_app::{App, face};
 use clutch_gateway::access::ACCESS;
 use clutch_gateway::browser::{Options, Policy};
-use futures_util::StreamExt;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_tungstenite::tungstenite::Message as Ws;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+use crate::stream::next_json;
 use crate::{msg, run_id};
 
 /// A daemon as `clutch serve` builds it, with the MCP and A2A faces, behind `browser`.
@@ -225,7 +224,7 @@ async fn the_daemons_own_pages_loopback_names_and_clients_without_origin_pass() 
     request.headers_mut().insert("origin", format!("http://{}", d.addr).parse().unwrap());
     let (mut socket, response) = tokio_tungstenite::connect_async(request).await.unwrap();
     assert_eq!(response.status(), 101);
-    let first = next_text(&mut socket).await;
+    let first = next_json(&mut socket).await;
     assert_eq!(first["seq"], 1, "{first}");
     let sse = reqwest::Client::new()
         .get(format!("http://{}/v1/stream?after=0", d.addr))
@@ -276,23 +275,9 @@ async fn a_foreign_websocket_is_refused_before_the_upgrade_and_a_configured_one_
         request.headers_mut().insert("origin", origin.parse().unwrap());
         let (mut socket, response) = tokio_tungstenite::connect_async(request).await.unwrap();
         assert_eq!(response.status(), 101, "{host} from {origin}");
-        assert_eq!(next_text(&mut socket).await["seq"], 1);
+        assert_eq!(next_json(&mut socket).await["seq"], 1);
         let (status, body) = raw(d.addr, "GET", "/v1/agents", &[("host", &host), ("origin", &origin)], "").await;
         assert_eq!(status, 200, "{host} from {origin}: {body}");
     }
     d.app.stop().await.unwrap();
-}
-
-/// The next JSON text frame, skipping pings.
-async fn next_text(
-    socket: &mut tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
-) -> Value {
-    loop {
-        let frame = tokio::time::timeout(Duration::from_secs(20), socket.next()).await.expect("a frame in time");
-        match frame.expect("stream open").expect("frame ok") {
-            Ws::Text(t) => return serde_json::from_str(&t).unwrap(),
-            Ws::Ping(_) | Ws::Pong(_) => {}
-            other => panic!("unexpected frame {other:?}"),
-        }
-    }
 }

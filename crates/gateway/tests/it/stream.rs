@@ -18,7 +18,7 @@ async fn ws(
 }
 
 /// The next JSON text frame, skipping pings.
-async fn next_json(
+pub(crate) async fn next_json(
     socket: &mut tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
 ) -> Value {
     loop {

@@ -672,6 +672,7 @@
  * @property {SessionPhase} phase
  * @property {string} position  The position it runs (`mirror`).
  * @property {Array<string>} [protocol]  The message types the position's protocol allows.
+ * @property {number | null} [round]  The round under way, for patterns that go in rounds (a circle's votes).
  * @property {string} session_id  The session's id: its run's id.
  * @property {string | null} [step]  The position's workflow phase now under way (`ANALYSIS`).
  */

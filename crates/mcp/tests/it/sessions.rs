@@ -121,13 +121,17 @@ async fn play_turns(member: &Client, agent: &str, session: &str) {
                 continue;
             }
             let goal = item["request"]["goal"].as_str().unwrap();
-            let text = if goal.contains("Compare") { "CONSENSUS: 42 both".to_owned() } else { format!("{agent}: 42") };
-            let replied = ok(
-                member,
-                "task_reply",
-                json!({"task_id": task, "agent_id": agent, "status": "completed", "text": text}),
-            )
-            .await;
+            // A verdict is read from structure: ida gives it as a structured result, ken as the word.
+            let reply = match (goal.contains("Compare"), agent) {
+                (true, "agent:ida") => {
+                    json!({"text": "agreed", "result": {"structured": {"verdict": "CONSENSUS", "points": ["42"]}}})
+                }
+                (true, _) => json!({"text": "CONSENSUS"}),
+                (false, _) => json!({"text": format!("{agent}: 42")}),
+            };
+            let mut args = json!({"task_id": task, "agent_id": agent, "status": "completed"});
+            args.as_object_mut().unwrap().extend(reply.as_object().unwrap().clone());
+            let replied = ok(member, "task_reply", args).await;
             assert_eq!(replied["state"], "completed");
             done.push(task);
         }
@@ -193,6 +197,7 @@ async fn an_invocation_is_an_mcp_task_for_clients_that_take_them() {
         assert_eq!(answer["position"], "mirror");
         assert_eq!(answer["outcome"]["type"], "task.result", "{answer}");
         assert!(answer["outcome"]["payload"]["text"].as_str().unwrap().contains("42"), "{answer}");
+        assert_eq!(answer["outcome"]["payload"]["verdict"], "CONSENSUS", "{answer}");
 
         // Another, cancelled: the session stops, the task says so.
         let id = invoke_as_task(&client).await;
