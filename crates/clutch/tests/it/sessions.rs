@@ -3,7 +3,7 @@
 //! HTTP and followed in the log (its session's phases, the messages between its members, its
 //! outcome), the error cases of the seed (a failing agent, all failing, a cancel, a consensus
 //! timeout), mixed teams (a role played by an agent of our own over HTTP; one by an outside agent
-//! over MCP and one by a person on the CLI), and `kill -9` mid-session with a resume that repeats
+//! over MCP and one by a person on the CLI), and `kill -9` or SIGTERM mid-session with a resume that repeats
 //! no call.
 
 use std::path::Path;
@@ -631,7 +631,18 @@ async fn a_mixed_team_and_the_bus_rules_over_http() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_resumes_after_kill_9_without_a_repeated_call() {
-    // Comparisons are slow: the daemon is killed while they are under way.
+    resumes_after_a_stop(false).await;
+}
+
+/// A clean stop mid-call is no failure either: the LLM members' turns and the session go on
+/// after the restart exactly as after `kill -9`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_resumes_after_sigterm_mid_call_as_after_kill_9() {
+    resumes_after_a_stop(true).await;
+}
+
+async fn resumes_after_a_stop(sigterm: bool) {
+    // Comparisons are slow: the daemon is stopped while they are under way.
     let fake = Fake::start(Options::script(|body, _| {
         let (role, asked) = (role(body), asked(body));
         if asked.contains("Compare your analysis") {
@@ -653,7 +664,13 @@ async fn a_session_resumes_after_kill_9_without_a_repeated_call() {
         assert!(Instant::now() < deadline, "{:?}", s.steps());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    daemon.kill();
+    if sigterm {
+        let (status, stderr) = daemon.terminate();
+        assert!(status.success(), "{stderr}");
+        assert!(!stderr.contains("starting again"), "a stop is no failure: {stderr}");
+    } else {
+        daemon.kill();
+    }
     let analyses = fake.received().iter().filter(|r| asked(&r.body).contains("Analyse")).count();
     assert_eq!(analyses, 2);
 
