@@ -1069,3 +1069,37 @@ async fn a_session_goes_on_after_sigterm_with_a_persons_turn_open() {
     assert!(agents["agents"].as_array().unwrap().is_empty(), "the spawned member is removed: {agents}");
     runner_reexecuted(&url, &session);
 }
+
+/// Issue 44: a vote that cannot be read (prose, asked for again, prose again) is an abstention:
+/// recorded with why, never counted, and never put on the bus as a vote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_vote_is_an_abstention() {
+    let fake = Fake::start(Options::script(|body, _| {
+        let (role, asked) = (role(body), asked(body));
+        if body.to_string().contains("Vote for the best proposal") {
+            return match role.as_str() {
+                "Skeptic" => Reply::Text("I would rather vote for the second one, I think.".into()),
+                "Pragmatist" => structured(json!({"vote": 2})),
+                _ => structured(json!({"vote": 1})),
+            };
+        }
+        Reply::Text(format!("{role} proposes plan {role}: {}", asked.len()))
+    }))
+    .await
+    .unwrap();
+    let (_dir, _daemon, http, url) = up(&fake, "").await;
+    let inv = invoke(&http, &url, "circle", json!({"input": "Where?", "rounds": 1})).await;
+    let task = ended(&http, &url, inv["task_id"].as_str().unwrap()).await;
+    assert_eq!(task["state"], "completed", "{task:#}");
+    let s = Session::read(&http, &url, inv["session_id"].as_str().unwrap()).await;
+    let detail = s.records().find_map(|r| r["payload"]["detail"].get("tally").map(|_| r["payload"]["detail"].clone()));
+    let detail = detail.expect("the round recorded");
+    assert_eq!(detail["tally"], json!([1, 1, 0]), "{detail}");
+    assert_eq!(detail["votes"], json!({"Pragmatist": 2, "Visionary": 1}), "{detail}");
+    assert!(detail["abstained"]["Skeptic"].is_string(), "{detail}");
+    let result = s.events.iter().find(|e| e["type"] == "task.result" && e["task_id"] == inv["task_id"]).unwrap();
+    assert_eq!(result["payload"]["verdict"], "NO_QUORUM", "{result}");
+    assert_eq!(s.types().iter().filter(|t| *t == "VOTE").count(), 2, "{:?}", s.types());
+    // Proposals, votes, and the Skeptic's vote asked for once more.
+    assert_eq!(s.turns().iter().filter(|r| *r == "Skeptic").count(), 3, "{:?}", s.turns());
+}
