@@ -275,13 +275,19 @@ impl Policy {
     }
 
     fn allows_name(&self, name: &str) -> bool {
-        self.hosts.iter().any(|pattern| match pattern.strip_prefix("*.") {
-            Some(suffix) => {
-                name.len() > suffix.len() && name.ends_with(suffix) && name[..name.len() - suffix.len()].ends_with('.')
-            }
-            None => pattern == name,
-        })
+        matches_name(&self.hosts, name)
     }
+}
+
+/// Whether `name` (normalized) is one of `patterns` ([`host_pattern`]s): the same name, or a name
+/// under a `*.suffix`.
+pub fn matches_name(patterns: &[String], name: &str) -> bool {
+    patterns.iter().any(|pattern| match pattern.strip_prefix("*.") {
+        Some(suffix) => {
+            name.len() > suffix.len() && name.ends_with(suffix) && name[..name.len() - suffix.len()].ends_with('.')
+        }
+        None => pattern == name,
+    })
 }
 
 /// A host name as compared: lower case, no trailing dot.
@@ -304,8 +310,9 @@ async fn lookup(name: &str, port: u16) -> Result<Vec<SocketAddr>, Error> {
     Ok(found)
 }
 
-/// `name` or `*.name` as an allow-list entry, when it is a plausible host name.
-fn host_pattern(entry: &str) -> Option<String> {
+/// `name` or `*.name` as an allow-list entry, normalized (lower case, no trailing dot), when it is a
+/// plausible host name.
+pub fn host_pattern(entry: &str) -> Option<String> {
     let (wild, name) = match entry.strip_prefix("*.") {
         Some(rest) => (true, rest),
         None => (false, entry),

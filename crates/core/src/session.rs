@@ -396,8 +396,8 @@ impl Sessions {
             )
             .hint("the cap is positions.max_messages in clutch.toml"));
         }
-        let recent = session.recent_count(from, now_ms);
-        if recent >= session.limits.per_agent_per_minute as usize {
+        if session.at_rate(from, now_ms) {
+            let recent = session.recent_count(from, now_ms);
             return Err(Refusal::new(
                 ErrorCode::RateLimited,
                 format!(
@@ -407,7 +407,7 @@ impl Sessions {
             )
             .hint("wait before sending more; the limit is positions.agent_messages_per_minute (a repeat refused as a loop counts too)"));
         }
-        let this = session.said(from, &said);
+        let this = session.as_recent(from, &said);
         if session.recent.contains(&this) {
             return Err(Refusal::new(
                 ErrorCode::LoopDetected,
@@ -487,7 +487,7 @@ impl Sessions {
                     return;
                 }
                 session.count(&message.from.agent_id, at_ms);
-                let this = session.said(&message.from.agent_id, &said);
+                let this = session.as_recent(&message.from.agent_id, &said);
                 session.recent.push_back(this);
                 if session.recent.len() > LOOP_WINDOW {
                     session.recent.pop_front();
@@ -519,6 +519,11 @@ impl Session {
         self.recent_by.get(from).map_or(0, |times| times.iter().filter(|t| **t > now_ms - 60_000).count())
     }
 
+    /// Whether `from` is at its rate (`per_agent_per_minute`): its next message is refused.
+    pub fn at_rate(&self, from: &str, now_ms: i64) -> bool {
+        self.recent_count(from, now_ms) >= self.limits.per_agent_per_minute as usize
+    }
+
     fn count(&mut self, from: &str, at_ms: i64) {
         let times = self.recent_by.entry(from.to_owned()).or_default();
         times.push_back(at_ms);
@@ -527,7 +532,8 @@ impl Session {
         }
     }
 
-    fn said(&self, from: &str, said: &Said) -> Recent {
+    /// `said` from `from`, as loop detection remembers it: in the session's current step and round.
+    fn as_recent(&self, from: &str, said: &Said) -> Recent {
         Recent {
             from: from.to_owned(),
             kind: said.kind.clone(),

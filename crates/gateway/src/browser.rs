@@ -24,6 +24,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use clutch_core::guard;
 use clutch_core::throttle::Throttle;
 use clutch_proto::ErrorCode;
 use clutch_proto::error::quote;
@@ -140,14 +141,7 @@ impl Policy {
         match host {
             Host::Ip(ip) => ip.is_loopback() || self.0.any_address || self.0.addresses.contains(ip),
             Host::Name(name) => {
-                name == "localhost"
-                    || name.ends_with(".localhost")
-                    || self.0.names.iter().any(|pattern| match pattern.strip_prefix("*.") {
-                        Some(suffix) => {
-                            name.strip_suffix(suffix).is_some_and(|sub| sub.len() > 1 && sub.ends_with('.'))
-                        }
-                        None => pattern == name,
-                    })
+                name == "localhost" || name.ends_with(".localhost") || guard::matches_name(&self.0.names, name)
             }
         }
     }
@@ -260,8 +254,8 @@ enum Host {
 }
 
 impl Host {
-    /// `text` as a host: an IPv4 address, an IPv6 address in brackets, or a host name (ASCII
-    /// letters, digits, `-` and `_` in dot-separated labels, as browsers send them).
+    /// `text` as a host: an IPv4 address, an IPv6 address in brackets, or a host name as the
+    /// outbound guard reads allow-list names ([`guard::host_pattern`]).
     fn parse(text: &str) -> Option<Host> {
         if let Some(v6) = text.strip_prefix('[') {
             return v6.strip_suffix(']')?.parse::<Ipv6Addr>().ok().map(|ip| Host::Ip(IpAddr::V6(ip).to_canonical()));
@@ -269,15 +263,7 @@ impl Host {
         if let Ok(ip) = text.parse::<Ipv4Addr>() {
             return Some(Host::Ip(IpAddr::V4(ip)));
         }
-        let name = text.strip_suffix('.').unwrap_or(text).to_ascii_lowercase();
-        let plausible = !name.is_empty()
-            && name.len() <= 253
-            && name.split('.').all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            });
-        plausible.then_some(Host::Name(name))
+        guard::host_pattern(text).filter(|name| !name.starts_with("*.")).map(Host::Name)
     }
 }
 
@@ -288,10 +274,11 @@ fn host_entry(entry: &str) -> Result<Host, String> {
         Some(Host::Ip(IpAddr::V6(ip).to_canonical()))
     } else {
         match trimmed.strip_prefix("*.") {
-            Some(suffix) => match Host::parse(suffix) {
-                Some(Host::Name(name)) => Some(Host::Name(format!("*.{name}"))),
-                _ => None,
-            },
+            // `*.` before a name, not an address.
+            Some(suffix) if matches!(Host::parse(suffix), Some(Host::Name(_))) => {
+                guard::host_pattern(trimmed).map(Host::Name)
+            }
+            Some(_) => None,
             None => Host::parse(trimmed),
         }
     };

@@ -267,12 +267,10 @@ impl Outcome {
             );
             return Read::Unreadable(why);
         };
-        let problems = clutch_core::schemas::check(schema, &value, "answer");
-        if problems.is_empty() {
-            return Read::Given(value);
+        match crate::work::fits(schema, &value) {
+            Ok(()) => Read::Given(value),
+            Err(why) => Read::Unreadable(format!("it did not fit the schema ({why})")),
         }
-        let why: Vec<String> = problems.iter().take(3).map(|p| format!("{}: {}", p.path, p.message)).collect();
-        Read::Unreadable(format!("it did not fit the schema ({})", why.join("; ")))
     }
 }
 
@@ -1049,17 +1047,18 @@ impl Ctx {
         Ok(answers)
     }
 
-    /// The structured answers to `asked` (turns whose extra carries `schema` as `output_schema`):
-    /// each unreadable one is asked for once more (a turn keyed `{key}-again`, by `until` too),
-    /// and stays unreadable if the second answer is no better, or does not come.
+    /// A [`Ctx::round`] of turns that ask for a structured answer (`schema` as their extra's
+    /// `output_schema`), read: each unreadable answer is asked for once more (a turn keyed
+    /// `{key}-again`, by `until` too), and stays unreadable if the second is no better, or does not
+    /// come.
     async fn structured(
         &mut self,
         key: &str,
-        asked: &[(Member, String, Value)],
-        answers: Vec<(Member, Option<Outcome>)>,
+        asked: Vec<(Member, String, Value)>,
         (schema, bare): (&Value, fn(&str) -> Option<Value>),
         until: Option<tokio::time::Instant>,
     ) -> Result<Vec<(Member, Read)>, Stop> {
+        let answers = self.round(key, asked.clone(), until).await?;
         let mut reads: Vec<(Member, Read)> = answers
             .into_iter()
             .map(|(m, o)| {
@@ -1188,8 +1187,7 @@ impl Ctx {
         let extra = json!({"output_schema": schema});
         let turns = vec![(a.0.clone(), ask(&a.1, &b.1), extra.clone()), (b.0.clone(), ask(&b.1, &a.1), extra)];
         let until = tokio::time::Instant::now() + self.options.consensus_timeout;
-        let comparisons = self.round("comparison", turns.clone(), Some(until)).await?;
-        let reads = self.structured("comparison", &turns, comparisons, (&schema, bare_verdict), Some(until)).await?;
+        let reads = self.structured("comparison", turns, (&schema, bare_verdict), Some(until)).await?;
         let mut verdicts = BTreeMap::new();
         let mut unreadable = BTreeMap::new();
         let mut forced = false;
@@ -1467,9 +1465,7 @@ impl Ctx {
                 })
                 .collect();
             let until = tokio::time::Instant::now() + self.options.consensus_timeout;
-            let key = format!("vote{round}");
-            let votes = self.round(&key, turns.clone(), Some(until)).await?;
-            let votes = self.structured(&key, &turns, votes, (&schema, bare_vote), Some(until)).await?;
+            let votes = self.structured(&format!("vote{round}"), turns, (&schema, bare_vote), Some(until)).await?;
             let mut tally = vec![0u32; proposals.len()];
             let mut cast = BTreeMap::new();
             let mut abstained = BTreeMap::new();

@@ -335,37 +335,23 @@ async fn work<E: Env>(
             );
             result
         };
-        // The structured answer, when the task asks for one: the `answer` tool's input, else the
-        // text if it is that JSON; either is validated against the schema.
         let mut misfit = None;
-        if let Some(schema) = output_schema {
-            let given = uses.iter().find(|(_, name, _)| name == ANSWER_TOOL).map(|(_, _, input)| input.clone());
-            let given = match given {
-                Some(input) => Some(Ok(input)),
-                None if uses.is_empty() => Some(
-                    json_in(&response.text())
-                        .ok_or_else(|| format!("it was text, not JSON, and no call of `{ANSWER_TOOL}`")),
-                ),
-                None => None,
-            };
-            if let Some(value) = given {
-                match value.and_then(|v| fits(schema, &v).map(|()| v)) {
-                    Ok(value) => {
-                        let text = match response.text() {
-                            t if t.trim().is_empty() => value.to_string(),
-                            t => t,
-                        };
-                        return Ok(Some(finish(text, Ok(Some(value)))));
-                    }
-                    Err(why) => {
-                        misfits += 1;
-                        if misfits >= 2 {
-                            return Ok(Some(finish(response.text(), Err(why))));
-                        }
-                        misfit = Some(why);
-                    }
-                }
+        match output_schema.and_then(|schema| answer_of(schema, &uses, &response)) {
+            Some(Ok(value)) => {
+                let text = match response.text() {
+                    t if t.trim().is_empty() => value.to_string(),
+                    t => t,
+                };
+                return Ok(Some(finish(text, Ok(Some(value)))));
             }
+            Some(Err(why)) => {
+                misfits += 1;
+                if misfits >= 2 {
+                    return Ok(Some(finish(response.text(), Err(why))));
+                }
+                misfit = Some(why);
+            }
+            None => {}
         }
         if uses.is_empty() {
             if let Some(why) = misfit {
@@ -525,8 +511,21 @@ fn answer_spec(schema: &Value) -> ToolSpec {
     }
 }
 
+/// The structured answer a response gives for `schema`, validated: the `answer` tool's input,
+/// else, when it uses no tool, its text read as that JSON. `None`: it uses other tools only.
+fn answer_of(schema: &Value, uses: &[(String, String, Value)], response: &Response) -> Option<Result<Value, String>> {
+    let given = match uses.iter().find(|(_, name, _)| name == ANSWER_TOOL) {
+        Some((_, _, input)) => Ok(input.clone()),
+        None if uses.is_empty() => {
+            json_in(&response.text()).ok_or_else(|| format!("it was text, not JSON, and no call of `{ANSWER_TOOL}`"))
+        }
+        None => return None,
+    };
+    Some(given.and_then(|v| fits(schema, &v).map(|()| v)))
+}
+
 /// Whether `value` fits `schema`; why not, in a few words, when it does not.
-fn fits(schema: &Value, value: &Value) -> Result<(), String> {
+pub(crate) fn fits(schema: &Value, value: &Value) -> Result<(), String> {
     let problems = clutch_core::schemas::check(schema, value, "answer");
     if problems.is_empty() {
         return Ok(());

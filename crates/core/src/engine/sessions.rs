@@ -237,11 +237,7 @@ impl Engine {
         members: Vec<String>,
     ) {
         let now = self.inner.options.clock.now_ms();
-        let at_rate = self
-            .state()
-            .sessions
-            .get(session_id)
-            .is_none_or(|s| s.recent_count(from, now) >= s.limits.per_agent_per_minute as usize);
+        let at_rate = self.state().sessions.get(session_id).is_none_or(|s| s.at_rate(from, now));
         if at_rate {
             return;
         }
