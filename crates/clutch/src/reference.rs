@@ -24,9 +24,9 @@ pub fn render() -> String {
          then `clutch.toml` (the working directory's, or `--config FILE`), then `CLUTCH_*` variables (the \
          *env* column; lists are comma-separated, paths separated like `PATH`, an empty value unsets an \
          optional key), then flags (`clutch serve --help`). `clutch config dump` prints the effective \
-         configuration (secrets masked); `clutch config check` checks it. The policy files (`org.yaml`, \
+         configuration (secrets masked). The policy files (`org.yaml`, \
          `workflows.yaml`) live in the directory `config_dir` (or `--config-dir DIR`) names: see \
-         `docs/config/org.yaml` and `docs/config/workflows.yaml`.\n",
+         `docs/config/org.yaml` and `docs/config/workflows.yaml`; `clutch config check` checks them.\n",
     );
     doc.section("Top level", &schema, &defaults, "", true);
     doc.out.pop();

@@ -348,7 +348,8 @@ function fieldsOf(schema) {
       return null;
     }
   }
-  return fields;
+  // The choices (a verdict, a vote) first: they are the answer; the rest explains it.
+  return [...fields.filter((f) => f.el.tagName === 'SELECT'), ...fields.filter((f) => f.el.tagName !== 'SELECT')];
 }
 
 /** What a task asks: its first request's goal. @param {ClutchEvent[]} events the task's */
