@@ -446,11 +446,13 @@ async fn exchange(addr: &str, request: &str) -> (String, Value, tokio::net::TcpS
     socket.write_all(request.as_bytes()).await.unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
+    // The head a byte at a time: what follows it on an upgraded connection (the stream's first
+    // frames) stays on the socket for the caller.
     let head_end = loop {
-        if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
+        if got.ends_with(b"\r\n\r\n") {
+            break got.len();
         }
-        let n = tokio::time::timeout(Duration::from_secs(20), socket.read(&mut buf)).await.unwrap().unwrap();
+        let n = tokio::time::timeout(Duration::from_secs(20), socket.read(&mut buf[..1])).await.unwrap().unwrap();
         assert!(n > 0, "closed before the head's end: {:?}", String::from_utf8_lossy(&got));
         got.extend_from_slice(&buf[..n]);
     };
@@ -478,21 +480,27 @@ fn upgrade(host: &str, origin: &str) -> String {
     )
 }
 
-/// The first text frame an upgraded stream sends, as JSON (frames from the server are unmasked).
+/// The first text frame an upgraded stream sends, as JSON (frames from the server are unmasked);
+/// control frames before it (a keep-alive ping) are passed over.
 async fn first_frame(socket: &mut tokio::net::TcpStream) -> Value {
     use tokio::io::AsyncReadExt;
     let read = async {
-        let mut header = [0u8; 2];
-        socket.read_exact(&mut header).await.unwrap();
-        assert_eq!(header[0], 0x81, "a final text frame");
-        let length = match header[1] & 0x7f {
-            126 => socket.read_u16().await.unwrap() as usize,
-            127 => socket.read_u64().await.unwrap() as usize,
-            n => n as usize,
-        };
-        let mut payload = vec![0u8; length];
-        socket.read_exact(&mut payload).await.unwrap();
-        serde_json::from_slice(&payload).unwrap()
+        loop {
+            let mut header = [0u8; 2];
+            socket.read_exact(&mut header).await.unwrap();
+            let length = match header[1] & 0x7f {
+                126 => socket.read_u16().await.unwrap() as usize,
+                127 => socket.read_u64().await.unwrap() as usize,
+                n => n as usize,
+            };
+            let mut payload = vec![0u8; length];
+            socket.read_exact(&mut payload).await.unwrap();
+            if header[0] & 0x08 != 0 {
+                continue;
+            }
+            assert_eq!(header[0], 0x81, "a final text frame");
+            return serde_json::from_slice::<Value>(&payload).unwrap();
+        }
     };
     tokio::time::timeout(Duration::from_secs(20), read).await.expect("a frame in time")
 }
