@@ -293,15 +293,19 @@ async fn read_sse(response: reqwest::Response, events: &mut Vec<Value>, done: &m
     }
 }
 
-/// `python3` from `PATH`. The worker tests fail, rather than skip, when it is missing.
+/// The test venv's Python (`.tools/venv`, made by `scripts/py-setup`), which has the Python client
+/// (`clients/python`, installed editable) the example worker `tests/workers/worker.py` is written on.
+/// The worker tests fail, rather than skip, when it is missing.
 pub fn python3() -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).map(|dir| dir.join("python3")).find(|p| p.is_file()).unwrap_or_else(|| {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/venv/bin/python");
+    if !python.is_file() {
         panic!(
-            "python3 is not on PATH: the worker tests run the example worker tests/workers/worker.py \
-             (Python 3, standard library only) as external agent programs; install Python 3"
-        )
-    })
+            "{} is missing: the worker tests run the example worker tests/workers/worker.py, written on the \
+             Python client in clients/python; run ./scripts/py-setup (the test command does) to make the venv",
+            python.display()
+        );
+    }
+    python
 }
 
 /// The PostgreSQL server to test against; `None` (after a note) when not configured outside CI.

@@ -1,0 +1,432 @@
+"""The agent helper: a Python function served as a Clutch agent.
+
+`Agent(name, capabilities, handler)` registers an AgentCard, heartbeats on the interval the daemon asks
+for, reads its inbox (the live stream filtered on `to=agent:NAME`, resumed after the last event seen
+when the daemon restarts), and works each delivered `task.request`: `task.accept`, then the handler,
+whose return value becomes the `task.result` and whose exception a `task.error`. Deliveries are
+deduplicated by `task_id` + `attempt`; a `task.cancel` cancels the handler. Every message of a task has
+an id fixed before its first send, so a send retried after a lost answer is stored once, and the
+daemon being away (even killed) only delays the work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import inspect
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+from . import ids
+from .client import DEFAULT_URL, AsyncClient, _backoff, card, prepare
+from .errors import ClutchError, TaskFailed
+from .sign import Signer
+
+ORCHESTRATOR = "agent:orchestrator"
+log = logging.getLogger("clutch.agent")
+_current: contextvars.ContextVar["Task | None"] = contextvars.ContextVar("clutch_task", default=None)
+_ENDS = ("task.result", "task.error", "task.timeout", "task.cancel")
+
+
+def current_task() -> "Task | None":
+    """The task whose handler is running here (through any asyncio task it starts), or None."""
+    return _current.get()
+
+
+def _result_payload(value: Any) -> dict:
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        return {"text": value}
+    if isinstance(value, dict):
+        return dict(value)
+    raise TaskFailed("BAD_RESULT", f"a handler returns a str, a dict or None, not {type(value).__name__}")
+
+
+def _failure(event: dict) -> TaskFailed:
+    payload = event.get("payload") or {}
+    if event["type"] == "task.timeout":
+        return TaskFailed("TIMEOUT", payload.get("message", "the task timed out"), retryable=True)
+    if event["type"] == "task.cancel":
+        return TaskFailed("CANCELLED", payload.get("reason", "the task was cancelled"))
+    return TaskFailed(payload.get("code", "TASK_FAILED"), payload.get("message", ""),
+                      retryable=bool(payload.get("retryable", False)), details=payload.get("details"))
+
+
+async def wait_for_end(client: AsyncClient, request: dict, *, after: int, timeout: float | None) -> dict:
+    """Follows `request`'s task from `after` (a seq before it was sent) to its end: the `task.result`
+    payload, or `TaskFailed`. Only the ends its assignee (or the daemon) sent count."""
+    async def follow() -> dict:
+        async for event in client.stream(task_id=request["task_id"], after=after):
+            if event["type"] in _ENDS and event["id"] != request["id"]:
+                if event["type"] == "task.result":
+                    return event.get("payload") or {}
+                raise _failure(event)
+        raise AssertionError("the stream never ends")
+
+    try:
+        return await asyncio.wait_for(follow(), timeout)
+    except asyncio.TimeoutError:
+        raise TaskFailed("TIMEOUT", f"no end of task {request['task_id']} within {timeout} s",
+                         retryable=True) from None
+
+
+class _Recent:
+    """A set that forgets its oldest members past `size`: the dedup memory of a long-lived agent stays
+    bounded (a delivery older than the last 10,000 tasks is long ended on the daemon's side)."""
+
+    def __init__(self, size: int = 10_000):
+        self.size = size
+        self._items: dict = {}
+
+    def add(self, item: Any) -> None:
+        self._items[item] = None
+        if len(self._items) > self.size:
+            del self._items[next(iter(self._items))]
+
+    def __contains__(self, item: Any) -> bool:
+        return item in self._items
+
+
+class Task:
+    """One delivered task, given to the handler: what was asked, and how to answer in its thread."""
+
+    def __init__(self, agent: "Agent", request: dict):
+        self._agent = agent
+        self.request = request
+        self.id: str = request["task_id"]
+        self.run_id: str = request["run_id"]
+        self.thread_id: str = request["thread_id"]
+        self.attempt: int = request.get("attempt", 1)
+        self.parent_task_id: str | None = request.get("parent_task_id")
+        self.sender: str = request["from"]["agent_id"]
+        self.payload: dict = request.get("payload") or {}
+        self.goal: str = str(self.payload.get("goal") or self.payload.get("text") or "")
+        self.cancelled = False
+        self._usage: dict = {}
+        self._accepted = asyncio.Event()
+
+    @property
+    def agent_id(self) -> str:
+        return self._agent.agent_id
+
+    @property
+    def client(self) -> AsyncClient:
+        return self._agent.client
+
+    async def send(self, type: str, payload: dict, **envelope: Any) -> dict:
+        """Any message in this task's run, thread and task, from this agent (to the requester unless
+        `to` is given), retried until stored."""
+        message = {"run_id": self.run_id, "thread_id": self.thread_id, "task_id": self.id,
+                   "from": {"agent_id": self.agent_id}, "to": [{"agent_id": self.sender}], "type": type,
+                   "payload": payload, "attempt": self.attempt, **envelope}
+        return await self._agent._post(prepare(message, self._agent.signer))
+
+    async def accept(self) -> None:
+        """Takes the task (done for you before the handler runs, unless `auto_accept=False`)."""
+        await self.send("task.accept", {})
+        self._accepted.set()
+        self._agent._say(f"task {self.id} attempt {self.attempt}: accepted")
+
+    async def progress(self, text: str | None = None, *, percent: float | None = None,
+                       usage: dict | None = None, **payload: Any) -> dict:
+        body = {k: v for k, v in dict(text=text, percent=percent, usage=usage, **payload).items() if v is not None}
+        sent = await self.send("task.progress", body)
+        self._agent._say(f"task {self.id} attempt {self.attempt}: progress {text or percent or ''}".rstrip())
+        return sent
+
+    async def tool_call(self, tool: str, args: dict | None = None, **payload: Any) -> str:
+        """Records a call of a tool the agent runs itself (`tool.call`); returns its id, the call_id."""
+        sent = await self.send("tool.call", {"tool": tool, "args": args or {}, **payload}, to=[])
+        return sent["id"]
+
+    async def tool_result(self, call_id: str, tool: str, result: Any, *, error: bool = False,
+                          duration_ms: int = 0) -> dict:
+        """Records what the tool answered (`tool.result`), or its failure (`tool.error`)."""
+        if error:
+            return await self.send("tool.error", {"code": "TOOL_FAILED", "message": str(result)[:2000],
+                                                  "retryable": False, "details": {"call_id": call_id,
+                                                                                   "tool": tool}}, to=[])
+        text = result if isinstance(result, str) else None
+        content = [{"type": "text", "text": text}] if text is not None else []
+        body = {"tool": tool, "call_id": call_id, "content": content, "duration_ms": int(duration_ms)}
+        if text is None:
+            body["structured_content"] = result
+        return await self.send("tool.result", body, to=[])
+
+    async def chat(self, text: str, *, speaker: str | None = None, **payload: Any) -> dict:
+        """A `chat.message` in the task's thread, to everyone observing it; `speaker` names who in the
+        agent's team said it."""
+        body = {"text": text, **({"speaker": speaker} if speaker else {}), **payload}
+        return await self.send("chat.message", body, to=[])
+
+    def add_usage(self, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float = 0.0,
+                  requests: int = 0) -> None:
+        """Usage summed into the task.result's `usage` (so budgets count it)."""
+        for key, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens),
+                           ("cost_usd", cost_usd), ("requests", requests)):
+            if value:
+                self._usage[key] = self._usage.get(key, 0) + value
+
+    async def delegate(self, *, requires: list[str], goal: str | None = None, payload: dict | None = None,
+                       prefers: list[str] | None = None, timeout: float | None = None, **envelope: Any) -> dict:
+        """A subtask of this one (`parent_task_id`), in the same run and thread, routed by the hub to an
+        agent with `requires`; returns its `task.result` payload, or raises `TaskFailed`."""
+        body = dict(payload or {})
+        if goal is not None:
+            body.setdefault("goal", goal)
+        return await self._subtask([{"agent_id": ORCHESTRATOR}], body, requires=requires, prefers=prefers,
+                                   timeout=timeout, **envelope)
+
+    async def ask(self, person: str, question: str, *, timeout: float | None = None, **payload: Any) -> dict:
+        """A subtask given to a person (`user:NAME`), who answers in the web UI or with
+        `POST /v1/tasks/{id}/reply`; returns their reply's payload (the text under `text`)."""
+        if not person.startswith("user:"):
+            person = f"user:{person}"
+        return await self._subtask([{"agent_id": person}], {"goal": question, "text": question, **payload},
+                                   timeout=timeout)
+
+    async def _subtask(self, to: list, payload: dict, *, timeout: float | None, **envelope: Any) -> dict:
+        message = prepare({"run_id": self.run_id, "thread_id": self.thread_id, "task_id": ids.new_id("task"),
+                           "parent_task_id": self.id, "from": {"agent_id": self.agent_id}, "to": to,
+                           "type": "task.request", "payload": payload, **envelope}, self._agent.signer)
+        head = (await self.client.health())["head_seq"]
+        await self._agent._post(message)
+        return await wait_for_end(self.client, message, after=head, timeout=timeout)
+
+
+class SyncTask:
+    """A `Task` for a handler that is a plain function (run in a thread): the same methods, blocking."""
+
+    def __init__(self, task: Task, loop: asyncio.AbstractEventLoop):
+        self._task = task
+        self._loop = loop
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._task, name)
+        if inspect.iscoroutinefunction(value):
+            def blocking(*args: Any, **kwargs: Any) -> Any:
+                return asyncio.run_coroutine_threadsafe(value(*args, **kwargs), self._loop).result()
+            return blocking
+        return value
+
+
+Handler = Callable[[Task], Awaitable[Any]] | Callable[[Any], Any]
+
+
+class Agent:
+    """A Clutch agent served by a handler; see the module's docs. `name` is `agent:NAME` or NAME."""
+
+    def __init__(self, name: str, capabilities: list, handler: Handler, *, url: str = DEFAULT_URL,
+                 token: str | None = None, signer: Signer | None = None, max_concurrency: int = 4,
+                 description: str | None = None, auto_accept: bool = True, card_fields: dict | None = None,
+                 client: AsyncClient | None = None):
+        self.card = card(name, capabilities, display={"name": name.split(":")[-1], "desc": description or
+                                                      "a Python agent (clutch-client)"},
+                         limits={"max_concurrency": max_concurrency}, **(card_fields or {}))
+        self.agent_id: str = self.card["agent_id"]
+        self.handler = handler
+        self.url = url
+        self.token = token
+        self.signer = signer
+        self.auto_accept = auto_accept
+        self.max_concurrency = max_concurrency
+        self.client: AsyncClient = client  # type: ignore[assignment]
+        self.heartbeat_sec = 10
+        self.seen = _Recent()  # (task_id, attempt) of the deliveries taken
+        self.working: dict[str, tuple[Task, asyncio.Task]] = {}
+        self.ended = _Recent()  # ids of the tasks it answered or saw cancelled
+        self.ready = asyncio.Event()
+        self._stopping = False
+        self._slots: asyncio.Semaphore | None = None
+
+    def _say(self, text: str) -> None:
+        log.info("%s %s", self.agent_id, text)
+
+    async def _post(self, message: dict) -> dict:
+        """Sends until stored: a retryable error or no answer waits and tries again (the message's id is
+        fixed, so a retry of one that was stored is answered as a duplicate)."""
+        failures = 0
+        while True:
+            try:
+                return await self.client._call("POST", "/v1/messages", body=message)
+            except ClutchError as e:
+                if not e.retryable or self._stopping:
+                    raise
+                if failures == 0:
+                    self._say(f"send {message['type']}: {e.code}; will keep trying")
+            await asyncio.sleep(_backoff(min(failures, 6)))
+            failures += 1
+
+    async def _register(self) -> int:
+        failures = 0
+        while True:
+            try:
+                answer = await self.client.register(self.card)
+                self.heartbeat_sec = max(1, int(answer.get("heartbeat_interval_sec", 10)))
+                self._say(f"registered at seq {answer['seq']}; heartbeat every {self.heartbeat_sec} s")
+                return answer["seq"]
+            except ClutchError as e:
+                if not e.retryable:
+                    raise
+                if failures == 0:
+                    self._say(f"register: {e.code}; will keep trying")
+            await asyncio.sleep(_backoff(min(failures, 6)))
+            failures += 1
+
+    async def _heartbeats(self) -> None:
+        down = False
+        while not self._stopping:
+            await asyncio.sleep(self.heartbeat_sec)
+            try:
+                answer = await self.client.heartbeat(self.agent_id)
+                self.heartbeat_sec = max(1, int(answer.get("next_heartbeat_sec", self.heartbeat_sec)))
+                if down:
+                    self._say("heartbeat: the daemon answers again")
+                down = False
+            except ClutchError as e:
+                if e.code == "AGENT_NOT_FOUND":
+                    self._say("was removed from the registry; stopping")
+                    self._stopping = True
+                    raise
+                if not down:
+                    self._say(f"heartbeat: {e.code}; will keep trying")
+                down = True
+
+    async def serve(self) -> None:
+        """Registers and works tasks until `stop()` (or cancellation, or removal from the registry)."""
+        own_client = self.client is None
+        if own_client:
+            self.client = AsyncClient(self.url, token=self.token, signer=self.signer)
+        self._slots = asyncio.Semaphore(self.max_concurrency)
+        try:
+            cursor = await self._register()
+            beats = asyncio.create_task(self._heartbeats())
+            inbox = asyncio.create_task(self._inbox(cursor))
+            done, _ = await asyncio.wait({beats, inbox}, return_when=asyncio.FIRST_COMPLETED)
+            for t in (beats, inbox):
+                t.cancel()
+            for t in done:
+                if not t.cancelled() and t.exception() and not self._stopping:
+                    raise t.exception()
+        finally:
+            for _, work in list(self.working.values()):
+                work.cancel()
+            if own_client:
+                await self.client.aclose()
+
+    async def _inbox(self, cursor: int) -> None:
+        def connected(after: int) -> None:
+            self._say(f"reading its inbox after seq {after}")
+            self.ready.set()
+
+        async for event in self.client.stream(to=self.agent_id, after=cursor, on_connect=connected):
+            self._handle(event)
+
+    def _handle(self, event: dict) -> None:
+        kind, task_id = event.get("type"), event.get("task_id")
+        if kind == "task.cancel":
+            entry = self.working.get(task_id)
+            if entry:
+                entry[0].cancelled = True
+                entry[1].cancel()
+                self._say(f"task {task_id} attempt {entry[0].attempt}: stopped (cancelled)")
+            self.ended.add(task_id)
+            return
+        if kind != "task.request" or not any(r.get("agent_id") == self.agent_id for r in event.get("to", [])):
+            return
+        attempt = event.get("attempt", 1)
+        if (task_id, attempt) in self.seen or task_id in self.ended:
+            self._say(f"task {task_id} attempt {attempt}: duplicate delivery ignored")
+            return
+        self.seen.add((task_id, attempt))
+        if task_id in self.working:
+            # A redelivery of a task in hand (our accept was lost): take it again under the new attempt.
+            task = self.working[task_id][0]
+            task.attempt = attempt
+            self._say(f"task {task_id} attempt {attempt}: redelivered while in hand")
+            if self.auto_accept:
+                asyncio.create_task(self._quietly(task.accept()))
+            return
+        task = Task(self, event)
+        self._say(f"task {task_id} attempt {attempt}: received")
+        work = asyncio.create_task(self._work(task))
+        self.working[task_id] = (task, work)
+
+    async def _quietly(self, step: Awaitable[Any]) -> None:
+        with contextlib.suppress(ClutchError):
+            await step
+
+    async def _work(self, task: Task) -> None:
+        assert self._slots is not None
+        token = _current.set(task)
+        try:
+            async with self._slots:
+                if self.auto_accept:
+                    await task.accept()
+                started = time.monotonic()
+                try:
+                    if inspect.iscoroutinefunction(self.handler):
+                        value = await self.handler(task)
+                    else:
+                        loop = asyncio.get_running_loop()
+                        value = await asyncio.to_thread(self.handler, SyncTask(task, loop))
+                    payload = _result_payload(value)
+                    kind = "task.result"
+                except TaskFailed as e:
+                    payload, kind = e.payload(), "task.error"
+                except asyncio.CancelledError:
+                    if task.cancelled or self._stopping:
+                        return
+                    raise
+                except ClutchError as e:
+                    payload = {"code": e.code, "message": e.message, "retryable": e.retryable}
+                    kind = "task.error"
+                except Exception as e:  # a bug or a framework's failure: the task fails, it never hangs
+                    log.exception("%s task %s: the handler raised", self.agent_id, task.id)
+                    payload = {"code": "AGENT_EXCEPTION", "message": f"{type(e).__name__}: {e}"[:2000],
+                               "retryable": False, "details": {"exception": type(e).__name__}}
+                    kind = "task.error"
+                if kind == "task.result" and task._usage and "usage" not in payload:
+                    payload["usage"] = task._usage
+                if not task._accepted.is_set() and kind == "task.result" and not self.auto_accept:
+                    await task.accept()
+                await task.send(kind, payload)
+                self.ended.add(task.id)
+                seconds = time.monotonic() - started
+                self._say(f"task {task.id} attempt {task.attempt}: "
+                          f"{'completed' if kind == 'task.result' else 'failed ' + payload['code']} in {seconds:.2f} s")
+        except ClutchError as e:
+            self._say(f"task {task.id} attempt {task.attempt}: {e}")
+        finally:
+            _current.reset(token)
+            self.working.pop(task.id, None)
+
+    def stop(self) -> None:
+        self._stopping = True
+        for _, work in list(self.working.values()):
+            work.cancel()
+
+    @contextlib.asynccontextmanager
+    async def running(self):
+        """Serves in the background: registered and reading its inbox inside the block, stopped after."""
+        served = asyncio.create_task(self.serve())
+        ready = asyncio.create_task(self.ready.wait())
+        done, _ = await asyncio.wait({served, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if served in done:
+            ready.cancel()
+            served.result()
+        try:
+            yield self
+        finally:
+            self.stop()
+            served.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await served
+
+    def run(self) -> None:
+        """Serves until Ctrl-C: for scripts."""
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(self.serve())
