@@ -35,6 +35,11 @@ def current_task() -> "Task | None":
     return _current.get()
 
 
+def is_async(handler: Any) -> bool:
+    """A coroutine function, or an object whose `__call__` is one."""
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(getattr(handler, "__call__", None))
+
+
 def _result_payload(value: Any) -> dict:
     if value is None:
         return {}
@@ -60,10 +65,16 @@ async def wait_for_end(client: AsyncClient, request: dict, *, after: int, timeou
     payload, or `TaskFailed`. Only the ends its assignee (or the daemon) sent count."""
     async def follow() -> dict:
         async for event in client.stream(task_id=request["task_id"], after=after):
-            if event["type"] in _ENDS and event["id"] != request["id"]:
-                if event["type"] == "task.result":
-                    return event.get("payload") or {}
-                raise _failure(event)
+            if event["type"] not in _ENDS or event["id"] == request["id"]:
+                continue
+            if event["type"] == "task.result":
+                return event.get("payload") or {}
+            if event["type"] == "task.error" and (event.get("payload") or {}).get("retryable"):
+                # The daemon may route it again (up to engine.max_routings): wait on unless it ended.
+                state = (await client.task(request["task_id"]))["state"]
+                if state not in ("failed", "cancelled", "timed_out", "completed"):
+                    continue
+            raise _failure(event)
         raise AssertionError("the stream never ends")
 
     try:
@@ -107,6 +118,7 @@ class Task:
         self.cancelled = False
         self._usage: dict = {}
         self._accepted = asyncio.Event()
+        self._requester: str | None = None
 
     @property
     def agent_id(self) -> str:
@@ -116,9 +128,22 @@ class Task:
     def client(self) -> AsyncClient:
         return self._agent.client
 
+    async def requester(self) -> str:
+        """Who asked for the task: the sender of the request the daemon routed here (a routed delivery
+        comes from agent:orchestrator and names the original in `meta.clutch_request_id`)."""
+        if self._requester is None:
+            self._requester = self.sender
+            original = (self.request.get("meta") or {}).get("clutch_request_id")
+            if self.sender == ORCHESTRATOR and original:
+                self._requester = (await self.client.message(original))["from"]["agent_id"]
+        return self._requester
+
     async def send(self, type: str, payload: dict, **envelope: Any) -> dict:
         """Any message in this task's run, thread and task, from this agent (to the requester unless
-        `to` is given), retried until stored."""
+        `to` is given), retried until stored. Once the task is cancelled nothing more is sent (the
+        daemon would refuse it): the answer is `{}`."""
+        if self.cancelled:
+            return {}
         message = {"run_id": self.run_id, "thread_id": self.thread_id, "task_id": self.id,
                    "from": {"agent_id": self.agent_id}, "to": [{"agent_id": self.sender}], "type": type,
                    "payload": payload, "attempt": self.attempt, **envelope}
@@ -128,39 +153,45 @@ class Task:
         """Takes the task (done for you before the handler runs, unless `auto_accept=False`)."""
         await self.send("task.accept", {})
         self._accepted.set()
-        self._agent._say(f"task {self.id} attempt {self.attempt}: accepted")
+        self._agent._say("task %s attempt %s: accepted", self.id, self.attempt)
 
     async def progress(self, text: str | None = None, *, percent: float | None = None,
-                       usage: dict | None = None, **payload: Any) -> dict:
+                       usage: dict | None = None, meta: dict | None = None, **payload: Any) -> dict:
+        """A `task.progress`; `usage` in it counts against budgets; `meta` goes on the envelope."""
         body = {k: v for k, v in dict(text=text, percent=percent, usage=usage, **payload).items() if v is not None}
-        sent = await self.send("task.progress", body)
-        self._agent._say(f"task {self.id} attempt {self.attempt}: progress {text or percent or ''}".rstrip())
+        sent = await self.send("task.progress", body, meta=meta)
+        self._agent._say("task %s attempt %s: progress %s", self.id, self.attempt, text or percent or "")
         return sent
 
-    async def tool_call(self, tool: str, args: dict | None = None, **payload: Any) -> str:
-        """Records a call of a tool the agent runs itself (`tool.call`); returns its id, the call_id."""
-        sent = await self.send("tool.call", {"tool": tool, "args": args or {}, **payload}, to=[])
-        return sent["id"]
+    async def tool_call(self, tool: str, args: dict | None = None, *, meta: dict | None = None,
+                        **payload: Any) -> str:
+        """Records a call of a tool the agent runs itself (`tool.call`) and returns its id, the call_id.
+        Name framework-local tools `tool:NAME` (see `tool_name`), so an operator's allowlist can name
+        them; a tool the allowlists refuse is answered `FORBIDDEN` here, before it runs."""
+        sent = await self.send("tool.call", {"tool": tool, "args": args or {}, **payload}, to=[], meta=meta)
+        return sent.get("id", "")
 
     async def tool_result(self, call_id: str, tool: str, result: Any, *, error: bool = False,
-                          duration_ms: int = 0) -> dict:
+                          duration_ms: int = 0, meta: dict | None = None) -> dict:
         """Records what the tool answered (`tool.result`), or its failure (`tool.error`)."""
         if error:
             return await self.send("tool.error", {"code": "TOOL_FAILED", "message": str(result)[:2000],
                                                   "retryable": False, "details": {"call_id": call_id,
-                                                                                   "tool": tool}}, to=[])
+                                                                                   "tool": tool}},
+                                   to=[], meta=meta)
         text = result if isinstance(result, str) else None
         content = [{"type": "text", "text": text}] if text is not None else []
         body = {"tool": tool, "call_id": call_id, "content": content, "duration_ms": int(duration_ms)}
         if text is None:
             body["structured_content"] = result
-        return await self.send("tool.result", body, to=[])
+        return await self.send("tool.result", body, to=[], meta=meta)
 
-    async def chat(self, text: str, *, speaker: str | None = None, **payload: Any) -> dict:
+    async def chat(self, text: str, *, speaker: str | None = None, meta: dict | None = None,
+                   **payload: Any) -> dict:
         """A `chat.message` in the task's thread, to everyone observing it; `speaker` names who in the
         agent's team said it."""
         body = {"text": text, **({"speaker": speaker} if speaker else {}), **payload}
-        return await self.send("chat.message", body, to=[])
+        return await self.send("chat.message", body, to=[], meta=meta)
 
     def add_usage(self, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float = 0.0,
                   requests: int = 0) -> None:
@@ -213,6 +244,12 @@ class SyncTask:
         return value
 
 
+def tool_name(name: str) -> str:
+    """How a framework-local tool is named in `tool.call`s: `tool:NAME` (as a card's `tool:` capability
+    ids and org.yaml allowlists name it); a name already in a namespace (`tool:`, `mcp:`) is kept."""
+    return name if name.startswith(("tool:", "mcp:")) else f"tool:{name}"
+
+
 Handler = Callable[[Task], Awaitable[Any]] | Callable[[Any], Any]
 
 
@@ -242,8 +279,10 @@ class Agent:
         self._stopping = False
         self._slots: asyncio.Semaphore | None = None
 
-    def _say(self, text: str) -> None:
-        log.info("%s %s", self.agent_id, text)
+    def _say(self, text: str, *args: Any) -> None:
+        """One line about what it does (logger `clutch.agent`, INFO), formatted only when shown."""
+        if log.isEnabledFor(logging.INFO):
+            log.info("%s " + text, self.agent_id, *args)
 
     async def _post(self, message: dict) -> dict:
         """Sends until stored: a retryable error or no answer waits and tries again (the message's id is
@@ -256,7 +295,7 @@ class Agent:
                 if not e.retryable or self._stopping:
                     raise
                 if failures == 0:
-                    self._say(f"send {message['type']}: {e.code}; will keep trying")
+                    self._say("send %s: %s; will keep trying", message["type"], e.code)
             await asyncio.sleep(_backoff(min(failures, 6)))
             failures += 1
 
@@ -266,13 +305,13 @@ class Agent:
             try:
                 answer = await self.client.register(self.card)
                 self.heartbeat_sec = max(1, int(answer.get("heartbeat_interval_sec", 10)))
-                self._say(f"registered at seq {answer['seq']}; heartbeat every {self.heartbeat_sec} s")
+                self._say("registered at seq %s; heartbeat every %s s", answer["seq"], self.heartbeat_sec)
                 return answer["seq"]
             except ClutchError as e:
                 if not e.retryable:
                     raise
                 if failures == 0:
-                    self._say(f"register: {e.code}; will keep trying")
+                    self._say("register: %s; will keep trying", e.code)
             await asyncio.sleep(_backoff(min(failures, 6)))
             failures += 1
 
@@ -292,7 +331,7 @@ class Agent:
                     self._stopping = True
                     raise
                 if not down:
-                    self._say(f"heartbeat: {e.code}; will keep trying")
+                    self._say("heartbeat: %s; will keep trying", e.code)
                 down = True
 
     async def serve(self) -> None:
@@ -301,25 +340,26 @@ class Agent:
         if own_client:
             self.client = AsyncClient(self.url, token=self.token, signer=self.signer)
         self._slots = asyncio.Semaphore(self.max_concurrency)
+        loops: list[asyncio.Task] = []
         try:
             cursor = await self._register()
-            beats = asyncio.create_task(self._heartbeats())
-            inbox = asyncio.create_task(self._inbox(cursor))
-            done, _ = await asyncio.wait({beats, inbox}, return_when=asyncio.FIRST_COMPLETED)
-            for t in (beats, inbox):
-                t.cancel()
+            loops = [asyncio.create_task(self._heartbeats()), asyncio.create_task(self._inbox(cursor))]
+            done, _ = await asyncio.wait(loops, return_when=asyncio.FIRST_COMPLETED)
             for t in done:
                 if not t.cancelled() and t.exception() and not self._stopping:
                     raise t.exception()
         finally:
-            for _, work in list(self.working.values()):
-                work.cancel()
+            # Everything that uses the client stops before the client closes.
+            pending = loops + [work for _, work in self.working.values()]
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
             if own_client:
                 await self.client.aclose()
 
     async def _inbox(self, cursor: int) -> None:
         def connected(after: int) -> None:
-            self._say(f"reading its inbox after seq {after}")
+            self._say("reading its inbox after seq %s", after)
             self.ready.set()
 
         async for event in self.client.stream(to=self.agent_id, after=cursor, on_connect=connected):
@@ -332,26 +372,26 @@ class Agent:
             if entry:
                 entry[0].cancelled = True
                 entry[1].cancel()
-                self._say(f"task {task_id} attempt {entry[0].attempt}: stopped (cancelled)")
+                self._say("task %s attempt %s: stopped (cancelled)", task_id, entry[0].attempt)
             self.ended.add(task_id)
             return
         if kind != "task.request" or not any(r.get("agent_id") == self.agent_id for r in event.get("to", [])):
             return
         attempt = event.get("attempt", 1)
         if (task_id, attempt) in self.seen or task_id in self.ended:
-            self._say(f"task {task_id} attempt {attempt}: duplicate delivery ignored")
+            self._say("task %s attempt %s: duplicate delivery ignored", task_id, attempt)
             return
         self.seen.add((task_id, attempt))
         if task_id in self.working:
             # A redelivery of a task in hand (our accept was lost): take it again under the new attempt.
             task = self.working[task_id][0]
             task.attempt = attempt
-            self._say(f"task {task_id} attempt {attempt}: redelivered while in hand")
+            self._say("task %s attempt %s: redelivered while in hand", task_id, attempt)
             if self.auto_accept:
                 asyncio.create_task(self._quietly(task.accept()))
             return
         task = Task(self, event)
-        self._say(f"task {task_id} attempt {attempt}: received")
+        self._say("task %s attempt %s: received", task_id, attempt)
         work = asyncio.create_task(self._work(task))
         self.working[task_id] = (task, work)
 
@@ -368,7 +408,7 @@ class Agent:
                     await task.accept()
                 started = time.monotonic()
                 try:
-                    if inspect.iscoroutinefunction(self.handler):
+                    if is_async(self.handler):
                         value = await self.handler(task)
                     else:
                         loop = asyncio.get_running_loop()
@@ -394,12 +434,14 @@ class Agent:
                 if not task._accepted.is_set() and kind == "task.result" and not self.auto_accept:
                     await task.accept()
                 await task.send(kind, payload)
-                self.ended.add(task.id)
-                seconds = time.monotonic() - started
-                self._say(f"task {task.id} attempt {task.attempt}: "
-                          f"{'completed' if kind == 'task.result' else 'failed ' + payload['code']} in {seconds:.2f} s")
+                if kind == "task.result" or not payload.get("retryable"):
+                    # A retryable failure may be routed back here as a new attempt: only this one is done.
+                    self.ended.add(task.id)
+                self._say("task %s attempt %s: %s in %.2f s", task.id, task.attempt,
+                          "completed" if kind == "task.result" else f"failed {payload['code']}",
+                          time.monotonic() - started)
         except ClutchError as e:
-            self._say(f"task {task.id} attempt {task.attempt}: {e}")
+            self._say("task %s attempt %s: %s", task.id, task.attempt, e)
         finally:
             _current.reset(token)
             self.working.pop(task.id, None)

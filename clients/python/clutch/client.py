@@ -10,8 +10,10 @@ GETs, and messages, whose ids the client fills before the first try so a retry i
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
+import ssl
 import time
 from typing import Any, AsyncIterator, Callable, Iterator
 from urllib.parse import quote
@@ -302,6 +304,13 @@ def _backoff(attempt: int) -> float:
     return min(5.0, 0.1 * 2 ** attempt) * (0.5 + random.random() / 2)
 
 
+@functools.lru_cache(maxsize=1)
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every client of the process: httpx would build one per client (certificates
+    loaded each time, most of an idle client's memory)."""
+    return httpx.create_ssl_context()
+
+
 def _headers(token: str | None) -> dict:
     headers = {"user-agent": "clutch-client-python/0.1"}
     if token:
@@ -319,7 +328,7 @@ class Client(_Routes):
         self.signer = signer
         self.retries = retries
         self._http = httpx.Client(base_url=self.url, headers=_headers(token), timeout=timeout,
-                                  transport=transport)
+                                  transport=transport, verify=_tls())
 
     def _call(self, method, path, *, params=None, body=None, retry=False):
         attempt = 0
@@ -401,7 +410,7 @@ class AsyncClient(_Routes):
         self.signer = signer
         self.retries = retries
         self._http = httpx.AsyncClient(base_url=self.url, headers=_headers(token), timeout=timeout,
-                                       transport=transport)
+                                       transport=transport, verify=_tls())
 
     async def _call(self, method, path, *, params=None, body=None, retry=False):
         attempt = 0

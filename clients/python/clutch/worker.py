@@ -11,11 +11,10 @@ and the job dropped: the other holder's work wins.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from typing import Any
 
-from .agent import SyncTask
+from .agent import SyncTask, is_async
 from .client import DEFAULT_URL, AsyncClient, _backoff, card
 from .errors import ClutchError, TaskFailed
 from .sign import Signer
@@ -124,7 +123,7 @@ class Worker:
         job = Job(self, task, context)
         log.info("%s claimed %s (%s)", self.agent_id, job.id, job.name)
         try:
-            if inspect.iscoroutinefunction(self.handler):
+            if is_async(self.handler):
                 outcome = await self.handler(job)
             else:
                 outcome = await asyncio.to_thread(self.handler, SyncTask(job, asyncio.get_running_loop()))

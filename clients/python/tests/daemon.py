@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def binary() -> str:
-    path = os.environ.get("CLUTCH_BIN") or str(REPO / "target" / "debug" / "clutch")
+    path = os.path.abspath(os.environ.get("CLUTCH_BIN") or str(REPO / "target" / "debug" / "clutch"))
     if not os.path.isfile(path):
         raise RuntimeError(f"no clutch binary at {path}: run `cargo build -p clutch` or set CLUTCH_BIN")
     return path

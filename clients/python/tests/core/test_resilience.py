@@ -131,3 +131,19 @@ def test_the_workflow_worker_claims_checkpoints_and_completes(daemon):
             checkpoints = await c.checkpoints(by_name["build"])
             assert [cp["summary"] for cp in checkpoints["checkpoints"]] == ["build halfway"]
     asyncio.run(go())
+
+
+def test_the_agent_helper_benchmark_runs():
+    """The load driver of docs/benchmarks.md (bench/agent_helper.py), small, so it does not rot: both
+    agents work every task and the figures come out. Its speed is measured by hand, never here."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "bench" / "agent_helper.py"
+    out = subprocess.run([sys.executable, str(bench), "--tasks", "30", "--batch", "10", "--rounds", "1", "--idle", "3"],
+                         capture_output=True, text=True, timeout=180, check=True).stdout
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [(r["agent"], r["tasks"]) for r in lines[:2]] == [("helper", 30), ("bare", 30)]
+    assert lines[2]["helper_vs_bare_tasks_per_sec"] > 0 and lines[3]["idle_helpers"] == 3
