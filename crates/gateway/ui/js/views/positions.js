@@ -164,7 +164,7 @@ export function sessionOf(events) {
 
 /**
  * The session panel of a run view: position, phase, team, message count, outcome, and the turns
- * waiting for the page's person; live.
+ * waiting for the page's person; live. In a run that is no session, only those turns, when there are any.
  */
 export class SessionPanel {
   /**
@@ -261,7 +261,12 @@ export class SessionPanel {
     const events = this.store.runs.get(this.runId)?.events || [];
     const s = sessionOf(events);
     if (!s) {
-      this.el.hidden = true;
+      // Not a positions' session, but an agent may still have asked the page's person something (a
+      // LangGraph interrupt, a question through the client's `Task.ask`): the same forms answer it.
+      const turns = this.openTurns();
+      this.el.hidden = turns.length === 0;
+      clear(this.el);
+      if (turns.length) append(this.el, [h('div', { class: 'session-head' }, h('strong', null, 'Asked of you')), turns]);
       return;
     }
     this.el.hidden = false;
