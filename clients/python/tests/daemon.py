@@ -113,3 +113,11 @@ class Daemon:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def thread_events(url: str, thread_id: str) -> list[dict]:
+    """Every event of a thread, in seq order, read back with the client's own paging."""
+    import clutch
+
+    with clutch.Client(url) as client:
+        return list(client.pages(client.events, thread_id=thread_id))

@@ -5,12 +5,11 @@ read back over HTTP."""
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from daemon import Daemon  # noqa: E402
+from daemon import Daemon, thread_events  # noqa: E402,F401  (the tests import thread_events from here)
 
 from clutch import AsyncClient, TaskFailed  # noqa: E402
 from clutch.ids import new_id  # noqa: E402
@@ -20,17 +19,6 @@ from clutch.ids import new_id  # noqa: E402
 def daemon():
     with Daemon() as d:
         yield d
-
-
-def thread_events(url: str, thread_id: str) -> list[dict]:
-    """Every event of a thread, in seq order: GET /v1/events?thread_id=, page by page."""
-    events, after = [], 0
-    while True:
-        page = httpx.get(f"{url}/v1/events", params={"thread_id": thread_id, "after": after}).json()
-        events += page["events"]
-        if not page["events"] or page.get("next_after") in (None, after):
-            return events
-        after = page["next_after"]
 
 
 def of_type(events: list[dict], kind: str) -> list[dict]:

@@ -232,3 +232,113 @@ def test_a_signed_message_verifies_on_the_daemon_and_a_changed_one_does_not(tmp_
             with pytest.raises(ClutchError) as e:
                 plain.send(tampered)
             assert (e.value.code, e.value.field) == ("UNAUTHORIZED", "security.auth.sig")
+
+
+def test_a_body_over_the_daemons_limit_is_payload_too_large():
+    with Daemon(env={"CLUTCH_LIMITS_BODY_BYTES": "4096"}) as d, clutch.Client(d.url) as c:
+        with pytest.raises(ClutchError) as e:
+            c.send(chat("x" * 10_000))
+        assert (e.value.code, e.value.status, e.value.retryable) == ("PAYLOAD_TOO_LARGE", 413, False)
+        assert c.send(chat("small"))["seq"] >= 1
+
+
+def test_an_answer_that_is_not_the_daemons_is_unexpected_response_and_a_5xx_is_retried():
+    """What a proxy in front of the daemon may answer: an HTML error page. A real HTTP server stands in
+    for the proxy: two 502 pages, then the daemon's answer."""
+    import http.server
+    import json as json_
+    import threading
+
+    hits = []
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            if len(hits) <= 2 or self.path.startswith("/v1/runs"):
+                body, status, kind = b"<html>502 Bad Gateway</html>", 502, "text/html"
+            else:
+                body, status, kind = json_.dumps({"status": "ok", "head_seq": 7}).encode(), 200, "application/json"
+            self.send_response(status)
+            self.send_header("content-type", kind)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with clutch.Client(f"http://127.0.0.1:{server.server_port}", retries=3) as c:
+            assert c.health()["head_seq"] == 7 and len(hits) == 3, "two 502s retried, the third answer taken"
+            with pytest.raises(ClutchError) as e:
+                c.runs()
+        assert (e.value.code, e.value.status, e.value.retryable) == ("UNEXPECTED_RESPONSE", 502, True)
+        assert "502 Bad Gateway" in e.value.message
+        assert len([h for h in hits if h.startswith("/v1/runs")]) == 4, "retried 3 times, then raised"
+    finally:
+        server.shutdown()
+
+
+def test_a_plain_function_handler_gets_a_blocking_task(daemon):
+    def work(task):  # runs in a thread: the Task's methods block there
+        task.progress("halfway", percent=50)
+        call = task.tool_call(clutch.tool_name("count"), {"text": task.goal})
+        task.tool_result(call, "tool:count", "3")
+        return {"text": f"{len(task.goal.split())} words"}
+
+    async def go():
+        async with clutch.Agent("sam", ["skill:count"], work, url=daemon.url).running():
+            async with clutch.AsyncClient(daemon.url) as c:
+                assert await c.run_task(requires=["skill:count"], goal="one two three", timeout=30) == \
+                    {"text": "3 words"}
+                [listing] = [t async for t in c.pages(c.tasks, agent="agent:sam")]
+                kinds = [e["type"] for e in (await c.events(task_id=listing["task_id"]))["events"]
+                         if e["from"]["agent_id"] == "agent:sam"]
+                assert kinds == ["task.accept", "task.progress", "tool.call", "tool.result", "task.result"]
+    asyncio.run(go())
+
+
+def test_an_agent_with_an_agent_token_and_a_signing_key_works_a_task(tmp_path):
+    pytest.importorskip("cryptography")
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    key = Ed25519PrivateKey.generate()
+    public = b64url(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+    (tmp_path / "org.yaml").write_text(textwrap.dedent(f"""
+        agents:
+          agent:ken:
+            keys:
+              - {{kid: ken-1, public_key: {public}}}
+            require_signature: true
+        tokens:
+          - {{name: ken, role: agent, agent_id: "agent:ken", token: "ken-secret-0123456789abcdef"}}
+          - {{name: ada, role: admin, token: "ada-secret-0123456789abcdef"}}
+    """))
+
+    async def work(task):
+        await task.progress("signed progress")
+        return "signed result"
+
+    async def go():
+        with Daemon(config_dir=str(tmp_path)) as d:
+            signer = Signer("ken-1", b64url(key.private_bytes_raw()))
+            agent = clutch.Agent("ken", ["skill:research"], work, url=d.url, token="ken-secret-0123456789abcdef",
+                                 signer=signer)
+            async with agent.running():
+                async with clutch.AsyncClient(d.url, token="ada-secret-0123456789abcdef") as ada:
+                    result = await ada.run_task(requires=["skill:research"], goal="g", sender="user:ada", timeout=30)
+                    assert result == {"text": "signed result"}
+                    [listing] = [t async for t in ada.pages(ada.tasks, agent="agent:ken")]
+                    mine = [e for e in (await ada.events(task_id=listing["task_id"]))["events"]
+                            if e["from"]["agent_id"] == "agent:ken"]
+                    assert [e["type"] for e in mine] == ["task.accept", "task.progress", "task.result"]
+                    assert all(e["security"]["auth"]["kid"] == "ken-1" for e in mine)
+            # The agent's token acts only as agent:ken.
+            async with clutch.AsyncClient(d.url, token="ken-secret-0123456789abcdef") as ken:
+                with pytest.raises(ClutchError) as e:
+                    await ken.send(chat("pretending"))
+                assert e.value.code == "FORBIDDEN"
+    asyncio.run(go())

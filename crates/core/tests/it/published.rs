@@ -40,7 +40,9 @@ fn schemas_in_docs_match_the_code() {
     assert!(
         stale.is_empty(),
         "the checked-in JSON Schemas are out of date:\n{}\nIf the change to the views or payloads is intended, regenerate \
-         them with\n  UPDATE_SCHEMAS=1 cargo test -p clutch-core --test it published\nand commit the result.",
+         them with\n  UPDATE_SCHEMAS=1 cargo test -p clutch-core --test it published\nthen the Python client's models \
+         made from them with\n  UPDATE_SCHEMAS=1 .tools/venv/bin/python -m pytest clients/python/tests/core/test_models.py\nand \
+         commit the result.",
         stale.join("\n")
     );
 }

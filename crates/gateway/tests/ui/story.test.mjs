@@ -56,9 +56,14 @@ test('a person asks in the page; a LangGraph planner delegates to an AutoGen tea
     await composer.locator('textarea').fill('How do I start a book club?');
     await composer.locator('textarea').press('Enter');
 
-    // The team's members speak in the person's thread, each under their own name.
-    await page.locator('.timeline .chat-text', { hasText: 'Draft for' }).waitFor({ timeout: 30_000 });
-    await page.locator('.timeline .chat-text', { hasText: 'APPROVE' }).waitFor();
+    // The team's members speak in the person's thread, each under their own name, marked with the framework.
+    const draft = page.locator('.timeline .ev-chat-message', { hasText: 'Draft for' });
+    await draft.waitFor({ timeout: 30_000 });
+    assert.equal(await draft.locator('.speaker').textContent(), ' · writer');
+    assert.equal(await draft.locator('.framework').textContent(), 'autogen');
+    const approval = page.locator('.timeline .ev-chat-message', { hasText: 'APPROVE' });
+    await approval.waitFor();
+    assert.equal(await approval.locator('.speaker').textContent(), ' · critic');
     const [request] = await events(env.daemon.url, { thread_id: thread, type: 'task.request' });
     assert.equal(request.from.agent_id, 'user:ada');
     assert.equal(request.payload.goal, 'How do I start a book club?');
@@ -84,5 +89,7 @@ test('a person asks in the page; a LangGraph planner delegates to an AutoGen tea
     await page.goto(`${env.daemon.url}/#/thread/${thread}`);
     await live(page);
     await page.locator('.timeline', { hasText: 'From the writer' }).waitFor();
+    // `CLUTCH_SCREENSHOTS=1` refreshes docs/frameworks' picture of the story.
+    if (process.env.CLUTCH_SCREENSHOTS) await page.screenshot({ path: path.join(ROOT, 'docs/screenshots/frameworks-story-light.png') });
   });
 });

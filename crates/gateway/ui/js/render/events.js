@@ -46,6 +46,9 @@ function header(e, ctx) {
     'div',
     { class: 'ev-head' },
     who(e.from.agent_id),
+    // A framework team's member speaking through its agent (an adapter's `speaker`), and the framework.
+    typeof e.payload?.speaker === 'string' && h('span', { class: 'speaker', title: 'the team member who said it' }, ` · ${e.payload.speaker}`),
+    typeof e.meta?.framework === 'string' && h('span', { class: 'ptype framework', title: 'written by this framework adapter' }, e.meta.framework),
     to.length > 0 && h('span', { class: 'to' }, ' → ', to.map((t, i) => [i ? ', ' : '', who(t)])),
     h('span', { class: `type-badge type-${e.type.split('.')[0]}` }, e.type),
     e.payload_type && h('span', { class: 'ptype' }, e.payload_type),
@@ -219,7 +222,8 @@ export function renderEvent(e, ctx) {
           'div',
           { class: 'ev-main compact' },
           header(e, ctx),
-          h('div', { class: 'progress-line' }, pct !== undefined && barEl(pct, 100, 'progress', `${Math.round(pct)}%`, 'plain'), p.message && h('span', null, String(p.message))),
+          // What the step says: `message` (as the README's tour sends it) or `text` (the Python client's `progress`).
+          h('div', { class: 'progress-line' }, pct !== undefined && barEl(pct, 100, 'progress', `${Math.round(pct)}%`, 'plain'), (p.message ?? p.text) && h('span', null, String(p.message ?? p.text))),
         ),
       );
       return row;
