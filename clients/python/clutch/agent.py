@@ -219,6 +219,25 @@ class Task:
         return await self._subtask([{"agent_id": person}], {"goal": question, "text": question, **payload},
                                    timeout=timeout)
 
+    async def input(self, prompt: str, *, timeout: float | None = None) -> str:
+        """Asks whoever is in the task's thread for more input, and waits for it: a `task.progress` with
+        `input_required` (an A2A caller sees the task's `input-required` state and its prompt), then the
+        next `chat.message` about this task from anyone but this agent (the A2A caller's next message, or
+        a person's in the web UI); returns its text. The task stays open meanwhile."""
+        head = (await self.client.health())["head_seq"]
+        await self.progress(prompt, input_required={"prompt": prompt})
+
+        async def answer() -> str:
+            async for event in self.client.stream(task_id=self.id, type="chat.message", after=head):
+                if event["from"]["agent_id"] != self.agent_id:
+                    return str((event.get("payload") or {}).get("text", ""))
+            raise AssertionError("the stream never ends")
+
+        try:
+            return await asyncio.wait_for(answer(), timeout)
+        except asyncio.TimeoutError:
+            raise TaskFailed("INPUT_TIMEOUT", f"no answer to “{prompt}” within {timeout} s") from None
+
     async def _subtask(self, to: list, payload: dict, *, timeout: float | None, **envelope: Any) -> dict:
         message = prepare({"run_id": self.run_id, "thread_id": self.thread_id, "task_id": ids.new_id("task"),
                            "parent_task_id": self.id, "from": {"agent_id": self.agent_id}, "to": to,

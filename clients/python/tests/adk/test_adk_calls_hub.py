@@ -22,10 +22,7 @@ async def answer(task):
     if question.startswith("fail"):
         raise TaskFailed("NO_ANSWER", "cannot answer that")
     if question.startswith("convert"):
-        head = (await task.client.health())["head_seq"]
-        await task.progress("asking", input_required={"prompt": "Which unit?"})
-        async for event in task.client.stream(task_id=task.id, type="chat.message", after=head):
-            return f"42 {event['payload']['text']}"
+        return f"42 {await task.input('Which unit?', timeout=30)}"
     return f"42: {question}"
 
 

@@ -79,10 +79,7 @@ def test_a_question_from_the_clutch_agent_is_answered_in_the_a2a_session(hub):
     waiting task, and the next message in the session answers it (a chat.message to the agent)."""
 
     async def convert(task):
-        head = (await task.client.health())["head_seq"]
-        await task.progress("asking", input_required={"prompt": "Which unit?"})
-        async for event in task.client.stream(task_id=task.id, type="chat.message", after=head):
-            return f"42 {event['payload']['text']}"
+        return f"42 {await task.input('Which unit?', timeout=30)}"
 
     def ask(text):
         return Message(role="user", contents=[text], additional_properties={"a2a": {"skill": "skill:answer"}})
