@@ -4,9 +4,9 @@ signing (`Signer`), and, as optional extras, adapters for agent frameworks (`clu
 
 from .agent import Agent, SyncTask, Task, current_task, tool_name
 from .worker import Job, Worker
-from .client import AsyncClient, Client, card, prepare
+from .client import DEFAULT_URL, AsyncClient, Client, card, prepare
 from .errors import ClutchError, TaskFailed
 from .sign import Signer
 
-__all__ = ["Agent", "AsyncClient", "Client", "ClutchError", "Job", "Signer", "SyncTask", "Task", "TaskFailed", "Worker",
+__all__ = ["DEFAULT_URL", "Agent", "AsyncClient", "Client", "ClutchError", "Job", "Signer", "SyncTask", "Task", "TaskFailed", "Worker",
            "card", "current_task", "prepare", "tool_name"]

@@ -144,6 +144,7 @@ class Task:
         daemon would refuse it): the answer is `{}`."""
         if self.cancelled:
             return {}
+        envelope["meta"] = self._agent._meta(envelope.get("meta"))
         message = {"run_id": self.run_id, "thread_id": self.thread_id, "task_id": self.id,
                    "from": {"agent_id": self.agent_id}, "to": [{"agent_id": self.sender}], "type": type,
                    "payload": payload, "attempt": self.attempt, **envelope}
@@ -239,6 +240,7 @@ class Task:
             raise TaskFailed("INPUT_TIMEOUT", f"no answer to “{prompt}” within {timeout} s") from None
 
     async def _subtask(self, to: list, payload: dict, *, timeout: float | None, **envelope: Any) -> dict:
+        envelope["meta"] = self._agent._meta(envelope.get("meta"))
         message = prepare({"run_id": self.run_id, "thread_id": self.thread_id, "task_id": ids.new_id("task"),
                            "parent_task_id": self.id, "from": {"agent_id": self.agent_id}, "to": to,
                            "type": "task.request", "payload": payload, **envelope}, self._agent.signer)
@@ -278,12 +280,13 @@ class Agent:
     def __init__(self, name: str, capabilities: list, handler: Handler, *, url: str = DEFAULT_URL,
                  token: str | None = None, signer: Signer | None = None, max_concurrency: int = 4,
                  description: str | None = None, auto_accept: bool = True, card_fields: dict | None = None,
-                 client: AsyncClient | None = None):
+                 meta: dict | None = None, client: AsyncClient | None = None):
         self.card = card(name, capabilities, display={"name": name.split(":")[-1], "desc": description or
                                                       "a Python agent (clutch-client)"},
                          limits={"max_concurrency": max_concurrency}, **(card_fields or {}))
         self.agent_id: str = self.card["agent_id"]
         self.handler = handler
+        self.meta = dict(meta or {})  # envelope meta on every message of its tasks (a message's own wins)
         self.url = url
         self.token = token
         self.signer = signer
@@ -297,6 +300,9 @@ class Agent:
         self.ready = asyncio.Event()
         self._stopping = False
         self._slots: asyncio.Semaphore | None = None
+
+    def _meta(self, own: dict | None) -> dict | None:
+        return {**self.meta, **own} if self.meta and own else (own or self.meta or None)
 
     def _say(self, text: str, *args: Any) -> None:
         """One line about what it does (logger `clutch.agent`, INFO), formatted only when shown."""

@@ -342,3 +342,21 @@ def test_an_agent_with_an_agent_token_and_a_signing_key_works_a_task(tmp_path):
                     await ken.send(chat("pretending"))
                 assert e.value.code == "FORBIDDEN"
     asyncio.run(go())
+
+
+def test_an_agents_meta_goes_on_every_message_of_its_tasks(daemon):
+    async def work(task):
+        await task.progress("step", meta={"step": 1})
+        return "done"
+
+    async def go():
+        agent = clutch.Agent("mia", ["skill:meta"], work, url=daemon.url, meta={"framework": "mine"})
+        async with agent.running(), clutch.AsyncClient(daemon.url) as c:
+            await c.run_task(requires=["skill:meta"], goal="g", timeout=30)
+            [listing] = [t async for t in c.pages(c.tasks, agent="agent:mia")]
+            mine = [e for e in (await c.events(task_id=listing["task_id"]))["events"]
+                    if e["from"]["agent_id"] == "agent:mia"]
+            assert [(e["type"], e.get("meta")) for e in mine] == [
+                ("task.accept", {"framework": "mine"}), ("task.progress", {"framework": "mine", "step": 1}),
+                ("task.result", {"framework": "mine"})]
+    asyncio.run(go())
