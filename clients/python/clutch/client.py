@@ -390,6 +390,14 @@ class Client(_Routes):
             time.sleep(_backoff(failures))
             failures += 1
 
+    def run_task(self, **request: Any) -> dict:
+        """As `AsyncClient.run_task`, blocking: asks for work and waits for its end (on an event loop of
+        its own, so not from inside a running one: there, use `AsyncClient`)."""
+        async def ask() -> dict:
+            async with AsyncClient(self.url, token=self.token, signer=self.signer, retries=self.retries) as hub:
+                return await hub.run_task(**request)
+        return asyncio.run(ask())
+
     def close(self) -> None:
         self._http.close()
 

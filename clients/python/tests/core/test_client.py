@@ -293,7 +293,11 @@ def test_a_plain_function_handler_gets_a_blocking_task(daemon):
             async with clutch.AsyncClient(daemon.url) as c:
                 assert await c.run_task(requires=["skill:count"], goal="one two three", timeout=30) == \
                     {"text": "3 words"}
-                [listing] = [t async for t in c.pages(c.tasks, agent="agent:sam")]
+                # The blocking client asks too (from a thread: this one runs the agent's loop).
+                with clutch.Client(daemon.url) as blocking:
+                    assert await asyncio.to_thread(blocking.run_task, requires=["skill:count"], goal="a b",
+                                                   timeout=30) == {"text": "2 words"}
+                [listing, _] = [t async for t in c.pages(c.tasks, agent="agent:sam")][::-1]
                 kinds = [e["type"] for e in (await c.events(task_id=listing["task_id"]))["events"]
                          if e["from"]["agent_id"] == "agent:sam"]
                 assert kinds == ["task.accept", "task.progress", "tool.call", "tool.result", "task.result"]
