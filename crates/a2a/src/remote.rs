@@ -273,6 +273,18 @@ impl Remote {
         }
     }
 
+    /// The text of the last message the remote agent wrote in task `remote`'s history, if any.
+    async fn last_agent_message(&self, url: &str, remote: &str) -> Option<String> {
+        let got = self.call(url, "GetTask", json!({"id": remote, "historyLength": 20})).await.ok()?;
+        let last = got["history"]
+            .as_array()?
+            .iter()
+            .rev()
+            .find(|m| matches!(m["role"].as_str(), Some("ROLE_AGENT" | "agent")))?;
+        let text: Vec<&str> = last["parts"].as_array()?.iter().filter_map(|p| p["text"].as_str()).collect();
+        (!text.is_empty()).then(|| text.join("\n"))
+    }
+
     /// Reads remote task `remote` until it ends, writing what it says as `agent`'s news of `task`.
     async fn follower(self: Arc<Self>, task: String, agent: String, url: String, remote: String) {
         let mut said: Option<String> = None;
@@ -312,7 +324,13 @@ impl Remote {
                         .flat_map(|a| a["parts"].as_array().into_iter().flatten())
                         .filter_map(|p| p["text"].as_str())
                         .collect();
-                    let text = if texts.is_empty() { message.unwrap_or_default() } else { texts.join("\n") };
+                    let text = match (texts.is_empty(), message) {
+                        (false, _) => texts.join("\n"),
+                        (true, Some(message)) => message,
+                        // No artifact, no status message: some servers (Agent Framework's executor unless
+                        // it streams) leave the answer only in the task's history.
+                        (true, None) => self.last_agent_message(&url, &remote).await.unwrap_or_default(),
+                    };
                     let payload = json!({"text": text, REMOTE: {"task_id": remote, "artifacts": got["artifacts"]}});
                     self.write(&agent, &task, MessageType::TaskResult, payload).await;
                     return;

@@ -40,7 +40,7 @@ class Echo(BaseChatClient):
         return response()
 
 
-def reviewer_app(port: int, chat: Echo) -> Starlette:
+def reviewer_app(port: int, chat: Echo, *, stream: bool = True) -> Starlette:
     """The Agent Framework agent as an A2A 1.0 server, its card at the root's well-known path."""
     url = f"http://127.0.0.1:{port}/"
     card = AgentCard(
@@ -50,8 +50,9 @@ def reviewer_app(port: int, chat: Echo) -> Starlette:
         skills=[AgentSkill(id="review", name="review", description="Reviews changes", tags=["review"])],
     )
     agent = chat.as_agent(name="reviewer", instructions="Review what you are sent.")
-    # stream=True: the executor sends the answer as an artifact, which the hub reads as the result.
-    handler = DefaultRequestHandler(agent_executor=A2AExecutor(agent, stream=True), task_store=InMemoryTaskStore(),
+    # stream=True: the executor sends the answer as an artifact, which the hub reads as the result; without,
+    # the answer is only in the task's history, where the hub finds it.
+    handler = DefaultRequestHandler(agent_executor=A2AExecutor(agent, stream=stream), task_store=InMemoryTaskStore(),
                                     agent_card=card)
     return Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")])
 
@@ -119,6 +120,16 @@ def test_the_hub_routes_a_task_to_an_agent_framework_agent(hub):
     assert result["text"] == "maf says: is this migration safe"
     assert task["state"] == "completed"
     assert [e["from"]["agent_id"] for e in results] == [REVIEWER]
+
+
+def test_an_executor_that_does_not_stream_leaves_its_answer_in_the_history_where_the_hub_finds_it(hub):
+    async def main():
+        async with AsyncClient(hub.url) as client:
+            async with a2a.serve(lambda port: reviewer_app(port, Echo(), stream=False), agent_id="agent:quiet",
+                                 capabilities=["skill:quiet"], url=hub.url):
+                return await client.run_task(requires=["skill:quiet"], goal="anything to add", timeout=30)
+
+    assert asyncio.run(main())["text"] == "maf says: anything to add"
 
 
 def test_an_agent_framework_failure_is_the_task_error(hub):
