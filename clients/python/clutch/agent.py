@@ -84,6 +84,43 @@ async def wait_for_end(client: AsyncClient, request: dict, *, after: int, timeou
                          retryable=True) from None
 
 
+async def persist(step: Callable[[], Awaitable[Any]], what: str, say: Callable[..., None],
+                  stopping: Callable[[], bool] = lambda: False) -> Any:
+    """`step()` until it succeeds: a retryable error, or no answer, waits (backing off) and tries again,
+    said once; anything else, or `stopping()`, raises."""
+    failures = 0
+    while True:
+        try:
+            return await step()
+        except ClutchError as e:
+            if not e.retryable or stopping():
+                raise
+            if failures == 0:
+                say("%s: %s; will keep trying", what, e.code)
+        await asyncio.sleep(_backoff(min(failures, 6)))
+        failures += 1
+
+
+async def keep_alive(client: AsyncClient, agent_id: str, seconds: int, say: Callable[..., None]) -> None:
+    """Heartbeats on the interval the daemon asks for, through outages (said once each); returns when
+    the daemon no longer knows the agent (removed from the registry)."""
+    down = False
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            answer = await client.heartbeat(agent_id)
+            seconds = max(1, int(answer.get("next_heartbeat_sec", seconds)))
+            if down:
+                say("heartbeat: the daemon answers again")
+            down = False
+        except ClutchError as e:
+            if e.code == "AGENT_NOT_FOUND":
+                return
+            if not down:
+                say("heartbeat: %s; will keep trying", e.code)
+            down = True
+
+
 class _Recent:
     """A set that forgets its oldest members past `size`: the dedup memory of a long-lived agent stays
     bounded (a delivery older than the last 10,000 tasks is long ended on the daemon's side)."""
@@ -310,54 +347,21 @@ class Agent:
             log.info("%s " + text, self.agent_id, *args)
 
     async def _post(self, message: dict) -> dict:
-        """Sends until stored: a retryable error or no answer waits and tries again (the message's id is
-        fixed, so a retry of one that was stored is answered as a duplicate)."""
-        failures = 0
-        while True:
-            try:
-                return await self.client._call("POST", "/v1/messages", body=message)
-            except ClutchError as e:
-                if not e.retryable or self._stopping:
-                    raise
-                if failures == 0:
-                    self._say("send %s: %s; will keep trying", message["type"], e.code)
-            await asyncio.sleep(_backoff(min(failures, 6)))
-            failures += 1
+        """Sends until stored (the message's id is fixed, so a retry of one that was stored is answered
+        as a duplicate)."""
+        return await persist(lambda: self.client._call("POST", "/v1/messages", body=message),
+                             f"send {message['type']}", self._say, lambda: self._stopping)
 
     async def _register(self) -> int:
-        failures = 0
-        while True:
-            try:
-                answer = await self.client.register(self.card)
-                self.heartbeat_sec = max(1, int(answer.get("heartbeat_interval_sec", 10)))
-                self._say("registered at seq %s; heartbeat every %s s", answer["seq"], self.heartbeat_sec)
-                return answer["seq"]
-            except ClutchError as e:
-                if not e.retryable:
-                    raise
-                if failures == 0:
-                    self._say("register: %s; will keep trying", e.code)
-            await asyncio.sleep(_backoff(min(failures, 6)))
-            failures += 1
+        answer = await persist(lambda: self.client.register(self.card), "register", self._say)
+        self.heartbeat_sec = max(1, int(answer.get("heartbeat_interval_sec", 10)))
+        self._say("registered at seq %s; heartbeat every %s s", answer["seq"], self.heartbeat_sec)
+        return answer["seq"]
 
     async def _heartbeats(self) -> None:
-        down = False
-        while not self._stopping:
-            await asyncio.sleep(self.heartbeat_sec)
-            try:
-                answer = await self.client.heartbeat(self.agent_id)
-                self.heartbeat_sec = max(1, int(answer.get("next_heartbeat_sec", self.heartbeat_sec)))
-                if down:
-                    self._say("heartbeat: the daemon answers again")
-                down = False
-            except ClutchError as e:
-                if e.code == "AGENT_NOT_FOUND":
-                    self._say("was removed from the registry; stopping")
-                    self._stopping = True
-                    raise
-                if not down:
-                    self._say("heartbeat: %s; will keep trying", e.code)
-                down = True
+        await keep_alive(self.client, self.agent_id, self.heartbeat_sec, self._say)
+        self._say("was removed from the registry; stopping")
+        self._stopping = True
 
     async def serve(self) -> None:
         """Registers and works tasks until `stop()` (or cancellation, or removal from the registry)."""

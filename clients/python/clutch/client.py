@@ -112,9 +112,23 @@ def card(agent_id: str, capabilities: list, **fields: Any) -> dict:
 
 
 class _Routes:
-    """Every route of the API, once. `_call` is the transport's (sync or async)."""
+    """Every route of the API, once. `_call` is the transport's (sync or async), `_http_class` its httpx
+    client."""
 
-    signer: Signer | None = None
+    _http_class: type
+
+    def __init__(self, url: str = DEFAULT_URL, *, token: str | None = None, signer: Signer | None = None,
+                 retries: int = 3, timeout: float = 30.0, transport: Any = None):
+        self.url = url.rstrip("/")
+        self.token = token
+        self.signer = signer
+        self.retries = retries
+        self._http = self._http_class(base_url=self.url, headers=_headers(token), timeout=timeout,
+                                      transport=transport, verify=_tls())
+
+    def _unreachable(self, error: httpx.TransportError) -> ClutchError:
+        return ClutchError("DAEMON_UNREACHABLE", f"no answer from {self.url}: {error}", retryable=True,
+                           hint="is `clutch serve` running there?")
 
     def _call(self, method: str, path: str, *, params: dict | None = None, body: Any = None,
               retry: bool = False) -> Any:
@@ -321,14 +335,7 @@ def _headers(token: str | None) -> dict:
 class Client(_Routes):
     """The API, blocking. `Client(url, token=None, signer=None, retries=3, timeout=30)`."""
 
-    def __init__(self, url: str = DEFAULT_URL, *, token: str | None = None, signer: Signer | None = None,
-                 retries: int = 3, timeout: float = 30.0, transport: httpx.BaseTransport | None = None):
-        self.url = url.rstrip("/")
-        self.token = token
-        self.signer = signer
-        self.retries = retries
-        self._http = httpx.Client(base_url=self.url, headers=_headers(token), timeout=timeout,
-                                  transport=transport, verify=_tls())
+    _http_class = httpx.Client
 
     def _call(self, method, path, *, params=None, body=None, retry=False):
         attempt = 0
@@ -336,8 +343,7 @@ class Client(_Routes):
             try:
                 return _decode(self._http.request(method, path, params=params, json=body))
             except httpx.TransportError as e:
-                error = ClutchError("DAEMON_UNREACHABLE", f"no answer from {self.url}: {e}", retryable=True,
-                                    hint="is `clutch serve` running there?")
+                error = self._unreachable(e)
             except ClutchError as e:
                 error = e
             if not (retry and error.retryable and attempt < self.retries):
@@ -366,9 +372,7 @@ class Client(_Routes):
         failures = 0
         while True:
             try:
-                with self._http.stream("GET", "/v1/stream", params=_params(after=after, **filters),
-                                       headers={"accept": "text/event-stream"}, timeout=httpx.Timeout(
-                                           30.0, read=None)) as response:
+                with self._http.stream("GET", "/v1/stream", **_stream_request(after, filters)) as response:
                     if response.status_code >= 400:
                         response.read()
                         _decode(response)
@@ -411,14 +415,7 @@ class Client(_Routes):
 class AsyncClient(_Routes):
     """The API, async: every route returns an awaitable. `AsyncClient(url, token=None, signer=None)`."""
 
-    def __init__(self, url: str = DEFAULT_URL, *, token: str | None = None, signer: Signer | None = None,
-                 retries: int = 3, timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None):
-        self.url = url.rstrip("/")
-        self.token = token
-        self.signer = signer
-        self.retries = retries
-        self._http = httpx.AsyncClient(base_url=self.url, headers=_headers(token), timeout=timeout,
-                                       transport=transport, verify=_tls())
+    _http_class = httpx.AsyncClient
 
     async def _call(self, method, path, *, params=None, body=None, retry=False):
         attempt = 0
@@ -426,8 +423,7 @@ class AsyncClient(_Routes):
             try:
                 return _decode(await self._http.request(method, path, params=params, json=body))
             except httpx.TransportError as e:
-                error = ClutchError("DAEMON_UNREACHABLE", f"no answer from {self.url}: {e}", retryable=True,
-                                    hint="is `clutch serve` running there?")
+                error = self._unreachable(e)
             except ClutchError as e:
                 error = e
             if not (retry and error.retryable and attempt < self.retries):
@@ -454,9 +450,7 @@ class AsyncClient(_Routes):
         failures = 0
         while True:
             try:
-                async with self._http.stream("GET", "/v1/stream", params=_params(after=after, **filters),
-                                             headers={"accept": "text/event-stream"},
-                                             timeout=httpx.Timeout(30.0, read=None)) as response:
+                async with self._http.stream("GET", "/v1/stream", **_stream_request(after, filters)) as response:
                     if response.status_code >= 400:
                         await response.aread()
                         _decode(response)
@@ -504,6 +498,12 @@ class AsyncClient(_Routes):
 
     async def __aexit__(self, *exc) -> None:
         await self.aclose()
+
+
+def _stream_request(after: int, filters: dict) -> dict:
+    """The live stream's request from `after`: SSE, no read timeout (the daemon pings an idle stream)."""
+    return {"params": _params(after=after, **filters), "headers": {"accept": "text/event-stream"},
+            "timeout": httpx.Timeout(30.0, read=None)}
 
 
 def _sse_step(state: list, line: str):

@@ -14,8 +14,8 @@ import asyncio
 import logging
 from typing import Any
 
-from .agent import SyncTask, is_async
-from .client import DEFAULT_URL, AsyncClient, _backoff, card
+from .agent import SyncTask, is_async, keep_alive, persist
+from .client import DEFAULT_URL, AsyncClient, card
 from .errors import ClutchError, TaskFailed
 from .sign import Signer
 
@@ -65,22 +65,11 @@ class Worker:
             self.client = AsyncClient(self.url, token=self.token, signer=self.signer)
         beats = None
         try:
-            answer = await self.client.register(self.card)
+            answer = await persist(lambda: self.client.register(self.card), "register", self._say)
             self.heartbeat_sec = max(1, int(answer.get("heartbeat_interval_sec", 10)))
-            beats = asyncio.create_task(self._heartbeats())
-            failures = 0
+            beats = asyncio.create_task(keep_alive(self.client, self.agent_id, self.heartbeat_sec, self._say))
             while not self._stopping:
-                try:
-                    worked = await self.work_one()
-                    failures = 0
-                except ClutchError as e:
-                    if not e.retryable:
-                        raise
-                    log.info("%s %s; will keep trying", self.agent_id, e.code)
-                    await asyncio.sleep(_backoff(min(failures, 6)))
-                    failures += 1
-                    continue
-                if not worked:
+                if not await persist(self.work_one, "work", self._say):
                     await asyncio.sleep(self.poll_seconds)
         finally:
             if beats:
@@ -91,14 +80,8 @@ class Worker:
     def stop(self) -> None:
         self._stopping = True
 
-    async def _heartbeats(self) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat_sec)
-            try:
-                answer = await self.client.heartbeat(self.agent_id)
-                self.heartbeat_sec = max(1, int(answer.get("next_heartbeat_sec", self.heartbeat_sec)))
-            except ClutchError as e:
-                log.info("%s heartbeat: %s", self.agent_id, e.code)
+    def _say(self, text: str, *args: Any) -> None:
+        log.info("%s " + text, self.agent_id, *args)
 
     async def _open_workflows(self) -> list[str]:
         if self.workflows is not None:
