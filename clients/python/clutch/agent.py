@@ -498,6 +498,9 @@ class Agent:
                 await served
 
     def run(self) -> None:
-        """Serves until Ctrl-C: for scripts."""
+        """Serves until Ctrl-C: for scripts. With no logging configured, its lines go to stderr."""
+        if not logging.getLogger().handlers:
+            logging.basicConfig(level=logging.WARNING, format="%(message)s")
+            log.setLevel(logging.INFO)
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(self.serve())
