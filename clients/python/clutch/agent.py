@@ -22,12 +22,12 @@ from typing import Any, Awaitable, Callable
 from . import ids
 from .client import DEFAULT_URL, AsyncClient, _backoff, card, prepare
 from .errors import ClutchError, TaskFailed
+from .outcome import wait_for_end
 from .sign import Signer
 
 ORCHESTRATOR = "agent:orchestrator"
 log = logging.getLogger("clutch.agent")
 _current: contextvars.ContextVar["Task | None"] = contextvars.ContextVar("clutch_task", default=None)
-_ENDS = ("task.result", "task.error", "task.timeout", "task.cancel")
 
 
 def current_task() -> "Task | None":
@@ -48,40 +48,6 @@ def _result_payload(value: Any) -> dict:
     if isinstance(value, dict):
         return dict(value)
     raise TaskFailed("BAD_RESULT", f"a handler returns a str, a dict or None, not {type(value).__name__}")
-
-
-def _failure(event: dict) -> TaskFailed:
-    payload = event.get("payload") or {}
-    if event["type"] == "task.timeout":
-        return TaskFailed("TIMEOUT", payload.get("message", "the task timed out"), retryable=True)
-    if event["type"] == "task.cancel":
-        return TaskFailed("CANCELLED", payload.get("reason", "the task was cancelled"))
-    return TaskFailed(payload.get("code", "TASK_FAILED"), payload.get("message", ""),
-                      retryable=bool(payload.get("retryable", False)), details=payload.get("details"))
-
-
-async def wait_for_end(client: AsyncClient, request: dict, *, after: int, timeout: float | None) -> dict:
-    """Follows `request`'s task from `after` (a seq before it was sent) to its end: the `task.result`
-    payload, or `TaskFailed`. Only the ends its assignee (or the daemon) sent count."""
-    async def follow() -> dict:
-        async for event in client.stream(task_id=request["task_id"], after=after):
-            if event["type"] not in _ENDS or event["id"] == request["id"]:
-                continue
-            if event["type"] == "task.result":
-                return event.get("payload") or {}
-            if event["type"] == "task.error" and (event.get("payload") or {}).get("retryable"):
-                # The daemon may route it again (up to engine.max_routings): wait on unless it ended.
-                state = (await client.task(request["task_id"]))["state"]
-                if state not in ("failed", "cancelled", "timed_out", "completed"):
-                    continue
-            raise _failure(event)
-        raise AssertionError("the stream never ends")
-
-    try:
-        return await asyncio.wait_for(follow(), timeout)
-    except asyncio.TimeoutError:
-        raise TaskFailed("TIMEOUT", f"no end of task {request['task_id']} within {timeout} s",
-                         retryable=True) from None
 
 
 async def persist(step: Callable[[], Awaitable[Any]], what: str, say: Callable[..., None],

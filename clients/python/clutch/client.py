@@ -23,6 +23,7 @@ import pydantic
 
 from . import ids
 from .errors import ClutchError
+from .outcome import wait_for_end
 from .schemas.agent_card import AgentCard
 from .schemas.envelope import ClutchMessage
 from .sign import Signer
@@ -478,8 +479,6 @@ class AsyncClient(_Routes):
                        timeout: float | None = None, **envelope: Any) -> dict:
         """Asks the hub for work: a `task.request` routed by `requires`/`prefers`; waits for its end and
         returns the `task.result` payload, or raises `TaskFailed` (its `task.error`, or TIMEOUT)."""
-        from .agent import wait_for_end
-
         body = dict(payload or {})
         if goal is not None:
             body.setdefault("goal", goal)

@@ -13,6 +13,9 @@ use serde_json::{Value, json};
 
 use crate::wire::Version;
 
+/// Where the HTTP+JSON binding (`rest`) is served, below the hub's address.
+pub(crate) const REST_PATH: &str = "/a2a/rest";
+
 /// The card in `version`, for a hub reached at `base` (`http://host:port`, no trailing slash);
 /// `guarded` when it asks callers for credentials (the card then declares the schemes it takes:
 /// either will do, and an extended card is offered). The `extended` card, for a caller with a
@@ -66,7 +69,7 @@ pub fn card(engine: &Engine, base: &str, guarded: bool, extended: bool, version:
             "supportedInterfaces": [
                 {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
                 {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-                {"url": format!("{base}{}", crate::rest::PATH), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+                {"url": format!("{base}{}", REST_PATH), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
             ],
             "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": guarded},
             "defaultInputModes": modes,

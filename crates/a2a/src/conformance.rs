@@ -15,9 +15,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use clutch_core::inbox::{Reply, Status};
+use clutch_core::supervise::{self, Exit, Restart};
 use clutch_core::view::TaskState;
 use clutch_core::{Engine, Handle};
 use clutch_proto::message::Recipient;
+use clutch_proto::validate::Problems;
 use clutch_proto::{Message as Envelope, MessageType};
 use clutch_store::Filter;
 use serde_json::{Map, Value, json};
@@ -42,24 +44,36 @@ const STEP: Duration = Duration::from_millis(100);
 const STARTED_MAX: usize = 10_000;
 
 /// Runs the agent until `stop` resolves: registers it, works the tasks it holds from before a
-/// restart that it had not taken up yet, then follows its inbox; started again after a failure.
+/// restart that it had not taken up yet, then follows its inbox; started again after a failure
+/// (core's supervisor: 0.2 s doubling to 10 s).
 pub async fn run(log: Handle, engine: Engine, stop: impl Future<Output = ()>) {
     tracing::warn!(agent_id = AGENT, "the A2A conformance agent is on: it answers every task given to it, for the TCK");
-    let agent = Agent { log, engine, turns: Arc::default() };
-    let serve = async {
-        let mut failures = 0;
-        loop {
-            let e = agent.serve().await;
-            failures += 1;
-            let delay = clutch_core::backoff(Duration::from_millis(200), Duration::from_secs(10), failures, 7);
-            tracing::warn!(agent_id = AGENT, error = %e, delay_ms = delay.as_millis() as u64, "the conformance agent stopped; starting again");
-            tokio::time::sleep(delay).await;
-        }
-    };
-    tokio::select! {
-        () = stop => {}
-        () = serve => {}
-    }
+    let agent = &Agent { log, engine, turns: Arc::default() };
+    supervise::run(AGENT, Restart::default(), stop, move || async move { Exit::Failed(agent.serve().await) }).await;
+}
+
+/// Why the agent stopped, or a turn of a task ended early.
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error("its card is invalid: {0}")]
+    Card(Problems),
+    #[error("cannot register: {0}")]
+    Register(clutch_core::Error),
+    #[error("cannot read its inbox: {0}")]
+    Inbox(clutch_core::Error),
+    #[error("its inbox ended: {0:?}")]
+    InboxEnded(clutch_core::End),
+    #[error("no task {0}")]
+    NoTask(String),
+    /// The engine refused what it said of a task.
+    #[error("{0}")]
+    Refused(clutch_core::Error),
+    #[error("{0}")]
+    Encode(serde_json::Error),
+    #[error("{0}")]
+    Invalid(Problems),
+    #[error("the progress went unanswered")]
+    Unanswered,
 }
 
 /// What the agent does with a message: maybe work a while (accepted, telling each step), then end
@@ -161,23 +175,23 @@ struct Turns {
 impl Agent {
     /// Registers, takes up the tasks routed to it and not taken up yet, then works what its inbox
     /// brings until it fails; the reason.
-    async fn serve(&self) -> String {
+    async fn serve(&self) -> Error {
         let card = json!({
             "v": clutch_proto::VERSION, "agent_id": AGENT, "display": {"name": "A2A conformance agent"},
             "capabilities": [{"id": SKILL, "version": "1.0.0", "tags": ["a2a-tck"]}],
         });
         let card = match clutch_proto::validate::agent_card(&card) {
             Ok(c) => c,
-            Err(p) => return format!("its card is invalid: {p}"),
+            Err(p) => return Error::Card(p),
         };
         let registered = match self.engine.register(&card).await {
             Ok(r) => r,
-            Err(e) => return format!("cannot register: {e}"),
+            Err(e) => return Error::Register(e),
         };
         let filter = Filter { to: Some(AGENT.to_owned()), ..Filter::default() };
         let mut inbox = match self.log.subscribe(filter, Some(registered.seq)).await {
             Ok(s) => s,
-            Err(e) => return format!("cannot read its inbox: {e}"),
+            Err(e) => return Error::Inbox(e),
         };
         tracing::info!(agent_id = AGENT, seq = registered.seq, "the conformance agent is registered");
         let mut work = JoinSet::new();
@@ -192,7 +206,7 @@ impl Agent {
                     self.start(&mut work, item.task.task_id, script(id.unwrap_or_default(), version));
                 }
             }
-            Err(e) => return format!("cannot read its inbox: {e}"),
+            Err(e) => return Error::Inbox(e),
         }
         let mut beat = tokio::time::interval(self.engine.options().heartbeat_interval.max(Duration::from_secs(1)));
         loop {
@@ -200,7 +214,7 @@ impl Agent {
                 next = inbox.next() => {
                     let event = match next {
                         Ok(e) => e,
-                        Err(e) => return format!("its inbox ended: {e:?}"),
+                        Err(e) => return Error::InboxEnded(e),
                     };
                     let Ok(m) = event.message() else { continue };
                     match m.kind {
@@ -255,7 +269,7 @@ impl Agent {
     }
 
     /// Turn `turn` of `task`: what `script` says, unless a later turn has begun by its end.
-    async fn work(&self, task: &str, turn: u64, script: Script) -> Result<(), String> {
+    async fn work(&self, task: &str, turn: u64, script: Script) -> Result<(), Error> {
         if script.works && self.engine.task(task).is_some_and(|t| t.state == TaskState::Routed) {
             self.reply(task, Status::Accepted, None, None).await?;
             tokio::time::sleep(STEP).await;
@@ -289,7 +303,7 @@ impl Agent {
             }
             End::Fail(why) => {
                 let reply = Reply { error: Some(why.into()), ..reply(Status::Failed, None, None) };
-                self.engine.task_reply(AGENT, task, reply).await.map(drop).map_err(|e| e.to_string())
+                self.engine.task_reply(AGENT, task, reply).await.map(drop).map_err(Error::Refused)
             }
         }
     }
@@ -300,23 +314,23 @@ impl Agent {
         status: Status,
         text: Option<String>,
         result: Option<Map<String, Value>>,
-    ) -> Result<(), String> {
-        self.engine.task_reply(AGENT, task, reply(status, text, result)).await.map(drop).map_err(|e| e.to_string())
+    ) -> Result<(), Error> {
+        self.engine.task_reply(AGENT, task, reply(status, text, result)).await.map(drop).map_err(Error::Refused)
     }
 
     /// A `task.progress` of `task` to whoever asked for it.
-    async fn progress(&self, task: &str, payload: Map<String, Value>) -> Result<(), String> {
-        let view = self.engine.task(task).ok_or_else(|| format!("no task {task}"))?;
+    async fn progress(&self, task: &str, payload: Map<String, Value>) -> Result<(), Error> {
+        let view = self.engine.task(task).ok_or_else(|| Error::NoTask(task.to_owned()))?;
         let mut m = Envelope::new(MessageType::TaskProgress, AGENT, (&view.run_id, &view.thread_id, task), payload);
         m.parent_task_id = view.parent_task_id.clone();
         m.to = view.requester.iter().map(|r| Recipient { agent_id: r.clone() }).collect();
-        let raw = serde_json::to_value(&m).map_err(|e| e.to_string())?;
+        let raw = serde_json::to_value(&m).map_err(Error::Encode)?;
         let m = clutch_proto::validate::message(&raw, &clutch_proto::validate::Defaults { now: SystemTime::now() })
-            .map_err(|p| p.to_string())?;
-        match self.engine.submit(vec![m]).await.map_err(|e| e.to_string())?.pop() {
+            .map_err(Error::Invalid)?;
+        match self.engine.submit(vec![m]).await.map_err(Error::Refused)?.pop() {
             Some(Ok(_)) => Ok(()),
-            Some(Err(e)) => Err(e.to_string()),
-            None => Err("the progress went unanswered".into()),
+            Some(Err(e)) => Err(Error::Refused(e)),
+            None => Err(Error::Unanswered),
         }
     }
 }

@@ -13,11 +13,15 @@
 pub mod auth;
 mod card;
 pub mod conformance;
+mod hub;
+mod methods;
 mod push;
 pub mod remote;
 mod rest;
 mod send;
 mod server;
+mod stream;
+mod task;
 pub mod wire;
 
 use std::future::Future;
@@ -88,7 +92,7 @@ pub async fn run(log: Handle, engine: Engine, options: Options, stop: impl Futur
     let until = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
         let _ = stopped.wait_for(|s| *s).await;
     };
-    let face = server::Face { log: log.clone(), engine: engine.clone(), options: Arc::new(options.clone()) };
+    let hub = hub::Hub { log: log.clone(), engine: engine.clone(), options: Arc::new(options.clone()) };
     let conformance =
         options.conformance.then(|| conformance::run(log.clone(), engine.clone(), until(stopped.clone())));
     let conformance = async move {
@@ -98,7 +102,7 @@ pub async fn run(log: Handle, engine: Engine, options: Options, stop: impl Futur
     };
     tokio::join!(
         run_remotes(log, engine, options, until(stopped.clone())),
-        push::run(face, until(stopped)),
+        push::run(hub, until(stopped)),
         conformance,
         async {
             stop.await;

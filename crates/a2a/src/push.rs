@@ -23,7 +23,7 @@ use clutch_store::{Event, Filter};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::server::Face;
+use crate::hub::Hub;
 use crate::wire::{self, RpcError, State, Version};
 
 /// The records' space in the store.
@@ -116,7 +116,7 @@ fn now_ms() -> u64 {
 /// forms and 0.3's `PushNotificationConfig`), checking every field and the URL against the
 /// outbound guard; the error names the field.
 pub(crate) async fn read(
-    face: &Face,
+    hub: &Hub,
     task: &str,
     value: &Map<String, Value>,
     version: Version,
@@ -140,7 +140,7 @@ pub(crate) async fn read(
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(RpcError::invalid_params("url: must be http or https"));
     }
-    match face.engine.options().outbound.check_target(&url).await {
+    match hub.engine.options().outbound.check_target(&url).await {
         Ok(Ok(())) => {}
         Ok(Err(refused)) => {
             return Err(RpcError::invalid_params(format!(
@@ -197,7 +197,7 @@ pub(crate) async fn read(
         scheme,
         credentials,
         version: version.as_str().to_owned(),
-        from: face.engine.seq(),
+        from: hub.engine.seq(),
         told_state: told.0.name(Version::V10).to_owned(),
         told_artifacts: told.1,
         done_at: told.0.is_terminal().then(now_ms),
@@ -205,20 +205,20 @@ pub(crate) async fn read(
 }
 
 /// Saves `config` (replacing one of the same id), unless its task has too many already.
-pub(crate) async fn save(face: &Face, config: &Config) -> Result<(), RpcError> {
-    let kept = list(face, &config.task_id).await?;
+pub(crate) async fn save(hub: &Hub, config: &Config) -> Result<(), RpcError> {
+    let kept = list(hub, &config.task_id).await?;
     if kept.len() >= MAX_PER_TASK && !kept.iter().any(|c| c.id == config.id) {
         return Err(RpcError::invalid_params(format!(
             "a task has at most {MAX_PER_TASK} push notification configs: delete one first"
         )));
     }
     let body = serde_json::to_vec(config).map_err(|e| RpcError::internal(e.to_string()))?;
-    face.log.put_record(SPACE, &config.key(), body.into()).await.map_err(|e| RpcError::internal(e.to_string()))
+    hub.log.put_record(SPACE, &config.key(), body.into()).await.map_err(|e| RpcError::internal(e.to_string()))
 }
 
 /// Task `task`'s configs, by id.
-pub(crate) async fn list(face: &Face, task: &str) -> Result<Vec<Config>, RpcError> {
-    let all = face.log.records(SPACE).await.map_err(|e| RpcError::internal(e.to_string()))?;
+pub(crate) async fn list(hub: &Hub, task: &str) -> Result<Vec<Config>, RpcError> {
+    let all = hub.log.records(SPACE).await.map_err(|e| RpcError::internal(e.to_string()))?;
     let prefix = key(task, "");
     Ok(all
         .iter()
@@ -228,19 +228,19 @@ pub(crate) async fn list(face: &Face, task: &str) -> Result<Vec<Config>, RpcErro
 }
 
 /// Task `task`'s config `id`.
-pub(crate) async fn get(face: &Face, task: &str, id: &str) -> Result<Option<Config>, RpcError> {
-    let body = face.log.record(SPACE, &key(task, id)).await.map_err(|e| RpcError::internal(e.to_string()))?;
+pub(crate) async fn get(hub: &Hub, task: &str, id: &str) -> Result<Option<Config>, RpcError> {
+    let body = hub.log.record(SPACE, &key(task, id)).await.map_err(|e| RpcError::internal(e.to_string()))?;
     Ok(body.and_then(|b| serde_json::from_slice(&b).ok()))
 }
 
 /// Removes task `task`'s config `id`; removing a missing one is no error.
-pub(crate) async fn delete(face: &Face, task: &str, id: &str) -> Result<(), RpcError> {
-    face.log.delete_record(SPACE, &key(task, id)).await.map(|_| ()).map_err(|e| RpcError::internal(e.to_string()))
+pub(crate) async fn delete(hub: &Hub, task: &str, id: &str) -> Result<(), RpcError> {
+    hub.log.delete_record(SPACE, &key(task, id)).await.map(|_| ()).map_err(|e| RpcError::internal(e.to_string()))
 }
 
 /// POSTs a task's changes to its config's webhook.
 struct Webhooks {
-    face: Face,
+    hub: Hub,
     client: clutch_outbound::Client,
     /// What each config's worker has told: the state and the number of artifacts.
     told: Mutex<HashMap<String, (State, usize)>>,
@@ -252,14 +252,14 @@ impl Webhooks {
             return Delivery::Refused("not an A2A push target".into());
         };
         // Deleted since: nothing more goes there.
-        let config = match get(&self.face, task, id).await {
+        let config = match get(&self.hub, task, id).await {
             Ok(Some(config)) => config,
             Ok(None) => return Delivery::Done,
             Err(e) => return Delivery::Failed(e.message),
         };
         let v = config.version();
         let history = if v == Version::V03 { None } else { Some(0) };
-        let shown = match self.face.task(task, history).await {
+        let shown = match self.hub.task(task, history).await {
             Ok(shown) => shown,
             Err(e) => return Delivery::Refused(e.message),
         };
@@ -268,7 +268,7 @@ impl Webhooks {
             config.told_artifacts,
         ));
         let said = event.message().ok();
-        let changes = crate::server::changes(&shown, said.as_ref(), last, v);
+        let changes = crate::task::changes(&shown, said.as_ref(), last, v);
         // 1.0 tells each change; 0.3 sends the task as it is now.
         let bodies = match v {
             Version::V10 => changes,
@@ -326,20 +326,20 @@ impl Transport for Webhooks {
 /// configs in the store are read again (another daemon on the same store may have made some); each
 /// config whose task has not ended, or whose end is not yet delivered, has a worker; a config whose
 /// end was delivered more than [`KEEP`] ago is removed.
-pub(crate) async fn run(face: Face, stop: impl Future<Output = ()>) {
+pub(crate) async fn run(hub: Hub, stop: impl Future<Output = ()>) {
     let options = clutch_outbound::Options { timeout: TIMEOUT, ..Default::default() };
-    let client = match clutch_outbound::Client::new(face.engine.options().outbound.clone(), &options) {
+    let client = match clutch_outbound::Client::new(hub.engine.options().outbound.clone(), &options) {
         Ok(c) => c,
         Err(e) => return tracing::error!(error = %e, "A2A push notifications cannot start their HTTP client"),
     };
-    let push = face.options.push.clone();
-    let webhooks = Arc::new(Webhooks { face: face.clone(), client, told: Mutex::new(HashMap::new()) });
+    let push = hub.options.push.clone();
+    let webhooks = Arc::new(Webhooks { hub: hub.clone(), client, told: Mutex::new(HashMap::new()) });
     let (stopping, stopped) = tokio::sync::watch::channel(false);
     let mut workers: HashMap<String, tokio::task::JoinHandle<bool>> = HashMap::new();
     let mut failing = false;
     tokio::pin!(stop);
     loop {
-        match face.log.records(SPACE).await {
+        match hub.log.records(SPACE).await {
             Ok(records) => {
                 failing = false;
                 let configs: HashMap<String, Config> = records
@@ -356,7 +356,7 @@ pub(crate) async fn run(face: Face, stop: impl Future<Output = ()>) {
                 for (key, mut config) in configs {
                     if let Some(done_at) = config.done_at {
                         if now_ms().saturating_sub(done_at) >= KEEP.as_millis() as u64 {
-                            let _ = face.log.delete_record(SPACE, &key).await;
+                            let _ = hub.log.delete_record(SPACE, &key).await;
                         }
                         continue;
                     }
@@ -368,7 +368,7 @@ pub(crate) async fn run(face: Face, stop: impl Future<Output = ()>) {
                         if !matches!(done, Some(Some(Ok(true)))) {
                             continue; // stopped for another reason: started again next time
                         }
-                    } else if !finished(&face, &config).await {
+                    } else if !finished(&hub, &config).await {
                         let target = Target {
                             name: format!("a2a-push:{key}"),
                             url: config.url.clone(),
@@ -377,7 +377,7 @@ pub(crate) async fn run(face: Face, stop: impl Future<Output = ()>) {
                             secret: None,
                         };
                         let worker = clutch_core::push::spawn(
-                            face.log.clone(),
+                            hub.log.clone(),
                             webhooks.clone(),
                             target,
                             config.from,
@@ -391,7 +391,7 @@ pub(crate) async fn run(face: Face, stop: impl Future<Output = ()>) {
                     config.done_at = Some(now_ms());
                     webhooks.told.lock().unwrap_or_else(|e| e.into_inner()).remove(&format!("a2a-push:{key}"));
                     if let Ok(body) = serde_json::to_vec(&config) {
-                        let _ = face.log.put_record(SPACE, &key, body.into()).await;
+                        let _ = hub.log.put_record(SPACE, &key, body.into()).await;
                     }
                 }
             }
@@ -414,15 +414,15 @@ pub(crate) async fn run(face: Face, stop: impl Future<Output = ()>) {
 
 /// Whether `config` has nothing left to deliver: its task is gone, or has ended with no event after
 /// the worker's saved position (its end was delivered before a restart).
-async fn finished(face: &Face, config: &Config) -> bool {
+async fn finished(hub: &Hub, config: &Config) -> bool {
     // Read from the log once the task has left the engine's memory: its end may still be undelivered.
-    let Ok(Some(view)) = face.engine.find_task(&config.task_id).await else { return true };
+    let Ok(Some(view)) = hub.engine.find_task(&config.task_id).await else { return true };
     if !view.state.is_final() {
         return false;
     }
     let name = clutch_core::push::cursor_name(&format!("a2a-push:{}", config.key()));
-    let Ok(saved) = face.log.cursor(&name).await else { return false };
+    let Ok(saved) = hub.log.cursor(&name).await else { return false };
     let after = saved.unwrap_or(config.from);
     let filter = Filter { task_id: Some(config.task_id.clone()), ..Filter::default() };
-    face.log.read(&filter, after, 1).await.is_ok_and(|left| left.is_empty())
+    hub.log.read(&filter, after, 1).await.is_ok_and(|left| left.is_empty())
 }

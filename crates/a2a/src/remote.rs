@@ -25,6 +25,37 @@ pub const PROTOCOL: &str = "a2a";
 /// Where the remote task's id is kept in the agent's `task.accept`.
 const REMOTE: &str = "a2a";
 
+/// Why a call to a remote A2A agent has no result.
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    /// The outbound guard refuses the URL, or cannot use it.
+    #[error("{0}")]
+    Request(clutch_outbound::Error),
+    #[error("{0}")]
+    Send(reqwest::Error),
+    #[error("HTTP {0}")]
+    Status(u16),
+    #[error("not JSON-RPC: {0}")]
+    NotJson(reqwest::Error),
+    /// The remote agent answered with a JSON-RPC error.
+    #[error("A2A error {code}: {message}")]
+    Refused { code: Value, message: String },
+    #[error("neither a result nor an error")]
+    Empty,
+}
+
+impl Error {
+    /// Whether the call is worth making again: the remote agent did not refuse it (its HTTP status
+    /// says it was busy or failing, if any).
+    fn retryable(&self) -> bool {
+        match self {
+            Error::Request(_) | Error::Send(_) | Error::NotJson(_) => true,
+            Error::Status(status) => (500..600).contains(status) || matches!(status, 408 | 429),
+            Error::Refused { .. } | Error::Empty => false,
+        }
+    }
+}
+
 /// Delivers to remote A2A agents and follows the tasks it gives them.
 pub struct Remote {
     client: clutch_outbound::Client,
@@ -40,10 +71,10 @@ pub struct Remote {
 }
 
 impl Remote {
-    pub fn new(log: Handle, engine: Engine, poll: Duration) -> Result<Arc<Remote>, String> {
+    pub fn new(log: Handle, engine: Engine, poll: Duration) -> Result<Arc<Remote>, clutch_outbound::Error> {
         let guard = engine.options().outbound.clone();
         let options = clutch_outbound::Options { timeout: Duration::from_secs(30), ..Default::default() };
-        let client = clutch_outbound::Client::new(guard, &options).map_err(|e| e.to_string())?;
+        let client = clutch_outbound::Client::new(guard, &options)?;
         Ok(Arc::new(Remote {
             client,
             log,
@@ -156,32 +187,33 @@ impl Remote {
     }
 
     /// One JSON-RPC call to `url`, written as 1.0 (`method`, params, result) and spoken in the
-    /// version the endpoint speaks: its result, or why not (`Err(true)` when worth retrying).
-    async fn call(&self, url: &str, method: &str, params: Value) -> Result<Value, (bool, String)> {
+    /// version the endpoint speaks: its result, or why not.
+    async fn call(&self, url: &str, method: &str, params: Value) -> Result<Value, Error> {
         let version = self.version(url);
         let (method, params) = match version {
             Version::V10 => (method, params),
             Version::V03 => to_v03(method, params),
         };
-        let request = self.client.post(url).map_err(|e| (true, e.to_string()))?;
+        let request = self.client.post(url).map_err(Error::Request)?;
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let response = request
             .header("A2A-Version", version.as_str())
             .json(&body)
             .send()
             .await
-            .map_err(|e| (true, e.without_url().to_string()))?;
+            .map_err(|e| Error::Send(e.without_url()))?;
         let status = response.status();
         if !status.is_success() {
-            let retry = status.is_server_error() || matches!(status.as_u16(), 408 | 429);
-            return Err((retry, format!("HTTP {}", status.as_u16())));
+            return Err(Error::Status(status.as_u16()));
         }
-        let answer: Value = response.json().await.map_err(|e| (true, format!("not JSON-RPC: {e}")))?;
+        let answer: Value = response.json().await.map_err(Error::NotJson)?;
         match (answer.get("result"), answer.get("error")) {
             (Some(result), None) if version == Version::V03 => Ok(from_v03(method, result.clone())),
             (Some(result), None) => Ok(result.clone()),
-            (_, Some(e)) => Err((false, format!("A2A error {}: {}", e["code"], e["message"].as_str().unwrap_or("")))),
-            _ => Err((false, "neither a result nor an error".into())),
+            (_, Some(e)) => {
+                Err(Error::Refused { code: e["code"].clone(), message: e["message"].as_str().unwrap_or("").to_owned() })
+            }
+            _ => Err(Error::Empty),
         }
     }
 
@@ -260,13 +292,13 @@ impl Remote {
                 self.follow(request.task_id.clone(), agent.clone(), target.url.clone(), remote);
                 Delivery::Taken
             }
-            Err((true, why)) => match self.client.post(&target.url) {
+            Err(e) if e.retryable() => match self.client.post(&target.url) {
                 Err(clutch_outbound::Error::Refused(r)) => Delivery::Blocked(r.to_string()),
-                _ => Delivery::Failed(why),
+                _ => Delivery::Failed(e.to_string()),
             },
-            Err((false, why)) => {
+            Err(e) => {
                 // The remote agent refused it: the task fails, saying so.
-                let payload = json!({"code": "A2A_REFUSED", "message": why, "retryable": false});
+                let payload = json!({"code": clutch_proto::ErrorCode::A2aRefused.as_str(), "message": e.to_string(), "retryable": false});
                 self.write(agent, &request.task_id, MessageType::TaskError, payload).await;
                 Delivery::Taken
             }
@@ -297,10 +329,10 @@ impl Remote {
             }
             let got = match self.call(&url, "GetTask", json!({"id": remote, "historyLength": 0})).await {
                 Ok(task) => task,
-                Err((retry, why)) => {
+                Err(e) => {
                     failures += 1;
-                    if !retry || failures > 20 {
-                        let payload = json!({"code": "A2A_UNREACHABLE", "message": why, "retryable": true});
+                    if !e.retryable() || failures > 20 {
+                        let payload = json!({"code": clutch_proto::ErrorCode::A2aUnreachable.as_str(), "message": e.to_string(), "retryable": true});
                         self.write(&agent, &task, MessageType::TaskError, payload).await;
                         return;
                     }
@@ -337,9 +369,9 @@ impl Remote {
                 }
                 "TASK_STATE_FAILED" | "TASK_STATE_REJECTED" | "TASK_STATE_CANCELED" => {
                     let code = match state {
-                        "TASK_STATE_REJECTED" => "A2A_REJECTED",
-                        "TASK_STATE_CANCELED" => "A2A_CANCELED",
-                        _ => "A2A_FAILED",
+                        "TASK_STATE_REJECTED" => clutch_proto::ErrorCode::A2aRejected.as_str(),
+                        "TASK_STATE_CANCELED" => clutch_proto::ErrorCode::A2aCanceled.as_str(),
+                        _ => clutch_proto::ErrorCode::A2aFailed.as_str(),
                     };
                     let why = message.unwrap_or_else(|| format!("the remote task ended {state}"));
                     let payload = json!({"code": code, "message": why, "retryable": false});
@@ -390,8 +422,8 @@ impl Remote {
         });
         let params = json!({"message": message, "configuration": {"returnImmediately": true}});
         match self.call(&target.url, "SendMessage", params).await {
-            Ok(_) | Err((false, _)) => Delivery::Taken,
-            Err((true, why)) => Delivery::Failed(why),
+            Err(e) if e.retryable() => Delivery::Failed(e.to_string()),
+            Ok(_) | Err(_) => Delivery::Taken,
         }
     }
 

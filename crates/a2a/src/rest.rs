@@ -10,14 +10,14 @@ use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use crate::server::{Face, Reply, identify_request, stream};
+use crate::card::REST_PATH;
+use crate::hub::{Hub, identify_request};
+use crate::methods::Reply;
+use crate::stream::stream;
 use crate::wire::{RpcError, Version};
 
-/// Where the binding is served, below the hub's address.
-pub const PATH: &str = "/a2a/rest";
-
-/// Any request under [`PATH`].
-pub(crate) async fn serve(State(face): State<Face>, request: Request) -> Response {
+/// Any request under [`REST_PATH`].
+pub(crate) async fn serve(State(hub): State<Hub>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let asked = parts.headers.get("a2a-version").and_then(|v| v.to_str().ok()).map(str::to_owned);
     match Version::parse(asked.as_deref()) {
@@ -30,7 +30,7 @@ pub(crate) async fn serve(State(face): State<Face>, request: Request) -> Respons
             return error(e);
         }
     }
-    let who = match identify_request(&face, &parts.headers) {
+    let who = match identify_request(&hub, &parts.headers) {
         Ok(who) => who,
         Err(e) => return error(e),
     };
@@ -47,7 +47,7 @@ pub(crate) async fn serve(State(face): State<Face>, request: Request) -> Respons
             Err(e) => return error(RpcError::parse(format!("not JSON: {e}"))),
         }
     };
-    let path = parts.uri.path().strip_prefix(PATH).unwrap_or_default().to_owned();
+    let path = parts.uri.path().strip_prefix(REST_PATH).unwrap_or_default().to_owned();
     // Query parameters: numbers and booleans as such (`pageSize=10`, `includeArtifacts=true`).
     let query: Map<String, Value> = form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
         .map(|(k, v)| {
@@ -57,15 +57,17 @@ pub(crate) async fn serve(State(face): State<Face>, request: Request) -> Respons
         .collect();
     let Some((method, params)) = route(&parts.method, &path, body, query) else {
         let mut e = RpcError::method_not_found(&format!("{} {path}", parts.method));
-        e.message = format!("no route {} {PATH}{path} in the HTTP+JSON binding", parts.method);
+        e.message = format!("no route {} {REST_PATH}{path} in the HTTP+JSON binding", parts.method);
         return error(e);
     };
-    let base = face.base(&parts.headers);
-    match face.call(Version::V10, method, &Value::Object(params), &who, &base).await {
+    let base = hub.base(&parts.headers);
+    match hub.call(Version::V10, method, &Value::Object(params), &who, &base).await {
         Ok(Reply::Json(result)) => {
             (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], result.to_string()).into_response()
         }
-        Ok(Reply::Stream { task, after, first }) => stream(face, task, after, first, Version::V10, None).await,
+        Ok(Reply::Stream { task, after, first }) => {
+            stream(hub, task, after, first, Version::V10, None).await.unwrap_or_else(error)
+        }
         Err(e) => error(e),
     }
 }
@@ -122,7 +124,7 @@ fn route(
 }
 
 /// An error as the binding says it: its HTTP status and a `google.rpc.Status`.
-pub(crate) fn error(e: RpcError) -> Response {
+fn error(e: RpcError) -> Response {
     let (status, name) = http_status(&e);
     let body = json!({"error": {
         "code": status.as_u16(),

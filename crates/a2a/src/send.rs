@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sha2::Digest;
 
-use crate::server::Face;
+use crate::hub::Hub;
 
 /// The capability a remote agent made for a send carries (nobody else asks for it).
 const SENT_SKILL: &str = "skill:a2a-remote";
@@ -55,7 +55,7 @@ fn refuse(status: StatusCode, code: &str, field: Option<&str>, message: String) 
 /// `POST /v1/a2a/send` `{url, text, skill?, agent_id?, wait?}`: 200 `{task_id, run_id, thread_id,
 /// agent_id, state, text?}` once the task ended (or 202 at once with `wait: false`).
 pub(crate) async fn send(
-    State(face): State<Face>,
+    State(hub): State<Hub>,
     caller: Option<Extension<Caller>>,
     body: axum::Json<Value>,
 ) -> Response {
@@ -79,7 +79,7 @@ pub(crate) async fn send(
     // The endpoint as a remote agent of the hub, registered once (the guard checks its URL).
     let hash = hex::encode(sha2::Sha256::digest(req.url.as_bytes()));
     let agent = format!("agent:a2a-{}", &hash[..12]);
-    if face
+    if hub
         .engine
         .agent(&agent)
         .is_none_or(|a| a.card.endpoints.get(crate::remote::PROTOCOL).map(|e| e.url.as_str()) != Some(req.url.as_str()))
@@ -93,7 +93,7 @@ pub(crate) async fn send(
             Ok(c) => c,
             Err(p) => return refuse(StatusCode::BAD_REQUEST, "VALIDATION_FAILED", Some("url"), p.to_string()),
         };
-        if let Err(e) = face.engine.register(&card).await {
+        if let Err(e) = hub.engine.register(&card).await {
             let status = StatusCode::from_u16(e.code().http_status()).unwrap_or(StatusCode::BAD_REQUEST);
             return refuse(status, e.code().as_str(), Some("url"), e.to_string());
         }
@@ -112,14 +112,14 @@ pub(crate) async fn send(
         Err(p) => return refuse(StatusCode::BAD_REQUEST, "VALIDATION_FAILED", None, p.to_string()),
     };
     let mut events = if req.wait {
-        match face.log.subscribe(Filter { task_id: Some(task.clone()), ..Filter::default() }, None).await {
+        match hub.log.subscribe(Filter { task_id: Some(task.clone()), ..Filter::default() }, None).await {
             Ok(s) => Some(s),
             Err(e) => return refuse(StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", None, e.to_string()),
         }
     } else {
         None
     };
-    match face.engine.submit(vec![m]).await.map(|mut a| a.pop()) {
+    match hub.engine.submit(vec![m]).await.map(|mut a| a.pop()) {
         Ok(Some(Ok(_))) => {}
         Ok(Some(Err(e))) | Err(e) => {
             let status = StatusCode::from_u16(e.code().http_status()).unwrap_or(StatusCode::BAD_REQUEST);
@@ -134,8 +134,8 @@ pub(crate) async fn send(
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         // The end as the log shows it (the engine may know it a moment before).
-        if let Ok(Some(end)) = face.engine.task_end(&task).await {
-            let state = face.engine.task(&task).map(|t| t.state.as_str().to_owned()).unwrap_or_default();
+        if let Ok(Some(end)) = hub.engine.task_end(&task).await {
+            let state = hub.engine.task(&task).map(|t| t.state.as_str().to_owned()).unwrap_or_default();
             let text = end
                 .payload
                 .get("text")
@@ -148,7 +148,7 @@ pub(crate) async fn send(
         match tokio::time::timeout(left, events.next()).await {
             Ok(Ok(_)) => {}
             Ok(Err(_)) | Err(_) => {
-                let state = face.engine.task(&task).map(|t| t.state.as_str().to_owned()).unwrap_or_default();
+                let state = hub.engine.task(&task).map(|t| t.state.as_str().to_owned()).unwrap_or_default();
                 return (StatusCode::ACCEPTED, axum::Json(answer(&state, None))).into_response();
             }
         }

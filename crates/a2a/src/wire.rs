@@ -176,30 +176,48 @@ fn text_field(o: &Map<String, Value>, camel: &str) -> Option<String> {
     field(o, camel).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned)
 }
 
+/// Why a message, an artifact or a part cannot be read: the field at fault, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {why}")]
+pub struct Invalid {
+    /// Where, as its path in the request (`message.parts[0]`).
+    pub field: String,
+    pub why: String,
+}
+
+impl Invalid {
+    fn new(field: impl Into<String>, why: impl Into<String>) -> Invalid {
+        Invalid { field: field.into(), why: why.into() }
+    }
+}
+
 /// Reads a message, either version's shape; the reason when it is none.
-pub fn read_message(value: &Value) -> Result<Message, String> {
-    let o = value.as_object().ok_or("message: must be an object")?;
+pub fn read_message(value: &Value) -> Result<Message, Invalid> {
+    let o = value.as_object().ok_or_else(|| Invalid::new("message", "must be an object"))?;
     let role = match field(o, "role") {
         Some(Value::String(r)) => match r.as_str() {
             "ROLE_USER" | "user" => Role::User,
             "ROLE_AGENT" | "agent" => Role::Agent,
-            other => return Err(format!("message.role: `{other}` is not a role (ROLE_USER, ROLE_AGENT)")),
+            other => {
+                return Err(Invalid::new("message.role", format!("`{other}` is not a role (ROLE_USER, ROLE_AGENT)")));
+            }
         },
         Some(Value::Number(n)) if n.as_u64() == Some(1) => Role::User,
         Some(Value::Number(n)) if n.as_u64() == Some(2) => Role::Agent,
-        _ => return Err("message.role: required (ROLE_USER)".into()),
+        _ => return Err(Invalid::new("message.role", "required (ROLE_USER)")),
     };
-    let parts = field(o, "parts").and_then(Value::as_array).ok_or("message.parts: required, a list")?;
+    let parts =
+        field(o, "parts").and_then(Value::as_array).ok_or_else(|| Invalid::new("message.parts", "required, a list"))?;
     let parts = parts
         .iter()
         .enumerate()
-        .map(|(i, p)| read_part(p).map_err(|why| format!("message.parts[{i}]: {why}")))
+        .map(|(i, p)| read_part(p, || format!("message.parts[{i}]")))
         .collect::<Result<Vec<_>, _>>()?;
     if parts.is_empty() {
-        return Err("message.parts: at least one part".into());
+        return Err(Invalid::new("message.parts", "at least one part"));
     }
     Ok(Message {
-        message_id: text_field(o, "messageId").ok_or("message.messageId: required")?,
+        message_id: text_field(o, "messageId").ok_or_else(|| Invalid::new("message.messageId", "required"))?,
         role,
         parts,
         context_id: text_field(o, "contextId"),
@@ -210,16 +228,18 @@ pub fn read_message(value: &Value) -> Result<Message, String> {
 
 /// Reads an artifact, either version's shape (an agent's, or a remote agent's as it sent it); an
 /// artifact with no id is given `fallback_id`.
-pub fn read_artifact(value: &Value, fallback_id: &str) -> Result<Artifact, String> {
-    let o = value.as_object().ok_or("artifact: must be an object")?;
-    let parts = field(o, "parts").and_then(Value::as_array).ok_or("artifact.parts: required, a list")?;
+pub fn read_artifact(value: &Value, fallback_id: &str) -> Result<Artifact, Invalid> {
+    let o = value.as_object().ok_or_else(|| Invalid::new("artifact", "must be an object"))?;
+    let parts = field(o, "parts")
+        .and_then(Value::as_array)
+        .ok_or_else(|| Invalid::new("artifact.parts", "required, a list"))?;
     let parts = parts
         .iter()
         .enumerate()
-        .map(|(i, p)| read_part(p).map_err(|why| format!("artifact.parts[{i}]: {why}")))
+        .map(|(i, p)| read_part(p, || format!("artifact.parts[{i}]")))
         .collect::<Result<Vec<_>, _>>()?;
     if parts.is_empty() {
-        return Err("artifact.parts: at least one part".into());
+        return Err(Invalid::new("artifact.parts", "at least one part"));
     }
     Ok(Artifact {
         artifact_id: text_field(o, "artifactId").unwrap_or_else(|| fallback_id.to_owned()),
@@ -228,8 +248,9 @@ pub fn read_artifact(value: &Value, fallback_id: &str) -> Result<Artifact, Strin
     })
 }
 
-fn read_part(value: &Value) -> Result<Part, String> {
-    let o = value.as_object().ok_or("must be an object")?;
+/// Reads a part, either version's shape; `at` names it in an error.
+fn read_part(value: &Value, at: impl FnOnce() -> String) -> Result<Part, Invalid> {
+    let Some(o) = value.as_object() else { return Err(Invalid::new(at(), "must be an object")) };
     let media_type = text_field(o, "mediaType");
     let filename = text_field(o, "filename");
     if let Some(text) = field(o, "text").and_then(Value::as_str) {
@@ -254,7 +275,7 @@ fn read_part(value: &Value) -> Result<Part, String> {
             return Ok(Part::Raw { bytes, media_type, filename });
         }
     }
-    Err("a part is one of text, data, url or raw".into())
+    Err(Invalid::new(at(), "a part is one of text, data, url or raw"))
 }
 
 /// What the parts say as text: the text parts, then the data parts as JSON, one per line.
@@ -514,7 +535,7 @@ mod tests {
             (json!({"messageId": "m", "role": "ROLE_USER", "parts": []}), "parts"),
             (json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"nothing": 1}]}), "parts[0]"),
         ] {
-            let e = read_message(&bad).unwrap_err();
+            let e = read_message(&bad).unwrap_err().to_string();
             assert!(e.contains(why), "{e}");
         }
     }
@@ -538,6 +559,6 @@ mod tests {
         assert_eq!(artifact_json(&a, Version::V03), v03);
         let unnamed = read_artifact(&json!({"parts": [{"data": {"k": 1}}]}), "t-result").unwrap();
         assert_eq!((unnamed.artifact_id.as_str(), &unnamed.parts), ("t-result", &vec![Part::Data(json!({"k": 1}))]));
-        assert!(read_artifact(&json!({"parts": []}), "x").unwrap_err().contains("at least one"));
+        assert!(read_artifact(&json!({"parts": []}), "x").unwrap_err().to_string().contains("at least one"));
     }
 }

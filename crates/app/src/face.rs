@@ -17,14 +17,13 @@ pub trait Face: Send {
     fn name(&self) -> &'static str;
 
     /// Routes to merge into the daemon's router; their paths must not clash with another face's.
-    /// An error is the face's reason, in words.
-    fn routes(&self, _core: &Running) -> Result<Router, String> {
+    fn routes(&self, _core: &Running) -> Result<Router, Error> {
         Ok(Router::new())
     }
 
     /// Routes served without the daemon's token check: the face checks its callers itself (the A2A
     /// card is public; its endpoint takes A2A's own credentials).
-    fn open_routes(&self, _core: &Running) -> Result<Router, String> {
+    fn open_routes(&self, _core: &Running) -> Result<Router, Error> {
         Ok(Router::new())
     }
 
@@ -33,6 +32,14 @@ pub trait Face: Send {
     fn background(&self, _core: &Running, _stop: Stop) -> Option<BoxFuture<'static, ()>> {
         None
     }
+}
+
+/// Why a face could not make its routes.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The face's reason, in words.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// Resolves when the daemon stops its faces' background work (or drops the way to ask).
@@ -60,7 +67,7 @@ impl Face for Mcp {
         "mcp"
     }
 
-    fn routes(&self, core: &Running) -> Result<Router, String> {
+    fn routes(&self, core: &Running) -> Result<Router, Error> {
         Ok(clutch_mcp::router(core.engine.clone(), &self.0))
     }
 }
@@ -76,12 +83,12 @@ impl Face for A2a {
     }
 
     /// `POST /v1/a2a/send`, part of the hub's own API.
-    fn routes(&self, core: &Running) -> Result<Router, String> {
+    fn routes(&self, core: &Running) -> Result<Router, Error> {
         Ok(clutch_a2a::api_router(core.log.clone(), core.engine.clone(), &self.0))
     }
 
     /// The card is public and the endpoint checks A2A credentials (API keys, bearer tokens) itself.
-    fn open_routes(&self, core: &Running) -> Result<Router, String> {
+    fn open_routes(&self, core: &Running) -> Result<Router, Error> {
         Ok(clutch_a2a::router(core.log.clone(), core.engine.clone(), &self.0))
     }
 
@@ -156,7 +163,7 @@ pub struct Tools {
     pub servers: Vec<clutch_tools::ServerConfig>,
     pub hooks: Vec<clutch_tools::HookConfig>,
     pub webhooks: Vec<clutch_tools::WebhookConfig>,
-    pub dispatch: clutch_core::adapter::Options,
+    pub dispatch: clutch_core::dispatch::Options,
 }
 
 impl Face for Tools {
@@ -183,7 +190,7 @@ impl Face for Tools {
                 let _ = push_stopped.await;
             };
             let push = tokio::spawn(clutch_tools::hooks::send(log.clone(), guard, webhooks, first, stopped));
-            clutch_core::adapter::run(log, engine, dispatch, first, stop).await;
+            clutch_core::dispatch::run(log, engine, dispatch, first, stop).await;
             let _ = stop_push.send(());
             let _ = push.await;
             servers.stop();

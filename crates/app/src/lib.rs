@@ -37,12 +37,12 @@ pub enum Error {
     #[error("cannot rebuild the engine's state from the event log")]
     Start(#[source] clutch_core::Error),
     /// A face could not make its routes.
-    #[error("{face}: {message}")]
-    Face { face: &'static str, message: String },
+    #[error("{face}: {error}")]
+    Face { face: &'static str, error: face::Error },
     #[error("the HTTP server failed")]
     Http(#[source] io::Error),
     #[error("the core failed while stopping")]
-    Stop(#[source] clutch_core::Error),
+    Stopping(#[source] clutch_core::Error),
 }
 
 /// How a daemon is put together; [`App::builder`] starts one.
@@ -93,8 +93,8 @@ impl Builder {
                     routes = routes.merge(guarded);
                     open = open.merge(unguarded);
                 }
-                Err(message) => {
-                    refused = Some(Error::Face { face: face.name(), message });
+                Err(error) => {
+                    refused = Some(Error::Face { face: face.name(), error });
                     break;
                 }
             }
@@ -214,7 +214,7 @@ impl App {
                 tracing::warn!(face = worker.name, "background work ended abnormally");
             }
         }
-        self.core.stop().await.map_err(Error::Stop)?;
+        self.core.stop().await.map_err(Error::Stopping)?;
         failed.map_or(Ok(()), Err)
     }
 }

@@ -70,7 +70,7 @@ impl Kind {
 }
 
 /// One phase's figures.
-struct Phase {
+struct Measured {
     ops: u64,
     seconds: f64,
     daemon_cpu: Duration,
@@ -83,7 +83,7 @@ struct Phase {
     bridge_life_cpu: Option<Duration>,
 }
 
-impl Phase {
+impl Measured {
     fn line(&self, kind: Kind, unit: &str) -> String {
         let per = |d: Duration| d.as_secs_f64() * 1e3 / self.ops.max(1) as f64;
         let mut line = format!(
@@ -138,7 +138,7 @@ pub async fn run(args: ClientsArgs) -> anyhow::Result<()> {
     for (kind, phase) in &tasks {
         println!("{}", phase.line(*kind, "task"));
     }
-    let daemon_per = |phases: &[(Kind, Phase)], kind: Kind| {
+    let daemon_per = |phases: &[(Kind, Measured)], kind: Kind| {
         phases.iter().find(|(k, _)| *k == kind).map(|(_, p)| p.daemon_cpu.as_secs_f64() / p.ops.max(1) as f64)
     };
     if let (Some(sdk), Some(lean), Some(paced)) =
@@ -159,7 +159,7 @@ pub async fn run(args: ClientsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-type Phases = Vec<(Kind, Phase)>;
+type Phases = Vec<(Kind, Measured)>;
 
 async fn measure(args: &ClientsArgs, daemon: &Server) -> anyhow::Result<(Phases, Phases)> {
     let base = format!("http://{}", daemon.addr);
@@ -215,7 +215,7 @@ fn sdk_pace(phases: &Phases) -> anyhow::Result<f64> {
 }
 
 /// Runs the SDK driver and reads its phases; the daemon's CPU between its `start` and `end`.
-async fn sdk(args: &ClientsArgs, daemon: &Server, kind: Kind, mode: &[&str]) -> anyhow::Result<Phase> {
+async fn sdk(args: &ClientsArgs, daemon: &Server, kind: Kind, mode: &[&str]) -> anyhow::Result<Measured> {
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let prefix = format!("sdk{}", RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
     let base = format!("http://{}", daemon.addr);
@@ -246,7 +246,7 @@ async fn sdk(args: &ClientsArgs, daemon: &Server, kind: Kind, mode: &[&str]) -> 
             Some("end") => {
                 let seconds = started.context("an end before a start")?.elapsed().as_secs_f64();
                 let daemon_cpu = daemon.cpu_since(daemon_from);
-                phase = Some(Phase {
+                phase = Some(Measured {
                     ops: said["ops"].as_u64().context("no ops")?,
                     seconds,
                     daemon_cpu: daemon_cpu.unwrap_or_default(),
@@ -320,7 +320,7 @@ async fn lean_calls(
     clients: usize,
     seconds: u64,
     rate: Option<f64>,
-) -> anyhow::Result<Phase> {
+) -> anyhow::Result<Measured> {
     let mut leans = Vec::new();
     for i in 0..clients {
         let mut lean = Lean::connect(base).await?;
@@ -381,13 +381,13 @@ async fn finish(
     daemon: &Server,
     started: Instant,
     from: Option<Duration>,
-) -> anyhow::Result<Phase> {
+) -> anyhow::Result<Measured> {
     let mut ops = 0;
     for l in loops {
         ops += l.await??;
     }
     let daemon_cpu = daemon.cpu_since(from).unwrap_or_default();
-    Ok(Phase {
+    Ok(Measured {
         ops,
         seconds: started.elapsed().as_secs_f64(),
         daemon_cpu,
@@ -419,7 +419,7 @@ async fn lean_workflow(
     agents: usize,
     workflow: &str,
     rate: Option<f64>,
-) -> anyhow::Result<Phase> {
+) -> anyhow::Result<Measured> {
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut leans = Vec::new();

@@ -4,7 +4,10 @@
 //! ships without it: the binary links it only with its `bench` feature (on by default). The
 //! in-process daemons are built by `clutch-app`, as `clutch serve` builds its own; the `startup` and
 //! `mcp` drivers also run the executable they are part of (`clutch serve`, `clutch mcp`), and the
-//! `a2a` driver the official Python SDK's server (`a2a_sdk_server.py`, built in).
+//! `a2a` driver the official Python SDK's server (`a2a_sdk_server.py`, built in); `fanout`, `clients`
+//! and `soak` run `clutch serve` as a child process (`process`), so that its CPU and memory are read
+//! apart from the driver's. A driver speaking HTTP keeps one HTTP/1 connection per simulated client
+//! (`http1`). Drivers are commands, like the binary's, so this crate uses `anyhow` as the binary does.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -3,11 +3,12 @@
 //! provider to the next request reaching it, or to the task's result being stored: recording the
 //! call, running `emit`, building the next request), p50/p99; then tasks/s with N agents working
 //! one task each at a time while the provider takes 200 ms per answer (the ideal is N / 0.2 s); and
-//! the memory of an idle agent.
+//! the memory of an idle agent. What `positions` shares with it (the fake as a provider, tasks'
+//! outcomes handed to their waiters) is here too.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
@@ -101,15 +102,41 @@ async fn daemon(dir: &std::path::Path, fake: &Fake, n: usize) -> anyhow::Result<
     Ok(app)
 }
 
+/// Tasks' outcomes (`task.result` or `task.error`), handed to whoever waits for each, by task id.
+pub(super) type Waiting = Arc<Mutex<HashMap<String, oneshot::Sender<Message>>>>;
+
+pub(super) async fn outcomes(app: &App) -> anyhow::Result<Waiting> {
+    let mut results =
+        app.log.subscribe(Filter { kind: Some(MessageType::TaskResult), ..Filter::default() }, None).await?;
+    let mut errors =
+        app.log.subscribe(Filter { kind: Some(MessageType::TaskError), ..Filter::default() }, None).await?;
+    let waiting: Waiting = Arc::default();
+    let w = waiting.clone();
+    tokio::spawn(async move {
+        loop {
+            let event = tokio::select! {
+                e = results.next() => e,
+                e = errors.next() => e,
+            };
+            let Ok(event) = event else { return };
+            let Ok(m) = event.message() else { continue };
+            if let Some(tx) = w.lock().unwrap_or_else(|e| e.into_inner()).remove(&m.task_id) {
+                let _ = tx.send(m);
+            }
+        }
+    });
+    Ok(waiting)
+}
+
 /// Tasks submitted, and their results handed to whoever waits.
 struct Asker {
     engine: Engine,
-    waiting: super::positions::Waiting,
+    waiting: Waiting,
 }
 
 impl Asker {
     async fn new(app: &App) -> anyhow::Result<Asker> {
-        Ok(Asker { engine: app.engine.clone(), waiting: super::positions::outcomes(app).await? })
+        Ok(Asker { engine: app.engine.clone(), waiting: outcomes(app).await? })
     }
 
     /// A task for `skill:bench`, and its answer.

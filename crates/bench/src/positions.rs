@@ -5,22 +5,21 @@
 //! that ideal, a session's time p50/p99, and the orchestration overhead: a session's time beyond the
 //! ideal, per session and per event it writes (records, turns, their answers, messages).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
 use clap::Args;
 use clutch_app::{App, face};
 use clutch_core::session::Invocation;
-use clutch_proto::{Message, MessageType};
+use clutch_proto::MessageType;
 use clutch_runtime::fake::{Fake, Options, Reply};
 use clutch_runtime::positions;
 use clutch_store::Filter;
 use tokio::sync::oneshot;
 
-use super::Summary;
+use super::{Summary, llm};
 
 #[derive(Debug, Args)]
 pub struct PositionsArgs {
@@ -38,34 +37,8 @@ pub struct PositionsArgs {
     pub dir: PathBuf,
 }
 
-/// Tasks' outcomes (`task.result` or `task.error`), handed to whoever waits for each, by task id.
-pub(super) type Waiting = Arc<Mutex<HashMap<String, oneshot::Sender<Message>>>>;
-
-pub(super) async fn outcomes(app: &App) -> anyhow::Result<Waiting> {
-    let mut results =
-        app.log.subscribe(Filter { kind: Some(MessageType::TaskResult), ..Filter::default() }, None).await?;
-    let mut errors =
-        app.log.subscribe(Filter { kind: Some(MessageType::TaskError), ..Filter::default() }, None).await?;
-    let waiting: Waiting = Arc::default();
-    let w = waiting.clone();
-    tokio::spawn(async move {
-        loop {
-            let event = tokio::select! {
-                e = results.next() => e,
-                e = errors.next() => e,
-            };
-            let Ok(event) = event else { return };
-            let Ok(m) = event.message() else { continue };
-            if let Some(tx) = w.lock().unwrap_or_else(|e| e.into_inner()).remove(&m.task_id) {
-                let _ = tx.send(m);
-            }
-        }
-    });
-    Ok(waiting)
-}
-
 /// One mirror session, start to outcome: its time and its run's id.
-async fn session(app: &App, waiting: &Waiting, n: usize) -> anyhow::Result<(Duration, String)> {
+async fn session(app: &App, waiting: &llm::Waiting, n: usize) -> anyhow::Result<(Duration, String)> {
     let invocation =
         Invocation { input: serde_json::json!(format!("Is {n} × 7 = {}?", n * 7)), ..Invocation::default() };
     let began = Instant::now();
@@ -99,7 +72,7 @@ pub async fn run(args: PositionsArgs) -> anyhow::Result<()> {
     }))
     .await?;
     let store = clutch_store_sqlite::Store::open(&dir).context("cannot open the SQLite store")?;
-    let runtime = clutch_runtime::Runtime::new(vec![super::llm::provider(&fake)], Vec::new())?;
+    let runtime = clutch_runtime::Runtime::new(vec![llm::provider(&fake)], Vec::new())?;
     let options = positions::Options { provider: Some("fake".into()), ..positions::Options::default() };
     let app =
         App::builder(Arc::new(store)).face(face::Runtime::new(runtime)).face(face::Positions(options)).build().await?;
@@ -110,7 +83,7 @@ pub async fn run(args: PositionsArgs) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let waiting = outcomes(&app).await?;
+    let waiting = llm::outcomes(&app).await?;
     let app = Arc::new(app);
 
     // Warm-up: one session per client, all at once.

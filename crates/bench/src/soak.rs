@@ -66,7 +66,7 @@ struct Shared {
 pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     let stamp = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH)?.as_millis();
     let dir = args.dir.join(format!("soak-{stamp}"));
-    let env = [("CLUTCH_ENGINE_ENDED_RETENTION_MS", args.retention_ms.to_string())];
+    let env = [("CLUTCH_ENGINE_ENDED_RETENTION", format!("{}ms", args.retention_ms))];
     let daemon = Server::clutch_with(&dir, &env).await?;
     let url = format!("http://{}", daemon.addr);
     let http = reqwest::Client::new();

@@ -4,6 +4,7 @@
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::render;
@@ -149,7 +150,7 @@ async fn send(args: SendArgs) -> anyhow::Result<()> {
     if let Some(token) = &args.token {
         request = request.bearer_auth(token);
     }
-    let mut response = request.send().await.with_context(|| format!("cannot reach {url}"))?;
+    let response = request.send().await.with_context(|| format!("cannot reach {url}"))?;
     if !response.status().is_success() {
         bail!("{url} answered HTTP {}", response.status().as_u16());
     }
@@ -164,21 +165,20 @@ async fn send(args: SendArgs) -> anyhow::Result<()> {
         show(&answer, args.json, color)?;
         return ended_well(&answer);
     }
-    let mut parser = sse::Parser::default();
+    let mut events = std::pin::pin!(sse::events(response.bytes_stream(), None));
     let mut last = None;
     // Until the stream ends, or the agent asks for input (a 1.0 stream stays open then; this
     // client has nothing to answer with).
-    'stream: while let Some(chunk) = response.chunk().await.context("the stream broke off")? {
-        for event in parser.feed(&chunk) {
-            let answer: Value = serde_json::from_str(&event.data).context("a streamed answer is not JSON")?;
-            show(&answer, args.json, color)?;
-            let asks = ["input_required", "input-required", "auth_required", "auth-required"]
-                .iter()
-                .any(|s| state_of(&answer).ends_with(s));
-            last = Some(answer);
-            if asks {
-                break 'stream;
-            }
+    while let Some(event) = events.next().await {
+        let event = event.context("the stream broke off")?;
+        let answer: Value = serde_json::from_str(&event.data).context("a streamed answer is not JSON")?;
+        show(&answer, args.json, color)?;
+        let asks = ["input_required", "input-required", "auth_required", "auth-required"]
+            .iter()
+            .any(|s| state_of(&answer).ends_with(s));
+        last = Some(answer);
+        if asks {
+            break;
         }
     }
     match last {

@@ -11,7 +11,7 @@ use clutch_proto::AgentCard;
 use clutch_proto::card::Capability;
 use serde_json::Value;
 
-use crate::cli::ClientArgs;
+use crate::args::ClientArgs;
 use crate::client::{Client, path_segment, typed};
 use crate::table::{Cell, Table, paint};
 use crate::{input, render};

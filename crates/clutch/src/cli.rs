@@ -1,14 +1,11 @@
-//! The command line: clap types for every command (noun → verb), with their help and examples.
+//! The command line's tree: the clap parser, its nouns and verbs (noun → verb) and their help. Each
+//! command's own arguments and examples are in its module, the arguments every command shares in
+//! `args`; only the daemon's own flags (`serve`, `config`) are defined here.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
-use clutch_proto::MessageType;
-
-/// The daemon's address when neither `--url` nor `CLUTCH_URL` is given.
-pub const DEFAULT_URL: &str = "http://127.0.0.1:7700";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -50,11 +47,11 @@ pub enum Command {
     #[command(after_help = SERVE_EXAMPLES)]
     Serve(ServeArgs),
     /// Append messages to the event log, built from flags or read as JSON.
-    #[command(after_help = SEND_EXAMPLES)]
-    Send(SendArgs),
+    #[command(after_help = crate::send::EXAMPLES)]
+    Send(crate::send::SendArgs),
     /// Follow events live as they are appended; reconnects by itself.
-    #[command(after_help = TAIL_EXAMPLES)]
-    Tail(TailArgs),
+    #[command(after_help = crate::tail::EXAMPLES)]
+    Tail(crate::tail::TailArgs),
     /// Work with runs: list, show, replay, their tasks, prune.
     #[command(after_help = RUNS_EXAMPLES)]
     Runs {
@@ -99,8 +96,8 @@ pub enum Command {
     },
     /// Serve the daemon's MCP tools on stdin/stdout, for MCP clients that start a command (Claude
     /// Code, ...). Forwards each call to the running daemon's /mcp endpoint; logs go to stderr.
-    #[command(after_help = MCP_EXAMPLES)]
-    Mcp(McpArgs),
+    #[command(after_help = crate::mcp::EXAMPLES)]
+    Mcp(crate::mcp::McpArgs),
     /// Measure the daemon on this machine, each figure beside a plain-SQL anchor on the same disk.
     #[cfg(feature = "bench")]
     Bench {
@@ -134,10 +131,10 @@ pub enum Command {
         command: crate::a2a::A2aCommand,
     },
     /// Make signing keys for agents.
-    #[command(after_help = KEYS_EXAMPLES)]
+    #[command(after_help = crate::keys::EXAMPLES)]
     Keys {
         #[command(subcommand)]
-        command: KeysCommand,
+        command: crate::keys::KeysCommand,
     },
 }
 
@@ -151,7 +148,7 @@ pub enum RunsCommand {
     Show(crate::lists::RunShowArgs),
     /// Print every event of a run, in order.
     #[command(after_help = RUNS_EXAMPLES)]
-    Replay(ReplayArgs),
+    Replay(crate::replay::ReplayArgs),
     /// Print a run's tasks as a tree by parent task, with counts per state.
     #[command(after_help = crate::tasks::RUN_TASKS_EXAMPLES)]
     Tasks(crate::tasks::RunTasksArgs),
@@ -184,28 +181,6 @@ pub struct CheckArgs {
     pub dir: Option<PathBuf>,
     #[command(flatten)]
     pub config: ConfigArgs,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum KeysCommand {
-    /// Generate an ed25519 key pair for signing messages: the secret key (base64url) on stdout, the
-    /// `org.yaml` entry with the public key on stderr.
-    #[command(after_help = KEYS_EXAMPLES)]
-    Generate(KeysGenerateArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct KeysGenerateArgs {
-    /// The agent the key is for, `agent:NAME` (used in the `org.yaml` entry).
-    #[arg(long, value_name = "AGENT", value_parser = agent_id)]
-    pub agent: Option<String>,
-    /// The key id the agent will name in `security.auth.kid` [default: `key-` and the start of the
-    /// public key].
-    #[arg(long, value_name = "KID", value_parser = kid)]
-    pub kid: Option<String>,
-    /// Print one JSON object `{agent_id, kid, public_key, secret_key}` on stdout instead.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// The flags that override the config file and the environment; `serve` and `config dump` share them.
@@ -245,201 +220,6 @@ const COMPLETIONS_EXAMPLES: &str = "EXAMPLES:
   clutch completions zsh > \"${fpath[1]}/_clutch\"
   clutch completions fish > ~/.config/fish/completions/clutch.fish";
 
-/// Where the daemon is.
-#[derive(Debug, Clone, Args)]
-pub struct ClientArgs {
-    /// The daemon's base URL.
-    #[arg(long, env = "CLUTCH_URL", default_value = DEFAULT_URL, value_name = "URL")]
-    pub url: String,
-    /// An API token, when the daemon has tokens configured (sent as `Authorization: Bearer`).
-    #[arg(long, env = "CLUTCH_TOKEN", hide_env_values = true, value_name = "TOKEN")]
-    pub token: Option<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct McpArgs {
-    #[command(flatten)]
-    pub client: ClientArgs,
-    /// Which tools to offer: `worker` (an agent's own lifecycle: register, heartbeat, tasks,
-    /// checkpoints, unregister) or `coordinator` (every tool). The daemon serves them at /mcp/worker
-    /// and /mcp.
-    #[arg(long, default_value = "coordinator", value_name = "PROFILE", value_parser = ["worker", "coordinator"])]
-    pub profile: String,
-}
-
-#[derive(Debug, Args)]
-pub struct SendArgs {
-    #[command(flatten)]
-    pub client: ClientArgs,
-
-    /// Read the message (a JSON object) or messages (an array) from FILE; `-` reads stdin.
-    #[arg(value_name = "FILE", conflicts_with_all = ["file", "build"])]
-    pub input: Option<PathBuf>,
-    /// Same as the FILE argument.
-    #[arg(short, long, value_name = "FILE", conflicts_with = "build")]
-    pub file: Option<PathBuf>,
-
-    #[command(flatten)]
-    pub build: BuildArgs,
-}
-
-/// A message described by flags.
-#[derive(Debug, Args)]
-#[group(id = "build", multiple = true)]
-pub struct BuildArgs {
-    /// The message type [default: chat.message].
-    #[arg(long = "type", value_name = "TYPE", value_parser = message_types())]
-    pub kind: Option<String>,
-    /// The sender: `agent:NAME` or `user:NAME`. Required unless the message comes from a file.
-    #[arg(long, value_name = "SENDER", required_unless_present_any = ["input", "file"])]
-    pub from: Option<String>,
-    /// A recipient: `agent:NAME`, `user:NAME` or `group:NAME`; repeat for several.
-    #[arg(long, value_name = "RECIPIENT")]
-    pub to: Vec<String>,
-    /// The run [default: a new run id].
-    #[arg(long, value_name = "RUN_ID")]
-    pub run: Option<String>,
-    /// The thread [default: a new thread id].
-    #[arg(long, value_name = "THREAD_ID")]
-    pub thread: Option<String>,
-    /// The task [default: a new task id].
-    #[arg(long, value_name = "TASK_ID")]
-    pub task: Option<String>,
-    /// The payload, a JSON object [default: {}].
-    #[arg(long, value_name = "JSON", value_parser = json_object, conflicts_with = "text")]
-    pub payload: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Shorthand for `--payload '{"text": TEXT}'`.
-    #[arg(long, value_name = "TEXT")]
-    pub text: Option<String>,
-    /// A required capability such as `skill:research@^1.2`; repeat for several.
-    #[arg(long, value_name = "CAPABILITY")]
-    pub requires: Vec<String>,
-    /// A preferred capability, `domain:` or `tag:`; repeat for several.
-    #[arg(long, value_name = "PREFERENCE")]
-    pub prefers: Vec<String>,
-    /// Key that makes a repeated send of the same command a no-op within its run.
-    #[arg(long, value_name = "KEY")]
-    pub idempotency_key: Option<String>,
-}
-
-/// Which events to select; every flag given must match.
-#[derive(Debug, Clone, Default, Args)]
-pub struct FilterArgs {
-    /// Only events of this run.
-    #[arg(long, value_name = "RUN_ID")]
-    pub run: Option<String>,
-    /// Only events of this thread.
-    #[arg(long, value_name = "THREAD_ID")]
-    pub thread: Option<String>,
-    /// Only events about this task.
-    #[arg(long, value_name = "TASK_ID")]
-    pub task: Option<String>,
-    /// Only events sent by this agent or user (`agent:NAME`).
-    #[arg(long, value_name = "SENDER")]
-    pub agent: Option<String>,
-    /// Only events of this type.
-    #[arg(long = "type", value_name = "TYPE", value_parser = message_types())]
-    pub kind: Option<String>,
-    /// Only events addressed to this agent (its inbox).
-    #[arg(long, value_name = "AGENT")]
-    pub to: Option<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct TailArgs {
-    #[command(flatten)]
-    pub client: ClientArgs,
-    #[command(flatten)]
-    pub filter: FilterArgs,
-    /// Start after this seq (0 = from the beginning) instead of with new events only.
-    #[arg(long, value_name = "SEQ")]
-    pub after: Option<u64>,
-    /// Print each event as one JSON line (NDJSON).
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct ReplayArgs {
-    #[command(flatten)]
-    pub client: ClientArgs,
-    /// The run to replay.
-    #[arg(value_name = "RUN_ID", required_unless_present = "file")]
-    pub run: Option<String>,
-    /// Replay a run archived by retention (`<run>.ndjson.gz`, or any NDJSON of events) instead of
-    /// asking the daemon: no daemon is needed.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["run", "reexecute"])]
-    pub file: Option<std::path::PathBuf>,
-    /// Start after this seq.
-    #[arg(long, value_name = "SEQ")]
-    pub after: Option<u64>,
-    /// Print each event as one JSON line (NDJSON).
-    #[arg(long)]
-    pub json: bool,
-    /// Instead of printing the run, work its LLM agents' tasks again offline, their model calls and
-    /// tool calls answered from the log, and check that they send what they sent then (ids, times
-    /// and streamed text aside); drive its positions' sessions again the same way and check that
-    /// the runner writes what it wrote then. Exits 1 when anything differs.
-    #[arg(long, conflicts_with_all = ["after", "json"])]
-    pub reexecute: bool,
-    /// With --reexecute: a directory of position files beside the shipped ones (the daemon's
-    /// `<config_dir>/positions`), for sessions of positions of your own.
-    #[arg(long, value_name = "DIR", requires = "reexecute")]
-    pub positions: Option<std::path::PathBuf>,
-}
-
-/// A usage error found after the command line was parsed (a directory that is not there): exit code
-/// 2, as clap's own.
-#[derive(Debug)]
-pub struct Usage(pub String);
-
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Usage {}
-
-/// A thing asked about (a run, a thread) that nothing in the log belongs to, found out by the
-/// client rather than said by the daemon: exit code 3, as a `*_NOT_FOUND` answer.
-#[derive(Debug)]
-pub struct NotFound(pub String);
-
-impl std::fmt::Display for NotFound {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for NotFound {}
-
-fn message_types() -> PossibleValuesParser {
-    PossibleValuesParser::new(MessageType::ALL.iter().map(|t| t.as_str()))
-}
-
-fn agent_id(s: &str) -> Result<String, String> {
-    match s.strip_prefix("agent:") {
-        Some(name) => clutch_proto::id::check_name(name).map(|()| s.to_owned()),
-        None => Err("must look like `agent:NAME`".into()),
-    }
-}
-
-fn kid(s: &str) -> Result<String, String> {
-    if s.is_empty() || s.chars().count() > 128 || s.chars().any(char::is_control) {
-        return Err("must be 1 to 128 characters without control characters".into());
-    }
-    Ok(s.to_owned())
-}
-
-fn json_object(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
-    match serde_json::from_str(s) {
-        Ok(serde_json::Value::Object(map)) => Ok(map),
-        Ok(_) => Err("the payload must be a JSON object, like '{\"text\": \"hi\"}'".into()),
-        Err(e) => Err(format!("not valid JSON: {e}")),
-    }
-}
-
 const SERVE_EXAMPLES: &str = "EXAMPLES:
   clutch serve                                   127.0.0.1:7700, SQLite in ./.clutch
   clutch serve --listen 127.0.0.1:0              any free port (printed on stderr)
@@ -464,25 +244,6 @@ CONFIG:
   SIGINT or SIGTERM stops it gracefully: streams end, requests in flight finish (10 s at most),
   queued appends are committed.";
 
-const SEND_EXAMPLES: &str = "EXAMPLES:
-  clutch send --from user:ada --to agent:ken --text 'hello'
-  clutch send --type task.request --from user:ada --requires skill:research \\
-      --payload '{\"goal\": \"summarise the report\"}' --run run_01J... --idempotency-key job-42
-  clutch send message.json
-  echo '[{...}, {...}]' | clutch send -
-
-  Prints the daemon's answer on stdout: `{\"id\",\"seq\",\"duplicate\"}`, or
-  `{\"results\": [...]}` for an array. Exits 1 when the daemon refuses a message, naming
-  each bad field on stderr.";
-
-const TAIL_EXAMPLES: &str = "EXAMPLES:
-  clutch tail                                    new events, one line each
-  clutch tail --run run_01J... --type task.result
-  clutch tail --after 0 --json | jq .type        every event from the start, as NDJSON
-
-  Reconnects after the daemon restarts or cuts a slow reader off, resuming after the last event
-  printed. Ctrl-C stops.";
-
 const RUNS_EXAMPLES: &str = "EXAMPLES:
   clutch runs list                               runs by last activity, newest first
   clutch runs list --state failed --since 1d
@@ -495,15 +256,6 @@ const RUNS_EXAMPLES: &str = "EXAMPLES:
   clutch runs replay --file .clutch/archive/2026-10-01/run_01J....ndjson.gz   an archived run
   clutch runs prune --dry-run                    which ended runs retention would archive and remove";
 
-const MCP_EXAMPLES: &str = "EXAMPLES:
-  claude mcp add clutch -- clutch mcp                   add Clutch to Claude Code (stdio)
-  claude mcp add clutch-worker -- clutch mcp --profile worker
-  claude mcp add --transport http clutch http://127.0.0.1:7700/mcp
-  clutch mcp --url http://127.0.0.1:7800 --token \"$TOKEN\"
-
-  Needs a running daemon (`clutch serve`); when none answers at --url it says so on stderr and
-  exits 1. stdout carries MCP messages only. docs/mcp.md has the CLAUDE.md section to go with it.";
-
 const CONFIG_EXAMPLES: &str = "EXAMPLES:
   clutch config dump
   CLUTCH_LISTEN=127.0.0.1:7800 clutch config dump --data-dir /tmp/clutch
@@ -511,10 +263,3 @@ const CONFIG_EXAMPLES: &str = "EXAMPLES:
   CLUTCH_CONFIG_DIR=./policy clutch config check
 
   The policy formats, with full examples, are in README.md (docs/config/ holds the examples).";
-
-const KEYS_EXAMPLES: &str = "EXAMPLES:
-  clutch keys generate --agent agent:ken --kid ken-2026 > ken.key
-  clutch keys generate --json
-
-  The secret key goes to stdout (keep it with the agent); the lines to paste under
-  `agents:` in org.yaml, with the public key, go to stderr.";

@@ -53,7 +53,7 @@ struct ErrorBody {
 
 impl Client {
     /// A client of the daemon `args` name, with its token if one is given.
-    pub fn connect(args: &crate::cli::ClientArgs) -> anyhow::Result<Client> {
+    pub fn connect(args: &crate::args::ClientArgs) -> anyhow::Result<Client> {
         Client::with_token(&args.url, args.token.as_deref())
     }
 
@@ -160,7 +160,7 @@ impl ApiError {
         }
         ApiError {
             status: status.as_u16(),
-            code: "UNEXPECTED_RESPONSE".into(),
+            code: clutch_proto::ErrorCode::UnexpectedResponse.as_str().into(),
             message,
             field: None,
             hint: None,

@@ -13,8 +13,9 @@ use crate::cli::ConfigArgs;
 /// The config file read from the working directory when `--config` is not given.
 pub const FILE_NAME: &str = "clutch.toml";
 
-/// The effective configuration. Its TOML form is the config file's format.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+/// The effective configuration. Its TOML form is the config file's format. A component's section is
+/// its `Options` as it is (`engine`, `log_service`, `retention`): defined once, there.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Address the HTTP API listens on.
@@ -32,15 +33,15 @@ pub struct Config {
     /// The daemon's log filter (tracing's `EnvFilter` syntax).
     pub log: String,
     pub limits: Limits,
-    pub log_service: LogService,
+    pub log_service: clutch_core::log::Options,
     pub stream: Stream,
     pub http: Http,
-    pub engine: EngineTimers,
+    pub engine: clutch_core::engine::Options,
     pub mcp: Mcp,
     pub outbound: Outbound,
     pub workspaces: Workspaces,
-    pub positions: Positions,
-    pub retention: Retention,
+    pub positions: clutch_runtime::positions::Options,
+    pub retention: clutch_core::retention::Options,
     pub a2a: A2a,
     /// The MCP servers whose tools agents may call (`[[mcp_servers]]`: `name`, and `command` with
     /// `args` and `env`, or `url` with `headers`; `connect_timeout_ms`, `call_timeout_ms`). File only.
@@ -159,144 +160,6 @@ pub struct A2aKey {
     pub skills: Vec<String>,
 }
 
-/// Positions: teams of agents run from SKILL.md files (the six shipped, and the operator's own in
-/// `<config_dir>/positions/`, as `NAME.md` or `NAME/SKILL.md`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct Positions {
-    /// The provider of the LLM agents spawned for roles nobody was named for. Absent: the first
-    /// declared provider; with none, every role must be named at invocation.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
-    /// Their model (absent: the provider's).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// Messages one session may carry (`SESSION_MAX_MESSAGES`).
-    pub max_messages: u32,
-    /// Messages one member may send in a session within a minute.
-    pub agent_messages_per_minute: u32,
-    /// How long a mirror's comparisons and a circle's votes are waited for before synthesis is
-    /// forced with the answers at hand.
-    pub consensus_timeout_ms: u64,
-    /// How long a session may take in all before it ends in TIMEOUT.
-    pub session_timeout_ms: u64,
-}
-
-impl Default for Positions {
-    fn default() -> Self {
-        let o = clutch_runtime::positions::Options::default();
-        Positions {
-            provider: None,
-            model: None,
-            max_messages: o.limits.max_messages,
-            agent_messages_per_minute: o.limits.per_agent_per_minute,
-            consensus_timeout_ms: o.consensus_timeout.as_millis() as u64,
-            session_timeout_ms: o.session_timeout.as_millis() as u64,
-        }
-    }
-}
-
-/// Delivery timers and retry policy of the engine (`clutch_core::engine::Options`), in milliseconds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct EngineTimers {
-    /// The heartbeat interval agents are told to keep.
-    pub heartbeat_interval_ms: u64,
-    /// Silence after which an agent is `stale` (gets no new tasks).
-    pub stale_after_ms: u64,
-    /// Silence after which an agent is `offline` (its unfinished tasks are routed again).
-    pub offline_after_ms: u64,
-    /// A delivered task not accepted within this is delivered again.
-    pub accept_timeout_ms: u64,
-    /// Deliveries of one routing before the task fails with DELIVERY_FAILED.
-    pub max_deliveries: u32,
-    /// Routings of a task in all (the first, and one per retryable error).
-    pub max_routings: u32,
-    /// First backoff before a retry; doubles per retry up to `retry_backoff_max_ms`, with jitter.
-    pub retry_backoff_ms: u64,
-    /// The longest backoff between retries.
-    pub retry_backoff_max_ms: u64,
-    /// How long a task waits for a busy or offline agent before it fails.
-    pub queue_timeout_ms: u64,
-    /// Runtime limit for agents whose card sets none (0 = none).
-    pub default_max_runtime_ms: u64,
-    /// How long an ended task stays in memory; then it leaves, and reads of it come from the log.
-    pub ended_retention_ms: u64,
-    /// Ended tasks kept in memory at most: past this the oldest leave before their retention ends.
-    pub ended_max: usize,
-    /// Tombstones kept of tasks that left memory, so late messages about them are refused without a
-    /// lookup (about 40 bytes each; past them the log is asked).
-    pub tombstones: usize,
-    /// Save a snapshot of the engine's state every this many events (0 = only on a clean stop): a start
-    /// loads it and replays only the events after it.
-    pub snapshot_every: u64,
-    /// ...but not sooner than this after the start or the last snapshot (a snapshot holds the work in
-    /// flight; appends wait only while it is copied).
-    pub snapshot_interval_ms: u64,
-}
-
-impl Default for EngineTimers {
-    fn default() -> Self {
-        let o = clutch_core::engine::Options::default();
-        let ms = |d: Duration| d.as_millis() as u64;
-        EngineTimers {
-            heartbeat_interval_ms: ms(o.heartbeat_interval),
-            stale_after_ms: ms(o.stale_after),
-            offline_after_ms: ms(o.offline_after),
-            accept_timeout_ms: ms(o.accept_timeout),
-            max_deliveries: o.max_deliveries,
-            max_routings: o.max_routings,
-            retry_backoff_ms: ms(o.retry_backoff),
-            retry_backoff_max_ms: ms(o.retry_backoff_max),
-            queue_timeout_ms: ms(o.queue_timeout),
-            default_max_runtime_ms: o.default_max_runtime.map_or(0, ms),
-            ended_retention_ms: ms(o.ended_retention),
-            ended_max: o.ended_max,
-            tombstones: o.tombstones,
-            snapshot_every: o.snapshot_every,
-            snapshot_interval_ms: ms(o.snapshot_interval),
-        }
-    }
-}
-
-/// Retention of the log: runs whose newest event is older than `after_days` and that have no work in
-/// flight are archived (gzip-compressed NDJSON, one file per run) and/or removed, in the background.
-/// Off until `after_days` is set (or org.yaml's `retention.workflows` names workflows of their own).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct Retention {
-    /// Days since a run's last event after which it goes (0 = never, but for org.yaml's workflows).
-    pub after_days: u64,
-    /// Write each run to `<archive_dir>/<day of its last event>/<run>.ndjson.gz` before it goes
-    /// (`clutch runs replay --file` reads it).
-    pub archive: bool,
-    /// Where archives go (default: `<data_dir>/archive`).
-    pub archive_dir: Option<PathBuf>,
-    /// Remove the run's events from the log (after archiving them, when `archive`).
-    pub remove: bool,
-    /// Seconds between passes.
-    pub interval_secs: u64,
-    /// Events removed per transaction (the longest the log's writer waits for one).
-    pub chunk: u64,
-    /// Events a pass reads at most, per age: the next pass continues.
-    pub scan_max: u64,
-}
-
-impl Default for Retention {
-    fn default() -> Self {
-        let o = clutch_core::retention::Options::default();
-        Retention {
-            after_days: 0,
-            archive: true,
-            archive_dir: None,
-            remove: o.remove,
-            interval_secs: o.interval.as_secs(),
-            chunk: o.chunk as u64,
-            scan_max: o.scan_max as u64,
-        }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
@@ -306,24 +169,13 @@ pub struct Limits {
     pub artifact_bytes: u64,
 }
 
-/// Tuning of the event log writer (`clutch_core::log::Options`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct LogService {
-    /// Messages committed in one transaction at most (group commit).
-    pub batch_max: u64,
-    /// Appends waiting for the writer at most; past it, callers wait (backpressure).
-    pub queue: u64,
-    /// Events a live subscriber may fall behind before it is cut off (`SLOW_CONSUMER`; it resumes
-    /// with `after=`).
-    pub subscriber_buffer: u64,
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Stream {
-    /// Seconds between keep-alive frames on idle streams.
-    pub keepalive_secs: u64,
+    /// Time between keep-alive frames on idle streams.
+    #[serde(with = "clutch_core::options::duration")]
+    #[schemars(with = "clutch_core::options::Text")]
+    pub keepalive: Duration,
 }
 
 impl Default for Config {
@@ -337,15 +189,15 @@ impl Default for Config {
             // ended per stateless request): the daemon's own lines stay at info, the library's at warn.
             log: "info,rmcp=warn".into(),
             limits: Limits::default(),
-            log_service: LogService::default(),
+            log_service: clutch_core::log::Options::default(),
             stream: Stream::default(),
             http: Http::default(),
-            engine: EngineTimers::default(),
+            engine: clutch_core::engine::Options::default(),
             mcp: Mcp::default(),
             outbound: Outbound::default(),
             workspaces: Workspaces::default(),
-            positions: Positions::default(),
-            retention: Retention::default(),
+            positions: clutch_runtime::positions::Options::default(),
+            retention: clutch_core::retention::Options::default(),
             a2a: A2a::default(),
             mcp_servers: Vec::new(),
             hooks: Vec::new(),
@@ -362,20 +214,9 @@ impl Default for Limits {
     }
 }
 
-impl Default for LogService {
-    fn default() -> Self {
-        let core = clutch_core::log::Options::default();
-        LogService {
-            batch_max: core.batch_max as u64,
-            queue: core.queue as u64,
-            subscriber_buffer: core.subscriber_buffer as u64,
-        }
-    }
-}
-
 impl Default for Stream {
     fn default() -> Self {
-        Stream { keepalive_secs: 15 }
+        Stream { keepalive: Duration::from_secs(15) }
     }
 }
 
@@ -397,6 +238,11 @@ struct Key {
     kind: Kind,
     /// Its value may hold a secret (`x-secret` in the schema): never echoed, even in an error.
     secret: bool,
+    /// A duration (`format: duration`): text such as `"30s"`. Its keys of old, in a unit
+    /// (`accept_timeout_ms`), are still read, with a warning.
+    duration: bool,
+    /// It may be absent (`null` among its types).
+    optional: bool,
 }
 
 /// How a variable's text becomes the key's value.
@@ -463,7 +309,8 @@ fn walk(root: &serde_json::Value, schema: &serde_json::Value, prefix: &str, out:
             Kind::Text
         };
         let secret = field.get("x-secret").and_then(|x| x.as_bool()).unwrap_or(false);
-        out.push(Key { path, kind, secret });
+        let duration = field.get("format").and_then(|f| f.as_str()) == Some("duration");
+        out.push(Key { path, kind, secret, duration, optional: types.contains(&"null") });
     }
 }
 
@@ -521,13 +368,18 @@ pub fn load(
         Some(path) => Some(path.clone()),
         None => Some(cwd.join(FILE_NAME)).filter(|p| p.is_file()),
     };
+    let mut deprecated = Vec::new();
     let mut config = match &file {
-        Some(path) => read_file(path)?,
+        Some(path) => read_file(path, &mut deprecated)?,
         None => Config::default(),
     };
 
     for key in keys() {
         let var = key.var();
+        if let Some((old, value)) = key.old_var(env).filter(|_| env(&var).is_none()) {
+            deprecated.push(format!("{old} is deprecated: set {var}={value:?} instead"));
+            config = config.set(&key, &value).with_context(|| format!("invalid environment variable {old}"))?;
+        }
         if let Some(value) = env(&var) {
             let shown =
                 if key.secret { "(not shown: it may hold a secret)".to_owned() } else { format!("{:?}", clip(&value)) };
@@ -561,7 +413,7 @@ pub fn load(
 
     // A check may quote what it refuses (an origin, a filter, an allow entry) at any length.
     config.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {}", clip(&format!("{e:#}"))))?;
-    let deprecated = config.migrate();
+    deprecated.extend(config.migrate());
     Ok(Loaded { config, file, deprecated })
 }
 
@@ -570,12 +422,69 @@ pub fn env_var(key: &str) -> String {
     format!("CLUTCH_{}", key.replace('.', "_").to_ascii_uppercase())
 }
 
-fn read_file(path: &Path) -> anyhow::Result<Config> {
+/// The keys durations had before they were written as text, and their units: `accept_timeout_ms =
+/// 30000` is `accept_timeout = "30000ms"`; a 0 of an optional one is its absence.
+const OLD_UNITS: [(&str, &str); 3] = [("_ms", "ms"), ("_secs", "s"), ("_days", "d")];
+
+impl Key {
+    /// A variable of old that sets this duration (`CLUTCH_ENGINE_ACCEPT_TIMEOUT_MS`), and the text
+    /// it means now.
+    fn old_var(&self, env: &dyn Fn(&str) -> Option<String>) -> Option<(String, String)> {
+        if !self.duration {
+            return None;
+        }
+        OLD_UNITS.iter().find_map(|(suffix, unit)| {
+            let old = env_var(&format!("{}{suffix}", self.path));
+            let value = env(&old)?;
+            let text = match value.trim().parse::<u64>() {
+                Ok(0) if self.optional => String::new(),
+                Ok(n) => format!("{n}{unit}"),
+                // Not a number: said as it was, for the duration's own error.
+                Err(_) => value,
+            };
+            Some((old, text))
+        })
+    }
+}
+
+/// Moves each duration key of old in `table` to its key of now (`accept_timeout_ms = 30000` to
+/// `accept_timeout = "30000ms"`), noting each in `notes`.
+fn migrate_durations(table: &mut toml::Table, notes: &mut Vec<String>) -> anyhow::Result<()> {
+    for key in keys().into_iter().filter(|k| k.duration) {
+        let (section, name) = key.path.rsplit_once('.').unwrap_or(("", key.path.as_str()));
+        let mut at = Some(&mut *table);
+        for part in section.split('.').filter(|p| !p.is_empty()) {
+            at = at.and_then(|t| t.get_mut(part)).and_then(|v| v.as_table_mut());
+        }
+        let Some(at) = at else { continue };
+        for (suffix, unit) in OLD_UNITS {
+            let old = format!("{name}{suffix}");
+            let Some(value) = at.remove(&old) else { continue };
+            let whole = if section.is_empty() { old.clone() } else { format!("{section}.{old}") };
+            let n = value
+                .as_integer()
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| anyhow::anyhow!("`{whole}` must be a whole number of its unit ({unit})"))?;
+            if at.contains_key(name) {
+                bail!("`{whole}` and `{}` set the same key: keep `{}` only", key.path, key.path);
+            }
+            if n == 0 && key.optional {
+                notes.push(format!("`{whole}` is deprecated: leave `{}` out instead of 0", key.path));
+            } else {
+                notes.push(format!("`{whole}` is deprecated: write `{} = \"{n}{unit}\"` instead", key.path));
+                at.insert(name.to_owned(), toml::Value::String(format!("{n}{unit}")));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn read_file(path: &Path, notes: &mut Vec<String>) -> anyhow::Result<Config> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read the config file {}", path.display()))?;
     // toml's own rendering quotes the offending line, which may hold a secret (`db`): say where
     // and why only.
-    toml::from_str(&text).map_err(|e| {
+    let invalid = |e: toml::de::Error| {
         let at = e.span().map(|span| {
             let before = &text[..span.start.min(text.len())];
             let line = before.matches('\n').count() + 1;
@@ -588,7 +497,15 @@ fn read_file(path: &Path) -> anyhow::Result<Config> {
             at.unwrap_or_default(),
             clip(e.message().trim())
         )
-    })
+    };
+    let mut table: toml::Table = toml::from_str(&text).map_err(invalid)?;
+    let before = notes.len();
+    migrate_durations(&mut table, notes).map_err(|e| anyhow::anyhow!("invalid config file {}: {e}", path.display()))?;
+    if notes.len() == before {
+        // Read from the text, so that an error says where.
+        return toml::from_str(&text).map_err(invalid);
+    }
+    table.try_into().map_err(invalid)
 }
 
 impl Config {
@@ -634,27 +551,22 @@ impl Config {
 
     /// Checks what types alone do not.
     fn validate(&self) -> anyhow::Result<()> {
-        let positive = [
-            ("limits.body_bytes", self.limits.body_bytes),
-            ("limits.artifact_bytes", self.limits.artifact_bytes),
-            ("log_service.batch_max", self.log_service.batch_max),
-            ("log_service.queue", self.log_service.queue),
-            ("log_service.subscriber_buffer", self.log_service.subscriber_buffer),
-            ("stream.keepalive_secs", self.stream.keepalive_secs),
-            ("retention.interval_secs", self.retention.interval_secs),
-            ("retention.chunk", self.retention.chunk),
-            ("retention.scan_max", self.retention.scan_max),
-        ];
-        for (key, value) in positive {
+        for (key, value) in
+            [("limits.body_bytes", self.limits.body_bytes), ("limits.artifact_bytes", self.limits.artifact_bytes)]
+        {
             if value == 0 {
                 bail!("`{key}` must be at least 1");
             }
         }
-        if !self.retention.archive && !self.retention.remove {
-            bail!("`retention`: with neither `archive` nor `remove` a pass would do nothing; set one to true");
-        }
-        if self.retention.after_days > 36_500 {
-            bail!("`retention.after_days` must be at most 36500 (100 years); 0 turns retention off");
+        let sections = [
+            ("engine", self.engine.check()),
+            ("log_service", self.log_service.check()),
+            ("retention", self.retention.check()),
+            ("positions", self.positions.check()),
+            ("stream", clutch_core::options::nonzero("keepalive", self.stream.keepalive)),
+        ];
+        for (section, checked) in sections {
+            checked.map_err(|e| anyhow::anyhow!("`{section}.{}`: {}", e.key, e.why))?;
         }
         if self.data_dir.as_os_str().is_empty() {
             bail!("`data_dir` must not be empty");
@@ -678,28 +590,28 @@ impl Config {
         self.outbound_policy()?;
         let mut names = std::collections::BTreeSet::new();
         for server in &self.mcp_servers {
-            server.check().map_err(|why| anyhow::anyhow!("`mcp_servers`: {}", clip(&why)))?;
+            server.check().map_err(|why| anyhow::anyhow!("`mcp_servers`: {}", clip(&why.to_string())))?;
             if !names.insert(&server.name) {
                 bail!("`mcp_servers`: two servers are named {:?}", clip(&server.name));
             }
         }
         let mut names = std::collections::BTreeSet::new();
         for hook in &self.hooks {
-            hook.check().map_err(|why| anyhow::anyhow!("`hooks`: {}", clip(&why)))?;
+            hook.check().map_err(|why| anyhow::anyhow!("`hooks`: {}", clip(&why.to_string())))?;
             if !names.insert(&hook.name) {
                 bail!("`hooks`: two hooks are named {:?}", clip(&hook.name));
             }
         }
         let mut names = std::collections::BTreeSet::new();
         for provider in &self.providers {
-            provider.check().map_err(|why| anyhow::anyhow!("`providers`: {}", clip(&why)))?;
+            provider.check().map_err(|why| anyhow::anyhow!("`providers`: {}", clip(&why.to_string())))?;
             if !names.insert(&provider.name) {
                 bail!("`providers`: two providers are named {:?}", clip(&provider.name));
             }
         }
         let mut agents = std::collections::BTreeSet::new();
         for agent in &self.llm_agents {
-            agent.check().map_err(|why| anyhow::anyhow!("`llm_agents`: {}", clip(&why)))?;
+            agent.check().map_err(|why| anyhow::anyhow!("`llm_agents`: {}", clip(&why.to_string())))?;
             if !agents.insert(&agent.name) {
                 bail!("`llm_agents`: two agents are named {:?}", clip(&agent.name));
             }
@@ -713,7 +625,7 @@ impl Config {
         }
         let mut names = std::collections::BTreeSet::new();
         for webhook in &self.webhooks {
-            webhook.check().map_err(|why| anyhow::anyhow!("`webhooks`: {}", clip(&why)))?;
+            webhook.check().map_err(|why| anyhow::anyhow!("`webhooks`: {}", clip(&why.to_string())))?;
             if !names.insert(&webhook.name) {
                 bail!("`webhooks`: two webhooks are named {:?}", clip(&webhook.name));
             }
@@ -775,52 +687,27 @@ impl Config {
         Ok(Database::Sqlite(PathBuf::from(db)))
     }
 
+    /// The event log's options: `[log_service]`, and the largest artifact (`limits.artifact_bytes`).
     pub fn core_options(&self) -> clutch_core::log::Options {
-        clutch_core::log::Options {
-            batch_max: saturating(self.log_service.batch_max),
-            queue: saturating(self.log_service.queue),
-            subscriber_buffer: saturating(self.log_service.subscriber_buffer),
-            artifact_max_bytes: self.limits.artifact_bytes,
-        }
+        clutch_core::log::Options { artifact_max_bytes: self.limits.artifact_bytes, ..self.log_service.clone() }
     }
 
-    pub fn engine_options(&self) -> clutch_core::engine::Options {
-        let e = &self.engine;
-        let ms = Duration::from_millis;
-        clutch_core::engine::Options {
-            heartbeat_interval: ms(e.heartbeat_interval_ms),
-            stale_after: ms(e.stale_after_ms),
-            offline_after: ms(e.offline_after_ms.max(e.stale_after_ms)),
-            accept_timeout: ms(e.accept_timeout_ms),
-            max_deliveries: e.max_deliveries.max(1),
-            max_routings: e.max_routings.max(1),
-            retry_backoff: ms(e.retry_backoff_ms),
-            retry_backoff_max: ms(e.retry_backoff_max_ms.max(e.retry_backoff_ms)),
-            queue_timeout: ms(e.queue_timeout_ms),
-            default_max_runtime: (e.default_max_runtime_ms > 0).then(|| ms(e.default_max_runtime_ms)),
-            ended_retention: ms(e.ended_retention_ms),
-            ended_max: e.ended_max,
-            tombstones: e.tombstones,
-            snapshot_every: e.snapshot_every,
-            snapshot_interval: ms(e.snapshot_interval_ms),
-            // Checked on load: a policy that does not build here allows nothing beyond public addresses.
-            outbound: std::sync::Arc::new(self.outbound_policy().unwrap_or_default()),
-            retention: self.retention_options(),
-            ..clutch_core::engine::Options::default()
-        }
-    }
-
-    /// Retention of the log as the engine takes it.
-    pub fn retention_options(&self) -> clutch_core::retention::Options {
-        let r = &self.retention;
-        clutch_core::retention::Options {
-            after: (r.after_days > 0).then(|| Duration::from_secs(r.after_days.saturating_mul(86_400))),
-            archive_dir: r.archive.then(|| r.archive_dir.clone().unwrap_or_else(|| self.data_dir.join("archive"))),
-            remove: r.remove,
-            chunk: saturating(r.chunk),
-            scan_max: saturating(r.scan_max),
-            interval: Duration::from_secs(r.interval_secs),
-        }
+    /// The engine's options: `[engine]`, with what the daemon wires in beside it (the operator's
+    /// policy, the workspace roots, the outbound guard, retention with its archive directory).
+    pub fn engine_options(
+        &self,
+        policy: std::sync::Arc<clutch_core::config::Policy>,
+        workspace_roots: clutch_core::roots::Roots,
+    ) -> anyhow::Result<clutch_core::engine::Options> {
+        let mut retention = self.retention.clone();
+        retention.archive_dir.get_or_insert_with(|| self.data_dir.join("archive"));
+        Ok(clutch_core::engine::Options {
+            policy,
+            workspace_roots,
+            outbound: std::sync::Arc::new(self.outbound_policy()?),
+            retention,
+            ..self.engine.clone()
+        })
     }
 
     /// The A2A face's options: the card's address and who may call (keys read from their variables
@@ -856,26 +743,29 @@ impl Config {
             Some("0.3") => clutch_a2a::wire::Version::V03,
             Some(other) => anyhow::bail!("a2a.unversioned_card: `{}` is not 1.0 or 0.3", clip(other)),
         };
+        // Not configurable: the face's own timings and delivery policy.
+        let fixed = clutch_a2a::Options::default();
         Ok(clutch_a2a::Options {
             public_url: a.public_url.clone(),
+            blocking_wait: fixed.blocking_wait,
+            remote_poll: fixed.remote_poll,
+            push: fixed.push,
             keys,
             unauthenticated,
             conformance: a.conformance,
             unversioned_card,
-            ..clutch_a2a::Options::default()
         })
     }
 
     /// The positions runner's options: the catalog (shipped, and `<config_dir>/positions/`), the
     /// provider of spawned agents, the bus limits. A bad position file stops the start, named.
     pub fn positions_options(&self) -> anyhow::Result<clutch_runtime::positions::Options> {
-        let p = &self.positions;
         let dir = self.config_dir.as_ref().map(|d| d.join("positions"));
         let catalog = clutch_runtime::skill::Catalog::load(dir.as_deref()).map_err(|errors| {
             let lines: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
             anyhow::anyhow!("bad position files (check them with `clutch positions check DIR`):\n{}", lines.join("\n"))
         })?;
-        let provider = p.provider.clone().or_else(|| self.providers.first().map(|x| x.name.clone()));
+        let provider = self.positions.provider.clone().or_else(|| self.providers.first().map(|x| x.name.clone()));
         if let Some(name) = &provider
             && !self.providers.iter().any(|x| x.name == *name)
         {
@@ -884,20 +774,14 @@ impl Config {
         Ok(clutch_runtime::positions::Options {
             catalog: std::sync::Arc::new(catalog),
             provider,
-            model: p.model.clone(),
-            limits: clutch_core::session::Limits {
-                max_messages: p.max_messages.max(1),
-                per_agent_per_minute: p.agent_messages_per_minute.max(1),
-            },
-            consensus_timeout: Duration::from_millis(p.consensus_timeout_ms),
-            session_timeout: Duration::from_millis(p.session_timeout_ms.max(1000)),
+            ..self.positions.clone()
         })
     }
 
     pub fn gateway_options(&self) -> clutch_gateway::Options {
         clutch_gateway::Options {
             body_limit_bytes: saturating(self.limits.body_bytes),
-            stream_keepalive: Duration::from_secs(self.stream.keepalive_secs),
+            stream_keepalive: self.stream.keepalive,
             tokens: None,
             // Checked on load: a policy that does not build here serves loopback and its own origin only.
             browser: self.browser_policy().unwrap_or_default(),
@@ -1003,6 +887,11 @@ mod tests {
 
     use super::*;
 
+    /// A config as `config dump` shows it: what tells two apart.
+    fn dumped(c: &Config) -> String {
+        c.to_toml().unwrap()
+    }
+
     fn load_with(file: Option<&str>, env: &[(&str, &str)], flags: ConfigArgs) -> anyhow::Result<Config> {
         let dir = tempfile::tempdir().unwrap();
         if let Some(text) = file {
@@ -1014,7 +903,7 @@ mod tests {
 
     #[test]
     fn defaults_without_anything() {
-        assert_eq!(load_with(None, &[], ConfigArgs::default()).unwrap(), Config::default());
+        assert_eq!(dumped(&load_with(None, &[], ConfigArgs::default()).unwrap()), dumped(&Config::default()));
     }
 
     #[test]
@@ -1032,7 +921,7 @@ mod tests {
         assert_eq!(c.data_dir, PathBuf::from("e"));
         assert_eq!(c.limits.body_bytes, 20);
         assert_eq!(c.log_service.queue, 7);
-        assert_eq!(c.log_service.batch_max, LogService::default().batch_max);
+        assert_eq!(c.log_service.batch_max, clutch_core::log::Options::default().batch_max);
         assert_eq!(c.config_dir, Some(PathBuf::from("policy-env")));
         let flags = ConfigArgs { config_dir: Some("policy-flag".into()), ..ConfigArgs::default() };
         let c =
@@ -1065,16 +954,19 @@ mod tests {
                 "a2a.unversioned_card" => "0.3",
                 "retention.archive" | "retention.remove" => "false",
                 "workspaces.roots" => "/srv/a:/srv/b",
+                // Past the keys they must stay above.
+                "engine.offline_after" | "engine.retry_backoff_max" => "7m",
+                _ if key.duration => "7s",
                 _ => "7",
             };
             let var = key.var();
             let c = load_with(None, &[(&var, value)], ConfigArgs::default())
                 .unwrap_or_else(|e| panic!("{var}={value}: {e:#}"));
-            assert_ne!(c, Config::default(), "{var}={value} changed nothing");
+            assert_ne!(dumped(&c), dumped(&Config::default()), "{var}={value} changed nothing");
         }
-        let env = [("CLUTCH_ENGINE_ACCEPT_TIMEOUT_MS", "250"), ("CLUTCH_ENGINE_MAX_DELIVERIES", "2")];
+        let env = [("CLUTCH_ENGINE_ACCEPT_TIMEOUT", "250ms"), ("CLUTCH_ENGINE_MAX_DELIVERIES", "2")];
         let c = load_with(None, &env, ConfigArgs::default()).unwrap();
-        assert_eq!((c.engine.accept_timeout_ms, c.engine.max_deliveries), (250, 2));
+        assert_eq!((c.engine.accept_timeout, c.engine.max_deliveries), (Duration::from_millis(250), 2));
         let env = [("CLUTCH_WORKSPACES_ROOTS", "/srv/a:/srv/b"), ("CLUTCH_OUTBOUND_ALLOW", "10.0.0.0/8, x.internal")];
         let c = load_with(None, &env, ConfigArgs::default()).unwrap();
         assert_eq!(c.workspaces.roots, vec![PathBuf::from("/srv/a"), PathBuf::from("/srv/b")]);
@@ -1113,8 +1005,21 @@ mod tests {
         );
         assert!(e.contains("CLUTCH_LOG_SERVICE_QUEUE"), "{e}");
         let e =
-            format!("{:#}", load_with(Some("[stream]\nkeepalive_secs = 0\n"), &[], ConfigArgs::default()).unwrap_err());
-        assert!(e.contains("stream.keepalive_secs"), "{e}");
+            format!("{:#}", load_with(Some("[stream]\nkeepalive = \"0s\"\n"), &[], ConfigArgs::default()).unwrap_err());
+        assert!(e.contains("stream.keepalive"), "{e}");
+        let e = format!(
+            "{:#}",
+            load_with(Some("[engine]\nstale_after = \"30\"\n"), &[], ConfigArgs::default()).unwrap_err()
+        );
+        assert!(e.contains("line 2") && e.contains("is not a duration") && e.contains("\"30s\""), "{e}");
+        let file = "[engine]\nstale_after = \"1m\"\noffline_after = \"30s\"\n";
+        let e = format!("{:#}", load_with(Some(file), &[], ConfigArgs::default()).unwrap_err());
+        assert!(e.contains("`engine.offline_after`: must be at least `stale_after`"), "{e}");
+        let e = format!(
+            "{:#}",
+            load_with(None, &[("CLUTCH_ENGINE_MAX_ROUTINGS", "0")], ConfigArgs::default()).unwrap_err()
+        );
+        assert!(e.contains("`engine.max_routings`: must be at least 1"), "{e}");
         let e = format!("{:#}", load_with(None, &[("CLUTCH_DB", "mysql://x")], ConfigArgs::default()).unwrap_err());
         assert!(e.contains("mysql"), "{e}");
         let e = format!(
@@ -1147,7 +1052,7 @@ mod tests {
             "{dump}"
         );
         let back: Config = toml::from_str(&dump).unwrap();
-        assert_eq!(&back, c, "the dump reads back as the effective config");
+        assert_eq!(dumped(&back), dumped(c), "the dump reads back as the effective config");
         let env = |k: &str| (k == "CLUTCH_MCP_ALLOWED_ORIGINS").then(|| "https://env.example".to_owned());
         let loaded = load(&ConfigArgs::default(), None, &env, tempfile::tempdir().unwrap().path()).unwrap();
         assert_eq!(loaded.config.http.allowed_origins, ["https://env.example"]);
@@ -1403,6 +1308,38 @@ mod tests {
         assert_eq!(mask_db("./data"), "./data");
         let plain = Config::default();
         let back: Config = toml::from_str(&plain.to_toml().unwrap()).unwrap();
-        assert_eq!(back, plain);
+        assert_eq!(dumped(&back), dumped(&plain));
+        assert!(dumped(&plain).contains("accept_timeout = \"30s\""), "{}", dumped(&plain));
+    }
+
+    #[test]
+    fn duration_keys_of_old_are_read_with_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = "[engine]\naccept_timeout_ms = 250\ndefault_max_runtime_ms = 0\n\
+                    [stream]\nkeepalive_secs = 3\n[retention]\nafter_days = 30\n";
+        std::fs::write(dir.path().join(FILE_NAME), file).unwrap();
+        let env = |k: &str| (k == "CLUTCH_ENGINE_STALE_AFTER_MS").then(|| "1500".to_owned());
+        let loaded = load(&ConfigArgs::default(), None, &env, dir.path()).unwrap();
+        let c = &loaded.config;
+        assert_eq!(c.engine.accept_timeout, Duration::from_millis(250));
+        assert_eq!(c.engine.default_max_runtime, None);
+        assert_eq!(c.engine.stale_after, Duration::from_millis(1500));
+        assert_eq!(c.stream.keepalive, Duration::from_secs(3));
+        assert_eq!(c.retention.after, Some(Duration::from_secs(30 * 86_400)));
+        let notes = loaded.deprecated.join("\n");
+        for said in [
+            "`engine.accept_timeout_ms` is deprecated: write `engine.accept_timeout = \"250ms\"` instead",
+            "`engine.default_max_runtime_ms` is deprecated: leave `engine.default_max_runtime` out instead of 0",
+            "`stream.keepalive_secs` is deprecated: write `stream.keepalive = \"3s\"` instead",
+            "`retention.after_days` is deprecated: write `retention.after = \"30d\"` instead",
+            "CLUTCH_ENGINE_STALE_AFTER_MS is deprecated: set CLUTCH_ENGINE_STALE_AFTER=\"1500ms\" instead",
+        ] {
+            assert!(notes.contains(said), "{said} in:\n{notes}");
+        }
+        // Both spellings of one key: refused, named.
+        std::fs::write(dir.path().join(FILE_NAME), "[engine]\naccept_timeout_ms = 250\naccept_timeout = \"1s\"\n")
+            .unwrap();
+        let e = format!("{:#}", load(&ConfigArgs::default(), None, &|_| None, dir.path()).unwrap_err());
+        assert!(e.contains("`engine.accept_timeout_ms` and `engine.accept_timeout` set the same key"), "{e}");
     }
 }

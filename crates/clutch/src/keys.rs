@@ -3,7 +3,36 @@
 
 use std::io::Write;
 
-use crate::cli::KeysGenerateArgs;
+use clap::{Args, Subcommand};
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Generate an ed25519 key pair for signing messages: the secret key (base64url) on stdout, the
+    /// `org.yaml` entry with the public key on stderr.
+    #[command(after_help = EXAMPLES)]
+    Generate(KeysGenerateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KeysGenerateArgs {
+    /// The agent the key is for, `agent:NAME` (used in the `org.yaml` entry).
+    #[arg(long, value_name = "AGENT", value_parser = agent_id)]
+    pub agent: Option<String>,
+    /// The key id the agent will name in `security.auth.kid` [default: `key-` and the start of the
+    /// public key].
+    #[arg(long, value_name = "KID", value_parser = kid)]
+    pub kid: Option<String>,
+    /// Print one JSON object `{agent_id, kid, public_key, secret_key}` on stdout instead.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub const EXAMPLES: &str = "EXAMPLES:
+  clutch keys generate --agent agent:ken --kid ken-2026 > ken.key
+  clutch keys generate --json
+
+  The secret key goes to stdout (keep it with the agent); the lines to paste under
+  `agents:` in org.yaml, with the public key, go to stderr.";
 
 pub fn generate(args: KeysGenerateArgs) -> anyhow::Result<()> {
     let secret = clutch_proto::sign::generate();
@@ -39,4 +68,18 @@ fn yaml_scalar(s: &str) -> String {
         && !matches!(s, "true" | "false" | "null" | "yes" | "no" | "on" | "off")
         && s.parse::<f64>().is_err();
     if plain { s.to_owned() } else { serde_json::Value::from(s).to_string() }
+}
+
+fn agent_id(s: &str) -> Result<String, String> {
+    match s.strip_prefix("agent:") {
+        Some(name) => clutch_proto::id::check_name(name).map(|()| s.to_owned()),
+        None => Err("must look like `agent:NAME`".into()),
+    }
+}
+
+fn kid(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.chars().count() > 128 || s.chars().any(char::is_control) {
+        return Err("must be 1 to 128 characters without control characters".into());
+    }
+    Ok(s.to_owned())
 }

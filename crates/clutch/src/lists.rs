@@ -8,7 +8,7 @@ use clutch_store::lists::{Page, RunState, RunSummary, SearchHit, TaskListing, Th
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::cli::{ClientArgs, NotFound};
+use crate::args::{ClientArgs, NotFound};
 use crate::client::{Client, path_segment, typed};
 use crate::render;
 use crate::table::{Cell, Table, paint};
@@ -432,7 +432,7 @@ fn run_color(state: RunState) -> Option<&'static str> {
 
 /// The colour of a task state's name; none for a name this build does not know.
 fn task_color(state: &str) -> Option<&'static str> {
-    TaskState::ALL.iter().find(|s| s.as_str() == state).and_then(|s| crate::tasks::state_color(*s))
+    TaskState::ALL.iter().find(|s| s.as_str() == state).and_then(|s| crate::task_tree::state_color(*s))
 }
 
 /// `2 completed, 1 failed`: the counts in the order of the task lifecycle; `-` for none.
@@ -558,7 +558,7 @@ fn run_detail(
     out.push_str(&facts.render(color));
     out.push('\n');
     match tasks {
-        Some(tasks) => out.push_str(&crate::tasks::tree(tasks, color)),
+        Some(tasks) => out.push_str(&crate::task_tree::tree(tasks, color)),
         None => out.push_str("no tasks: only messages\n"),
     }
     if !threads.is_empty() {

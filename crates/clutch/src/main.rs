@@ -1,9 +1,13 @@
 //! The `clutch` binary: parses the command line, loads config, starts logging and runs one command.
 //! Exit codes: 0 success, 1 failure (including a refused message), 2 a usage error (as clap and most
 //! tools have it), 3 a thing asked about (agent, task, run, thread) that does not exist.
+//!
+//! The allocator is mimalloc (`GLOBAL`): glibc's arenas lock when a message built on one thread is freed
+//! on another.
 
 mod a2a;
 mod agents;
+mod args;
 mod cli;
 mod client;
 mod config;
@@ -22,6 +26,7 @@ mod serve;
 mod sse;
 mod table;
 mod tail;
+mod task_tree;
 mod tasks;
 mod tools;
 mod workflows;
@@ -31,7 +36,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 
-use crate::cli::{Cli, Command, ConfigCommand, KeysCommand, RunsCommand};
+use crate::cli::{Cli, Command, ConfigCommand, RunsCommand};
+use crate::keys::KeysCommand;
 
 /// mimalloc rather than glibc's malloc: messages are built on one thread and dropped on another
 /// (handlers, the log writer, subscribers), and glibc then locks the arena they came from; under
@@ -166,13 +172,13 @@ fn init_tracing(filter: &str) -> anyhow::Result<()> {
 fn is_not_found(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<client::Error>().is_some_and(client::Error::is_not_found)
-            || c.downcast_ref::<cli::NotFound>().is_some()
+            || c.downcast_ref::<args::NotFound>().is_some()
     })
 }
 
 /// Whether the command line asked for something that cannot be (exit code 2).
 fn is_usage(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.downcast_ref::<cli::Usage>().is_some())
+    e.chain().any(|c| c.downcast_ref::<args::Usage>().is_some())
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

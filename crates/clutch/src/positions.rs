@@ -9,7 +9,7 @@ use clutch_runtime::skill;
 
 use serde_json::{Value, json};
 
-use crate::cli::{ClientArgs, Usage};
+use crate::args::{ClientArgs, Usage};
 use crate::client::{Client, path_segment};
 use crate::render;
 use crate::table::{Table, paint};

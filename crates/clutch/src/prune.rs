@@ -6,7 +6,7 @@ use clap::Args;
 use clutch_core::view;
 use serde_json::Value;
 
-use crate::cli::ClientArgs;
+use crate::args::ClientArgs;
 use crate::client::{Client, typed};
 use crate::render;
 use crate::table::Table;
@@ -16,7 +16,7 @@ pub const EXAMPLES: &str = "EXAMPLES:
   clutch runs prune                  archive and remove them now (admins only)
   clutch runs prune --json           the daemon's answer as JSON
 
-  The policy is the daemon's: `[retention] after_days` (and `archive`, `remove`) in clutch.toml,
+  The policy is the daemon's: `[retention] after` (and `archive`, `remove`) in clutch.toml,
   and `retention.workflows.<name>.after_days` in org.yaml. Archives are read back with
   `clutch runs replay --file FILE`.";
 

@@ -23,8 +23,10 @@ pub fn render() -> String {
          Every key the daemon's configuration takes. Layers, each over the one before: the defaults below, \
          then `clutch.toml` (the working directory's, or `--config FILE`), then `CLUTCH_*` variables (the \
          *env* column; lists are comma-separated, paths separated like `PATH`, an empty value unsets an \
-         optional key), then flags (`clutch serve --help`). `clutch config dump` prints the effective \
-         configuration (secrets masked). The policy files (`org.yaml`, \
+         optional key), then flags (`clutch serve --help`). A *duration* is a number and a unit, or \
+         several: `\"500ms\"`, `\"30s\"`, `\"5m\"`, `\"1h 30m\"`, `\"90d\"` (the keys of old in a unit, \
+         `accept_timeout_ms = 30000`, are still read, with a warning). `clutch config dump` prints the \
+         effective configuration (secrets masked). The policy files (`org.yaml`, \
          `workflows.yaml`) live in the directory `config_dir` (or `--config-dir DIR`) names: see \
          `docs/config/org.yaml` and `docs/config/workflows.yaml`; `clutch config check` checks them.\n",
     );
@@ -139,8 +141,10 @@ fn type_of(field: &Value, items: Option<&Value>) -> String {
             .map(|v| format!("`{v}`"))
             .collect::<Vec<_>>()
     });
+    let duration = field.get("format").and_then(Value::as_str) == Some("duration");
     let mut text = match (types.as_slice(), values) {
         (_, Some(values)) if !values.is_empty() => format!("one of {}", values.join(", ")),
+        (["string"], _) if duration => "duration".to_owned(),
         (["array"], _) => {
             let of = items.and_then(|i| i["type"].as_str()).unwrap_or("value");
             format!("list of {of}")

@@ -2,16 +2,49 @@
 //! NDJSON so that a long run never sits in memory; with `--reexecute`, works the run's LLM tasks
 //! again offline against their recordings (`clutch_runtime::replay`), drives its positions'
 //! sessions again (`clutch_runtime::positions::reexecute`), and reports any difference.
+//!
+//! With `--file`, it reads a run archived by retention (`<run>.ndjson.gz`, or any NDJSON of events)
+//! instead of asking the daemon, so no daemon is needed.
 
 use std::io::{BufWriter, Write};
 
 use anyhow::Context;
+use clap::Args;
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use crate::cli::ReplayArgs;
+use crate::args::ClientArgs;
 use crate::client::{self, Client};
 use crate::render;
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// The run to replay.
+    #[arg(value_name = "RUN_ID", required_unless_present = "file")]
+    pub run: Option<String>,
+    /// Replay a run archived by retention (`<run>.ndjson.gz`, or any NDJSON of events) instead of
+    /// asking the daemon: no daemon is needed.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["run", "reexecute"])]
+    pub file: Option<std::path::PathBuf>,
+    /// Start after this seq.
+    #[arg(long, value_name = "SEQ")]
+    pub after: Option<u64>,
+    /// Print each event as one JSON line (NDJSON).
+    #[arg(long)]
+    pub json: bool,
+    /// Instead of printing the run, work its LLM agents' tasks again offline, their model calls and
+    /// tool calls answered from the log, and check that they send what they sent then (ids, times
+    /// and streamed text aside); drive its positions' sessions again the same way and check that
+    /// the runner writes what it wrote then. Exits 1 when anything differs.
+    #[arg(long, conflicts_with_all = ["after", "json"])]
+    pub reexecute: bool,
+    /// With --reexecute: a directory of position files beside the shipped ones (the daemon's
+    /// `<config_dir>/positions`), for sessions of positions of your own.
+    #[arg(long, value_name = "DIR", requires = "reexecute")]
+    pub positions: Option<std::path::PathBuf>,
+}
 
 pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     if let Some(file) = &args.file {
@@ -152,10 +185,7 @@ async fn reexecute(client: &Client, run: &str, positions: Option<&std::path::Pat
         let lines: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
         anyhow::anyhow!("bad position files (check them with `clutch positions check DIR`):\n{}", lines.join("\n"))
     })?;
-    let options = clutch_runtime::positions::Options {
-        catalog: std::sync::Arc::new(catalog),
-        ..clutch_runtime::positions::Options::default()
-    };
+    let options = clutch_runtime::positions::Options::with_catalog(catalog);
     let sessions = clutch_runtime::positions::reexecute(&options, &events).await;
     if outcomes.is_empty() && sessions.is_empty() {
         println!("no task of {run} was worked by a built-in LLM agent or a position's runner: nothing to re-execute");

@@ -56,7 +56,7 @@ pub async fn run(loaded: Loaded, policy: Policy) -> anyhow::Result<()> {
         }
     };
     let workspace_roots = config.workspace_roots()?;
-    let engine = clutch_core::engine::Options { policy, workspace_roots, ..config.engine_options() };
+    let engine = config.engine_options(policy, workspace_roots)?;
     let o = &config.outbound;
     if o.allow_loopback || !o.allow.is_empty() || !o.resolve.is_empty() {
         tracing::info!(
@@ -87,7 +87,7 @@ pub async fn run(loaded: Loaded, policy: Policy) -> anyhow::Result<()> {
             servers: config.mcp_servers.clone(),
             hooks: config.hooks.clone(),
             webhooks: config.webhooks.clone(),
-            ..Default::default()
+            dispatch: clutch_core::dispatch::Options::default(),
         });
     }
     if !(config.providers.is_empty() && config.llm_agents.is_empty()) {

@@ -5,10 +5,11 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::Context;
+use clap::Args;
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use crate::cli::{FilterArgs, TailArgs};
+use crate::args::{ClientArgs, message_types};
 use crate::client::{self, Client};
 use crate::{render, sse};
 
@@ -16,6 +17,51 @@ use crate::{render, sse};
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 const BACKOFF_MIN: Duration = Duration::from_millis(200);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// Which events to select; every flag given must match.
+#[derive(Debug, Clone, Default, Args)]
+pub struct FilterArgs {
+    /// Only events of this run.
+    #[arg(long, value_name = "RUN_ID")]
+    pub run: Option<String>,
+    /// Only events of this thread.
+    #[arg(long, value_name = "THREAD_ID")]
+    pub thread: Option<String>,
+    /// Only events about this task.
+    #[arg(long, value_name = "TASK_ID")]
+    pub task: Option<String>,
+    /// Only events sent by this agent or user (`agent:NAME`).
+    #[arg(long, value_name = "SENDER")]
+    pub agent: Option<String>,
+    /// Only events of this type.
+    #[arg(long = "type", value_name = "TYPE", value_parser = message_types())]
+    pub kind: Option<String>,
+    /// Only events addressed to this agent (its inbox).
+    #[arg(long, value_name = "AGENT")]
+    pub to: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TailArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Start after this seq (0 = from the beginning) instead of with new events only.
+    #[arg(long, value_name = "SEQ")]
+    pub after: Option<u64>,
+    /// Print each event as one JSON line (NDJSON).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub const EXAMPLES: &str = "EXAMPLES:
+  clutch tail                                    new events, one line each
+  clutch tail --run run_01J... --type task.result
+  clutch tail --after 0 --json | jq .type        every event from the start, as NDJSON
+
+  Reconnects after the daemon restarts or cuts a slow reader off, resuming after the last event
+  printed. Ctrl-C stops.";
 
 pub async fn run(args: TailArgs) -> anyhow::Result<()> {
     let mut tail = Tail {
@@ -126,20 +172,16 @@ impl Tail {
         }
         self.connected = true;
 
-        let mut body = response.bytes_stream();
-        let mut parser = sse::Parser::default();
-        loop {
-            let chunk = match tokio::time::timeout(IDLE_TIMEOUT, body.next()).await {
-                Ok(Some(Ok(chunk))) => chunk,
-                Ok(Some(Err(_)) | None) | Err(_) => return Ok(Ended::Dropped),
-            };
-            for event in parser.feed(&chunk) {
-                if event.name == "end" {
-                    return Ok(self.end(&event.data));
-                }
-                self.print(&event.data)?;
+        let mut events = std::pin::pin!(sse::events(response.bytes_stream(), Some(IDLE_TIMEOUT)));
+        // The connection broke or went silent, or the body is no event stream: a reconnect resumes
+        // after the last event printed.
+        while let Some(Ok(event)) = events.next().await {
+            if event.name == "end" {
+                return Ok(self.end(&event.data));
             }
+            self.print(&event.data)?;
         }
+        Ok(Ended::Dropped)
     }
 
     /// The log's current head, from `/healthz`, so that "new events only" is a cursor like any other

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use clutch_core::view::{self, ServerState};
 use serde_json::Value;
 
-use crate::cli::ClientArgs;
+use crate::args::ClientArgs;
 use crate::client::{Client, typed};
 use crate::render;
 use crate::table::{Cell, Table};

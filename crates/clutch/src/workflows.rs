@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use clutch_core::workflow::api::{self, TaskStatus, WorkflowStatus};
 use serde_json::{Value, json};
 
-use crate::cli::ClientArgs;
+use crate::args::ClientArgs;
 use crate::client::{Client, path_segment, typed};
 use crate::render;
 use crate::table::{Cell, Table, paint};

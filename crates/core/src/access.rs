@@ -184,9 +184,3 @@ impl Caller {
 pub trait Tokens: Send + Sync {
     fn authenticate(&self, token: &str) -> Option<Grant>;
 }
-
-impl Tokens for crate::config::Policy {
-    fn authenticate(&self, token: &str) -> Option<Grant> {
-        crate::config::Policy::authenticate(self, token)
-    }
-}

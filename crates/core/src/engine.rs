@@ -11,6 +11,17 @@
 //! `workflows` (the workflow operations), `approvals` (tool calls waiting for a person), `sessions`
 //! (positions' sessions) and `inbox` (routed tasks worked without a push endpoint). This file holds
 //! what they share: the options, the engine handle and its state.
+//!
+//! Besides those: `evict` (ended work leaving memory), `lists` (the lists and search, read from the
+//! store) and `machine` (the same state and rules driven by hand at a manual clock, feature `testing`).
+//!
+//! **The state holds work in flight, not history** (see `evict`): ended tasks, workflows and sessions
+//! leave memory after `ended_retention` (or past `ended_max`), and their reads replay the log; so memory
+//! follows the work in flight, not the daemon's age. The engine reads the operator's policy
+//! (`config::Policy`: allowlists, budgets, keys, workflow steps) and holds the payload schema registry in
+//! its state (schemas registered at run time are events too). The longest hold of its lock by its own
+//! work is a gauge in `/metrics` (`clutch_engine_longest_hold_seconds`), beside its footprint
+//! (`clutch_engine_tasks`, `_ended_tasks`, `_tombstones`, `_runs`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -83,56 +94,91 @@ pub const APPROVAL_REQUESTED_PAYLOAD: &str = "clutch.approval.requested.v1";
 /// `payload_type` of the decision about a call that waited for approval.
 pub const APPROVAL_DECIDED_PAYLOAD: &str = "clutch.approval.decided.v1";
 
-/// Timers and policies. Defaults suit agents on the same network; tests shorten them.
-#[derive(Debug, Clone)]
+/// Delivery timers, retries and what the engine keeps in memory: the `[engine]` section of the
+/// config file. Defaults suit agents on the same network; tests shorten them. The fields the file
+/// does not set are what the daemon wires in: its policy, clock, guards, adapters and retention.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
 pub struct Options {
     /// The heartbeat interval agents are told to keep.
+    #[serde(with = "crate::options::duration")]
+    #[schemars(with = "crate::options::Text")]
     pub heartbeat_interval: Duration,
-    /// Without a sign of life for this long an agent becomes `stale` (no new tasks)...
+    /// Silence after which an agent is `stale` (gets no new tasks).
+    #[serde(with = "crate::options::duration")]
+    #[schemars(with = "crate::options::Text")]
     pub stale_after: Duration,
-    /// ...and then `offline`: its unfinished tasks fail as retryable and are routed again.
+    /// Silence after which an agent is `offline`: its unfinished tasks fail as retryable and are
+    /// routed again. At least `stale_after`.
+    #[serde(with = "crate::options::duration")]
+    #[schemars(with = "crate::options::Text")]
     pub offline_after: Duration,
     /// A delivered `task.request` not accepted within this is delivered again.
+    #[serde(with = "crate::options::duration")]
+    #[schemars(with = "crate::options::Text")]
     pub accept_timeout: Duration,
-    /// Deliveries per routing before the task fails with `DELIVERY_FAILED`.
+    /// Deliveries of one routing before the task fails with `DELIVERY_FAILED` (at least 1).
     pub max_deliveries: u32,
-    /// Routings per task in all: the first and one per retryable error.
+    /// Routings of a task in all: the first and one per retryable error (at least 1).
     pub max_routings: u32,
-    /// Backoff before routing again after a retryable error: doubles per retry, with jitter.
+    /// First backoff before routing again after a retryable error; doubles per retry up to
+    /// `retry_backoff_max`, with jitter.
+    #[serde(with = "crate::options::duration")]
+    #[schemars(with = "crate::options::Text")]
     pub retry_backoff: Duration,
+    /// The longest backoff between retries (at least `retry_backoff`).
+    #[serde(with = "crate::options::duration")]
+    #[schemars(with = "crate::options::Text")]
     pub retry_backoff_max: Duration,
     /// How long a task may wait for a busy, offline or out-of-budget agent before it fails.
+    #[serde(with = "crate::options::duration")]
+    #[schemars(with = "crate::options::Text")]
     pub queue_timeout: Duration,
-    /// Runtime limit for agents whose card sets no `limits.max_runtime_sec`.
+    /// Runtime limit for agents whose card sets no `limits.max_runtime_sec` (absent: none).
+    #[serde(with = "crate::options::optional", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<crate::options::Text>")]
     pub default_max_runtime: Option<Duration>,
-    /// The operator's policy (org.yaml, workflows.yaml): tool allowlists, budgets, signing keys,
-    /// workflow steps and payload schemas.
-    pub policy: Arc<Policy>,
-    /// How long an ended task stays in memory before it leaves (its reads then come from the log)...
+    /// How long an ended task stays in memory; then it leaves, and reads of it come from the log...
+    #[serde(with = "crate::options::duration")]
+    #[schemars(with = "crate::options::Text")]
     pub ended_retention: Duration,
     /// ...and how many ended tasks may stay at most: past this the oldest leave sooner, so a burst
     /// of work never sits in memory for a whole retention.
     pub ended_max: usize,
-    /// Tombstones kept of tasks that left memory (about 40 bytes each; past them the log is asked).
+    /// Tombstones kept of tasks that left memory, so late messages about them are refused without a
+    /// lookup (about 40 bytes each; past them the log is asked).
     pub tombstones: usize,
-    /// Save a snapshot of the state after this many events (0: only on a clean stop)...
+    /// Save a snapshot of the engine's state every this many events (0: only on a clean stop): a
+    /// start loads it and replays only the events after it...
     pub snapshot_every: u64,
-    /// ...and not sooner than this after the start or the last one. A snapshot holds the work in
-    /// flight (ended tasks are saved as gone), and the writer waits only for its copy. A start
+    /// ...but not sooner than this after the start or the last snapshot. A snapshot holds the work
+    /// in flight (ended tasks are saved as gone), and appends wait only while it is copied. A start
     /// after a crash replays at most about `snapshot_every` events or an interval's worth.
+    #[serde(with = "crate::options::duration")]
+    #[schemars(with = "crate::options::Text")]
     pub snapshot_interval: Duration,
+    /// The operator's policy (org.yaml, workflows.yaml): tool allowlists, budgets, signing keys,
+    /// workflow steps and payload schemas.
+    #[serde(skip)]
+    pub policy: Arc<Policy>,
     /// Where "now" comes from: the system clock, or a manual one in tests.
+    #[serde(skip)]
     pub clock: Clock,
     /// Which networks agents' endpoints may aim at (see [`crate::guard`]): public addresses only,
     /// unless the operator allows more.
+    #[serde(skip)]
     pub outbound: Arc<guard::Policy>,
     /// The directories workspaces (and the repositories they come from) may be in (see
     /// [`crate::roots`]); none: workspaces are refused.
+    #[serde(skip)]
     pub workspace_roots: Roots,
     /// The adapters that carry tool calls out (see [`crate::adapter`]); the faces list their tools.
+    #[serde(skip)]
     pub adapters: crate::adapter::Registry,
     /// Retention of the log: which ended runs are archived and removed (see [`crate::retention`]).
-    pub retention: crate::retention::Options,
+    /// Its own section of the config file, `[retention]`.
+    #[serde(skip)]
+    pub retention: crate::retention_policy::Options,
 }
 
 impl Default for Options {
@@ -158,8 +204,33 @@ impl Default for Options {
             outbound: Arc::new(guard::Policy::default()),
             workspace_roots: Roots::default(),
             adapters: crate::adapter::Registry::default(),
-            retention: crate::retention::Options::default(),
+            retention: crate::retention_policy::Options::default(),
         }
+    }
+}
+
+impl Options {
+    /// The rules types alone do not say; the first one broken.
+    pub fn check(&self) -> std::result::Result<(), crate::options::Invalid> {
+        use crate::options::{Invalid, nonzero, positive};
+        nonzero("heartbeat_interval", self.heartbeat_interval)?;
+        nonzero("stale_after", self.stale_after)?;
+        nonzero("accept_timeout", self.accept_timeout)?;
+        positive("max_deliveries", u64::from(self.max_deliveries))?;
+        positive("max_routings", u64::from(self.max_routings))?;
+        if self.offline_after < self.stale_after {
+            return Err(Invalid::new(
+                "offline_after",
+                "must be at least `stale_after`: an agent is stale before it is offline",
+            ));
+        }
+        if self.retry_backoff_max < self.retry_backoff {
+            return Err(Invalid::new("retry_backoff_max", "must be at least `retry_backoff`"));
+        }
+        if let Some(limit) = self.default_max_runtime {
+            nonzero("default_max_runtime", limit)?;
+        }
+        Ok(())
     }
 }
 

@@ -11,6 +11,9 @@
 //! A name is checked where it is resolved ([`Policy::resolve`]): every address it resolves to must
 //! pass, and the caller connects to those addresses only (no second lookup for DNS rebinding to
 //! exploit). The HTTP client that applies this on every request and redirect is `clutch-outbound`.
+//!
+//! The engine checks agents' endpoints with this rule when a card is registered (names resolved then too)
+//! and again in the gate (without a lookup).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};

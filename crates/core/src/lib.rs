@@ -7,36 +7,40 @@
 
 pub mod access;
 pub mod adapter;
+pub mod availability;
 pub mod clock;
 pub mod config;
-pub mod direct;
+pub mod dispatch;
 pub mod engine;
 pub mod guard;
 pub mod inbox;
 pub mod lists;
 pub mod log;
 pub mod metrics;
+pub mod options;
 pub mod payload;
 pub mod published;
 pub mod push;
 pub mod registry;
 pub mod retention;
+pub mod retention_policy;
 pub mod roots;
 pub mod router;
 mod running;
 pub mod schemas;
 pub mod session;
 mod stream;
+pub mod supervise;
 pub mod tasks;
 pub mod throttle;
 pub mod tool;
 pub mod view;
 pub mod workflow;
 
-pub use direct::{Feed, Out, Socket};
 pub use engine::Engine;
 pub use log::{Gate, Handle, Service};
 pub use running::{Running, start};
+pub use stream::direct::{self, Feed, Out, Socket};
 pub use stream::{End, Live, Subscription, Wire};
 
 use clutch_proto::ErrorCode;

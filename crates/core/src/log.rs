@@ -5,6 +5,36 @@
 //! it makes committed batches durable (one `sync` covers every batch committed before it) while the
 //! writer commits the next one. When the writer is idle and nothing waits, a caller over a backend
 //! with blocking writes commits its own request on its own thread instead ([`Writer::write_inline`]).
+//!
+//! The writer commits a batch and, as a rule, flushes it in the same step (`append_batch`) and answers
+//! its callers itself. When it falls behind (a full batch, `Options::batch_max`, and more waiting), it
+//! commits without a flush (`write_batch`), lets the gate apply the batch, hands it to the flusher and
+//! takes the next batch while the disk flushes. Up to `FLUSHES` flushes overlap (one started after a
+//! batch was committed makes it durable, whichever ends first); while every one is busy, the writer waits
+//! (at most `LINGER`) for about as many requests as the last flush answered, so that callers answered
+//! together share a flush again. The flusher runs `sync` over every batch handed to it so far, then moves
+//! the **visible head**, publishes the events and answers the callers, in order.
+//!
+//! Reads through [`Handle`] (`get`, `read`, `head`, catch-up) show nothing past the visible head, so no
+//! client sees an event before it is durable and applied. A subscription from the visible head (the
+//! default) reads nothing from the store: it listens on the bus before it reads the head, so every later
+//! event reaches it live.
+//!
+//! Over a backend with [`BlockingWrites`] (SQLite) the writer runs on a thread of its own
+//! ([`Service::spawn`]) and commits there, rather than handing each batch to the blocking pool and
+//! waiting to be woken. Whoever holds the writer's state (`Writer`, behind one async mutex) commits: when
+//! nothing waits in the queue, the flusher has nothing, the gate admits every entry and at most
+//! `INLINE_FAN_OUT_MAX` subscribers (direct ones not counted) take every event, [`Handle::append`] takes
+//! the state (`try_lock`, never waiting) and commits, flushes and answers its own request on the caller's
+//! thread. That code has no await, so a caller that goes away cannot leave a batch committed and
+//! unapplied; a lone append then wakes no other thread on its way in or out.
+//!
+//! A failed flush stops the log: durability is unknown, so nothing written since is acknowledged, and
+//! every later append is refused until a restart. So does a write cut short by a panic, on the writer's
+//! thread or a caller's (`Link::writing` is still set when the next write comes): what it stored may be
+//! neither applied nor published. The engine's state alone runs ahead of the durable log, by the batches
+//! awaiting their flush (the gate applies a batch once it is committed); a crash loses that memory too,
+//! and the next start rebuilds it from the log.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,20 +47,34 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::metrics::Metrics;
-use crate::stream::{Bus, Live, Subscription};
+use crate::stream::{Bus, Live, Subscription, visible_only};
 use crate::{Error, Refusal, Result};
 
-/// Tuning of the log service; the defaults suit a laptop and a server alike.
-#[derive(Debug, Clone)]
+/// Tuning of the log service, the `[log_service]` section of the config file; the defaults suit a
+/// laptop and a server alike.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
 pub struct Options {
-    /// Most messages committed in one transaction.
+    /// Messages committed in one transaction at most (group commit).
     pub batch_max: usize,
-    /// Append requests that may wait for the writer before senders wait too.
+    /// Appends waiting for the writer at most; past it, callers wait (backpressure).
     pub queue: usize,
-    /// Live events buffered per subscriber before it counts as too slow and is cut off.
+    /// Events a live subscriber may fall behind before it is cut off (`SLOW_CONSUMER`; it resumes
+    /// with `after=`).
     pub subscriber_buffer: usize,
-    /// Largest artifact accepted, in bytes.
+    /// Largest artifact accepted, in bytes (the config file's `limits.artifact_bytes`).
+    #[serde(skip)]
     pub artifact_max_bytes: u64,
+}
+
+impl Options {
+    /// The rules types alone do not say; the first one broken.
+    pub fn check(&self) -> std::result::Result<(), crate::options::Invalid> {
+        use crate::options::positive;
+        positive("batch_max", self.batch_max as u64)?;
+        positive("queue", self.queue as u64)?;
+        positive("subscriber_buffer", self.subscriber_buffer as u64)
+    }
 }
 
 impl Default for Options {
@@ -852,12 +896,6 @@ impl Handle {
     pub fn is_closing(&self) -> bool {
         *self.closing.borrow()
     }
-}
-
-/// Drops the events past `visible` (a read's rows are in `seq` order).
-pub(crate) fn visible_only(events: &mut Vec<Event>, visible: u64) {
-    let keep = events.partition_point(|e| e.seq <= visible);
-    events.truncate(keep);
 }
 
 /// A store failure as the core's error, logged here, where it happened (a caller answers it without

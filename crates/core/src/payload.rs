@@ -1,8 +1,10 @@
 //! The payloads the daemon writes itself, one serde + schemars type each: agent status changes,
 //! budget notices, refusal records, registered schemas, routing decisions and failures, the task
-//! errors, timeouts and cancels it sends, and the workflow events (see [`crate::workflow`]). The
-//! engine builds its messages from these and clients read them back as these; their JSON Schemas
-//! are published (see [`crate::published`]). Optional members are left out when absent.
+//! errors, timeouts and cancels it sends, and the workflow events (see [`crate::workflow`]), with the
+//! words those name (a planned task's [`TaskStatus`], a [`CheckpointType`]), which the workflows
+//! re-export as theirs. The engine builds its messages from these and clients read them back as
+//! these; their JSON Schemas are published (see [`crate::published`]). Optional members are left out
+//! when absent.
 
 use std::collections::BTreeMap;
 
@@ -12,8 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::registry::Status;
-use crate::workflow::api::{CheckpointType, TaskStatus};
+use crate::availability::Status;
 
 /// A payload as a message carries it: a JSON object.
 pub fn object<T: Serialize>(payload: &T) -> Map<String, Value> {
@@ -257,6 +258,63 @@ pub struct Cancel {
     /// The requester's cancel this one forwards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_id: Option<String>,
+}
+
+/// Where a planned task is. Moves: pending → claimed (claim); claimed → in_progress | completed |
+/// failed | blocked | pending (release, lease lost); in_progress → completed | failed | blocked |
+/// pending; blocked → in_progress | pending | failed; completed and failed are final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Pending,
+    Claimed,
+    InProgress,
+    Completed,
+    Failed,
+    Blocked,
+}
+
+impl TaskStatus {
+    pub const ALL: [TaskStatus; 6] = [
+        TaskStatus::Pending,
+        TaskStatus::Claimed,
+        TaskStatus::InProgress,
+        TaskStatus::Completed,
+        TaskStatus::Failed,
+        TaskStatus::Blocked,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "pending",
+            TaskStatus::Claimed => "claimed",
+            TaskStatus::InProgress => "in_progress",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Blocked => "blocked",
+        }
+    }
+
+    /// Held by an agent (its lease): claimed, in progress or blocked.
+    pub fn is_held(self) -> bool {
+        matches!(self, TaskStatus::Claimed | TaskStatus::InProgress | TaskStatus::Blocked)
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, TaskStatus::Completed | TaskStatus::Failed)
+    }
+}
+
+/// The kinds of checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointType {
+    Plan,
+    Progress,
+    Decision,
+    Error,
+    Recovery,
+    Complete,
 }
 
 /// `task.request` `clutch.workflow.v1`: a workflow's root task (a new run).

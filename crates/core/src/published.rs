@@ -4,6 +4,9 @@
 //! parts of payloads, by what they are). The faces serve them beside proto's; `docs/schemas/`
 //! holds checked-in copies that a test keeps from drifting, and the web UI's types are generated
 //! from them.
+//!
+//! Every payload of a published shape in the engine's test logs conforms to its schema: each engine and
+//! workflow test's log is checked when its hub stops (`tests/it/published.rs`).
 
 use schemars::{JsonSchema, Schema, schema_for};
 use serde_json::Value;

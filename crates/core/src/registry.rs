@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, VecDeque};
 
 use clutch_proto::AgentCard;
 
+pub use crate::availability::Status;
 use crate::config::Budget;
 use crate::router::Profile;
 
@@ -121,26 +122,5 @@ impl Agent {
     pub fn card_budget(card: &AgentCard) -> Budget {
         let b = card.budget.as_ref();
         Budget { tokens: b.and_then(|b| b.tokens), cost_usd: b.and_then(|b| b.cost_usd), ..Budget::default() }
-    }
-}
-
-/// Availability of an agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Online,
-    Stale,
-    Offline,
-    Removed,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Online => "online",
-            Status::Stale => "stale",
-            Status::Offline => "offline",
-            Status::Removed => "removed",
-        }
     }
 }

@@ -1,5 +1,5 @@
 //! Retention of the log: the operator's policy for runs that ended long ago. A run whose newest event
-//! is older than its age (`[retention] after_days` in `clutch.toml`, or its workflow's own in
+//! is older than its age (`[retention] after` in `clutch.toml`, or its workflow's own in
 //! org.yaml's `retention.workflows`) and that has no work in flight is archived to a gzip-compressed
 //! NDJSON file (one event per line as clients receive it, `seq` first: what `clutch runs replay
 //! --file` reads) and/or removed from the log, in the background, in bounded chunks.
@@ -35,35 +35,7 @@ use crate::view::{RetainedRun, Retention};
 use crate::workflow::WORKFLOW_PAYLOAD;
 use crate::{Error, Result};
 
-/// The operator's retention policy (`[retention]` in `clutch.toml`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Options {
-    /// Runs whose newest event is older than this go; `None`: only the workflows org.yaml names.
-    pub after: Option<Duration>,
-    /// Archive each run before it goes, to a file under this directory; `None`: no archive.
-    pub archive_dir: Option<PathBuf>,
-    /// Remove the run's events from the log (after archiving them, when archiving).
-    pub remove: bool,
-    /// Events removed per transaction: the longest one removal holds the log's writer.
-    pub chunk: usize,
-    /// Events a pass reads at most per age, so that a pass is bounded whatever the backlog.
-    pub scan_max: usize,
-    /// How often the daemon runs a pass.
-    pub interval: Duration,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            after: None,
-            archive_dir: None,
-            remove: true,
-            chunk: 1000,
-            scan_max: 100_000,
-            interval: Duration::from_secs(3600),
-        }
-    }
-}
+pub use crate::retention_policy::Options;
 
 /// The `retention` record space: notes that must survive a restart.
 const RECORDS: &str = "retention";
@@ -276,7 +248,7 @@ impl Pass<'_> {
         if self.engine.run_busy(run) {
             return Ok(Decision::InFlight);
         }
-        let mut archive = match (&self.options.archive_dir, self.dry_run) {
+        let mut archive = match (self.options.archive_to(), self.dry_run) {
             (Some(dir), false) => Some(Archive::create(dir, run).await?),
             _ => None,
         };
@@ -306,7 +278,7 @@ impl Pass<'_> {
         }
         let path = match archive {
             Some(archive) => Some(archive.finish(&last_ts).await?),
-            None => self.options.archive_dir.as_ref().map(|dir| Archive::path(dir, run, &last_ts)),
+            None => self.options.archive_to().map(|dir| Archive::path(dir, run, &last_ts)),
         };
         let gone = RetainedRun {
             run_id: run.to_owned(),

@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use clutch_proto::card::{AgentCard, TrustLevel};
 use semver::{Version, VersionReq};
 
-use crate::registry::Status;
+use crate::availability::Status;
 
 /// A name with its hash, so that most comparisons are one integer compare.
 #[derive(Debug, Clone)]

@@ -4,6 +4,8 @@
 //!
 //! Problems are reported like envelope validation's, with paths into the message
 //! (`payload.findings[0].text`) and a message saying why.
+//!
+//! The built-in schemas live in `crates/core/schemas/*.json`, embedded; no `$ref` is ever fetched.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -12,6 +12,14 @@
 //!
 //! Counts are kept as committed events leave them: messages of one batch do not see each other, so a
 //! batch may overshoot a cap by its own size (messages come one by one through `session_send`).
+//!
+//! The phases are `INITIALIZING → SPAWNING_AGENTS → RUNNING → COMPLETING → COMPLETED | ERROR | TIMEOUT`;
+//! only the root task's assignee writes records, phases only move forward, and after a cancel the last
+//! record is a `chat.system`. [`Sessions`] (plain serde data in the engine's state) holds each session's
+//! team, protocol, limits and bus counts. A loop is looked for among a sender's last `LOOP_WINDOW`
+//! messages; each refusal is told to the team in a warning (`clutch.session.warning.v1`) counted against
+//! the sender's rate. Core knows no SKILL.md: only what the runner announced at its start
+//! (`Engine::set_positions`, in memory) and the records.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 

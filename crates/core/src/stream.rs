@@ -3,6 +3,16 @@
 //! buffered without bound) when it cannot keep up. An agent's inbox (a subscription filtered on one
 //! recipient) listens on a channel of that recipient's own, so publishing an event costs one send
 //! per recipient, however many agents are connected, rather than one filter check per subscriber.
+//! The subscribers the fan-out writes to itself are the bus's own part, [`direct`] (public as
+//! `clutch_core::direct`).
+//!
+//! A live event's wire form is made once, by the first subscriber that sends it, and shared by the rest
+//! ([`Live::wire`], [`Subscription::next_wire`]), so a fan-out serialises each event once however many
+//! listen. A subscriber may fall at most the bus's buffer behind (`Options::subscriber_buffer` of the
+//! log; an inbox at most `INBOX_BUFFER_MAX`); past that its subscription ends with its last `seq`
+//! (`End::Lagged`), which the faces answer as `SLOW_CONSUMER` with the cursor to resume from (`after=`).
+
+pub mod direct;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +23,7 @@ use clutch_proto::Message;
 use clutch_store::{Backend, Event, Filter};
 use tokio::sync::{broadcast, watch};
 
-use crate::direct::{Feed, Outlet, Outlets, Socket};
+use self::direct::{Feed, Outlet, Outlets, Socket};
 use crate::metrics::Metrics;
 
 /// Events read from the store per catch-up query.
@@ -276,8 +286,14 @@ pub(crate) async fn stored_page(
     let head = visible.load(Ordering::Acquire);
     let mut page =
         backend.read(filter, after, PAGE).await.map_err(|e| End::Failed { last_seq: after, message: e.to_string() })?;
-    crate::log::visible_only(&mut page, head);
+    visible_only(&mut page, head);
     Ok(page)
+}
+
+/// Drops the events past `visible` (a read's rows are in `seq` order).
+pub(crate) fn visible_only(events: &mut Vec<Event>, visible: u64) {
+    let keep = events.partition_point(|e| e.seq <= visible);
+    events.truncate(keep);
 }
 
 /// An event from the store (catching up) or from the live bus.

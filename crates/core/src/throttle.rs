@@ -1,6 +1,9 @@
 //! A token bucket that keeps a flood of bad input from flooding the event log or the daemon's own
 //! log: a burst, then a steady rate; what comes beyond is counted, and the next one let through says
 //! how many were left out.
+//!
+//! [`Throttles`] keeps one bucket per sender (bounded in number, idle ones forgotten), so one sender's
+//! flood leaves the others their share.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

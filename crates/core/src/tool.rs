@@ -1,6 +1,28 @@
 //! Tool names and what an allowlist entry covers. A tool an adapter serves is named
 //! `<adapter>:<server>/<tool>` (`mcp:files/read_file`); the seed's allowlist entries name whole
-//! servers (`mcp:browser`), which keep covering every tool of that server.
+//! servers (`mcp:browser`), which keep covering every tool of that server. Also what a tool does as
+//! its server describes it ([`ToolAnnotations`]), which the policy (`config`) and the shapes (`view`)
+//! both name, so it sits here, below them.
+
+/// What a tool does, as its server describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct ToolAnnotations {
+    /// It changes nothing.
+    pub read_only: bool,
+    /// It may destroy or overwrite (meaningful when not read-only).
+    pub destructive: bool,
+    /// Calling it again with the same arguments has no further effect.
+    pub idempotent: bool,
+    /// It reaches beyond the server (the web, other systems).
+    pub open_world: bool,
+}
+
+impl ToolAnnotations {
+    /// Making it again is safe when its outcome is unknown.
+    pub fn retry_safe(self) -> bool {
+        self.read_only || self.idempotent
+    }
+}
 
 /// The server a tool belongs to: `mcp:files/read_file` → `mcp:files`; `None` for a name without one.
 pub fn server_of(tool: &str) -> Option<&str> {

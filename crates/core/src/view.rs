@@ -11,10 +11,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::availability::Status;
 use crate::config::Budget;
-use crate::registry::Status;
 use crate::tasks::Phase;
 use crate::workflow::api::{TaskDetail, TaskStatus, WorkflowDetail, WorkflowStatus};
+
+pub use crate::tool::ToolAnnotations;
 
 /// The agents: every registered one, by id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -509,26 +511,6 @@ pub struct Tool {
     pub input_schema: serde_json::Value,
     /// What the server says the tool does (MCP's hints; absent hints take MCP's defaults).
     pub annotations: ToolAnnotations,
-}
-
-/// What a tool does, as its server describes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct ToolAnnotations {
-    /// It changes nothing.
-    pub read_only: bool,
-    /// It may destroy or overwrite (meaningful when not read-only).
-    pub destructive: bool,
-    /// Calling it again with the same arguments has no further effect.
-    pub idempotent: bool,
-    /// It reaches beyond the server (the web, other systems).
-    pub open_world: bool,
-}
-
-impl ToolAnnotations {
-    /// Making it again is safe when its outcome is unknown.
-    pub fn retry_safe(self) -> bool {
-        self.read_only || self.idempotent
-    }
 }
 
 /// A payload schema the registry holds.

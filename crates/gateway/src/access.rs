@@ -2,6 +2,12 @@
 //! table of route → access, the layer that enforces it after routing (401 without a known token,
 //! 403 for a role without the right, whatever the body), and the bearer-token lookup it shares with
 //! the routes of other faces and with the fallbacks.
+//!
+//! A route the table does not name is refused to everyone (fail closed), and a unit test holds the
+//! table against the routes as registered. The routes other faces merge in with
+//! [`crate::router_with`] get the bearer-token check; their *open* routes (the A2A face's, which
+//! checks its own callers) do not. After the check, `read_ahead` reads a small body on a task of its
+//! own, so that hyper's wake of the connection finds it idle and no idle worker is woken per request.
 
 use std::sync::Arc;
 

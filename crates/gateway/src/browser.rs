@@ -15,6 +15,11 @@
 //!   Otherwise `ORIGIN_NOT_ALLOWED`, `null` included (a sandboxed frame, a `file://` page, a
 //!   redirect: anyone's). Browsers apply no CORS to WebSockets: this is what keeps a foreign page
 //!   off the stream. Requests without `Origin` (the CLI, SDKs, agents, webhook senders) pass.
+//!
+//! Names and `*.suffix` entries are read and matched as the outbound guard reads its allow list
+//! (`clutch_core::guard::host_pattern`, `matches_name`). Both refusals are 403, logged at a bounded
+//! rate. [`crate::router_with`] puts the policy around the whole router, just inside the request's
+//! span, so a face's routes need no `Host` or `Origin` check of their own.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, LazyLock};
@@ -48,6 +53,31 @@ pub struct Options {
     pub any_address: bool,
 }
 
+/// An entry of [`Options`] that is not what its key holds, named with the key
+/// (`http.allowed_hosts`, `http.allowed_origins`, `a2a.public_url`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{key}`: {entry}")]
+pub struct Error {
+    pub key: &'static str,
+    pub entry: Malformed,
+}
+
+/// Why an entry is not a host, an origin or a URL, the entry as written (quoted short when shown);
+/// without its key, which the caller knows ([`check_origin`] serves two).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Malformed {
+    #[error(
+        "`{}` is neither a host name (hub.example.com, *.corp.example) nor an address (10.0.0.5, ::1); write it \
+         without scheme, port or path",
+        quote(.0)
+    )]
+    Host(String),
+    #[error("`{}` is not an origin: write scheme://host[:port], like https://app.example.com", quote(.0))]
+    Origin(String),
+    #[error("`{}` is not an http:// or https:// URL, like https://hub.example.com", quote(.0))]
+    Url(String),
+}
+
 /// The policy, built once from [`Options`] and shared by every request; cheap to clone. The default
 /// answers to loopback names and addresses and allows its own origin only.
 #[derive(Debug, Clone, Default)]
@@ -65,19 +95,19 @@ struct Rules {
 impl Policy {
     /// The policy `options` describe; an entry that is not a host name, an address or an origin is
     /// refused, named with the key it belongs to.
-    pub fn new(options: &Options) -> Result<Policy, String> {
+    pub fn new(options: &Options) -> Result<Policy, Error> {
         let mut rules = Rules { any_address: options.any_address, ..Rules::default() };
         for entry in &options.allowed_hosts {
-            match host_entry(entry).map_err(|why| format!("`http.allowed_hosts`: {why}"))? {
+            match host_entry(entry).map_err(|entry| Error { key: "http.allowed_hosts", entry })? {
                 Host::Ip(ip) => rules.addresses.push(ip),
                 Host::Name(name) => rules.names.push(name),
             }
         }
         for entry in &options.allowed_origins {
-            rules.origins.push(origin_entry(entry).map_err(|why| format!("`http.allowed_origins`: {why}"))?);
+            rules.origins.push(origin_entry(entry).map_err(|entry| Error { key: "http.allowed_origins", entry })?);
         }
         if let Some(url) = &options.public_url {
-            let origin = public_origin(url).map_err(|why| format!("`a2a.public_url`: {why}"))?;
+            let origin = public_origin(url).map_err(|entry| Error { key: "a2a.public_url", entry })?;
             match &origin.host {
                 Host::Ip(ip) => rules.addresses.push(*ip),
                 Host::Name(name) => rules.names.push(name.clone()),
@@ -154,17 +184,17 @@ pub fn guard(router: Router, policy: Policy) -> Router {
 
 /// Checks an entry of the allowed hosts: a host name (`hub.example.com`, `*.corp.example`) or an
 /// address; the error says why not (without naming the key).
-pub fn check_host(entry: &str) -> Result<(), String> {
+pub fn check_host(entry: &str) -> Result<(), Malformed> {
     host_entry(entry).map(|_| ())
 }
 
 /// Checks an entry of the allowed origins: `scheme://host[:port]`.
-pub fn check_origin(entry: &str) -> Result<(), String> {
+pub fn check_origin(entry: &str) -> Result<(), Malformed> {
     origin_entry(entry).map(|_| ())
 }
 
 /// Checks the daemon's public URL: an http:// or https:// URL.
-pub fn check_public_url(url: &str) -> Result<(), String> {
+pub fn check_public_url(url: &str) -> Result<(), Malformed> {
     public_origin(url).map(|_| ())
 }
 
@@ -268,7 +298,7 @@ impl Host {
 }
 
 /// A host (an IPv6 address with or without brackets), or `*.name`.
-fn host_entry(entry: &str) -> Result<Host, String> {
+fn host_entry(entry: &str) -> Result<Host, Malformed> {
     let trimmed = entry.trim();
     let host = if let Ok(ip) = trimmed.parse::<Ipv6Addr>() {
         Some(Host::Ip(IpAddr::V6(ip).to_canonical()))
@@ -282,21 +312,13 @@ fn host_entry(entry: &str) -> Result<Host, String> {
             None => Host::parse(trimmed),
         }
     };
-    host.ok_or_else(|| {
-        format!(
-            "`{}` is neither a host name (hub.example.com, *.corp.example) nor an address (10.0.0.5, ::1); write it \
-             without scheme, port or path",
-            quote(entry)
-        )
-    })
+    host.ok_or_else(|| Malformed::Host(entry.to_owned()))
 }
 
 /// An origin as an entry may write it (a trailing `/` allowed).
-fn origin_entry(entry: &str) -> Result<Origin, String> {
+fn origin_entry(entry: &str) -> Result<Origin, Malformed> {
     let trimmed = entry.trim();
-    Origin::parse(trimmed.strip_suffix('/').unwrap_or(trimmed)).ok_or_else(|| {
-        format!("`{}` is not an origin: write scheme://host[:port], like https://app.example.com", quote(entry))
-    })
+    Origin::parse(trimmed.strip_suffix('/').unwrap_or(trimmed)).ok_or_else(|| Malformed::Origin(entry.to_owned()))
 }
 
 /// A `Host` header's value (or a request target's authority): `host[:port]`.
@@ -353,7 +375,7 @@ impl Origin {
 }
 
 /// The origin of an http(s) URL.
-fn public_origin(url: &str) -> Result<Origin, String> {
+fn public_origin(url: &str) -> Result<Origin, Malformed> {
     let trimmed = url.trim();
     trimmed
         .split_once("://")
@@ -361,7 +383,7 @@ fn public_origin(url: &str) -> Result<Origin, String> {
             let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
             Origin::parse(&format!("{scheme}://{}", &rest[..end]))
         })
-        .ok_or_else(|| format!("`{}` is not an http:// or https:// URL, like https://hub.example.com", quote(url)))
+        .ok_or_else(|| Malformed::Url(url.to_owned()))
 }
 
 #[cfg(test)]
@@ -542,11 +564,22 @@ mod tests {
                 public_url: public_url.map(str::to_owned),
                 any_address: false,
             };
-            let e = Policy::new(&options).unwrap_err();
+            let e = Policy::new(&options).unwrap_err().to_string();
             assert!(e.contains(key), "{e}");
         }
+        let e = Policy::new(&Options { allowed_hosts: vec!["https://hub.example.com".into()], ..Options::default() });
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "`http.allowed_hosts`: `https://hub.example.com` is neither a host name (hub.example.com, *.corp.example) \
+             nor an address (10.0.0.5, ::1); write it without scheme, port or path"
+        );
+        assert_eq!(
+            check_origin("app.example.com").unwrap_err().to_string(),
+            "`app.example.com` is not an origin: write scheme://host[:port], like https://app.example.com"
+        );
+        assert_eq!(check_public_url("ftp://x").unwrap_err(), Malformed::Url("ftp://x".into()));
         let long = "x".repeat(10_000);
-        let e = Policy::new(&Options { allowed_hosts: vec![long], ..Options::default() }).unwrap_err();
+        let e = Policy::new(&Options { allowed_hosts: vec![long], ..Options::default() }).unwrap_err().to_string();
         assert!(e.len() < 400, "quotes a short prefix: {} bytes", e.len());
     }
 }

@@ -46,7 +46,7 @@ impl FilterParams {
         let kind = match &self.kind {
             None => None,
             Some(t) => Some(t.parse::<MessageType>().map_err(|e| {
-                ApiError::new(ErrorCode::ValidationFailed, e).field("type").hint("e.g. type=task.result")
+                ApiError::new(ErrorCode::ValidationFailed, e.to_string()).field("type").hint("e.g. type=task.result")
             })?),
         };
         Ok(Filter {

@@ -1,5 +1,6 @@
 //! `POST /v1/messages` (one message or a batch) and `GET /v1/messages/{id}`. The route's access is
-//! checked before the body is read (`access`); who a message is sent as, before it is validated.
+//! checked before the body is read (`access`); who a message is sent as, before it is validated; its
+//! signature on the JSON as sent (`Engine::verify_signature`), before the daemon fills anything.
 
 use std::time::SystemTime;
 

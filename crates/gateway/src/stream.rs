@@ -7,6 +7,10 @@
 //! lends the socket ([`crate::conn::Lender`]). Served otherwise (HTTP/2, or a router served on
 //! another listener), or asked for with HEAD, the SSE subscriber's task frames each event as a body
 //! frame for hyper.
+//!
+//! The WebSocket handshake (RFC 6455) is answered here, by hand, so that the upgraded TCP socket is
+//! the stream's own; the subscriber's task reads the client's frames with tungstenite's frame codec,
+//! refusing one that is unmasked or longer than [`CLIENT_MESSAGE_MAX`].
 
 use std::convert::Infallible;
 use std::io::{self, IoSlice};

@@ -1,5 +1,14 @@
 //! The web UI: the static files under `crates/gateway/ui/`, embedded in the binary at compile time and
 //! served at `/` (the page) and `/ui/...` (its modules, styles and icons). Nothing is built at run time.
+//! Each file has a strong `ETag` and `Cache-Control: no-cache`, so a browser revalidates and usually
+//! gets a 304; a unit test checks that every file in `ui/` is embedded.
+//!
+//! The page is plain ES modules, one per view, with no build step; each file's header says what it
+//! does: `js/main.js` starts it (and holds the window of recent events it loads, `?history=N`),
+//! `js/stream.js` follows the log over one WebSocket resumed by cursor, `js/store.js` indexes the
+//! events and derives task, tool call and agent state, `js/views/` render from the store, long
+//! timelines in `js/components/virtual-list.js`. It uses only the public HTTP API; its types of what
+//! it reads (`js/api-types.js`) are generated from the published schemas (`tests/it/ui_types.rs`).
 
 use std::sync::LazyLock;
 

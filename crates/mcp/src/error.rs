@@ -11,6 +11,9 @@ use serde_json::{Value, json};
 /// Why the stdio bridge could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// `clutch mcp --profile` names no profile.
+    #[error("unknown profile `{0}`: use `worker` or `coordinator`")]
+    Profile(String),
     /// Nothing answers at the daemon's URL.
     #[error(
         "no Clutch daemon answers at {url}: start one with `clutch serve` (or pass --url / set CLUTCH_URL to \

@@ -13,6 +13,7 @@ mod fast;
 mod inbox;
 mod lists;
 pub mod proxy;
+mod registry;
 mod server;
 mod sessions;
 mod tasks;
@@ -52,7 +53,7 @@ impl Default for Options {
 /// The MCP endpoints, one per [`Profile`] at [`Profile::path`], to merge into the daemon's router
 /// (under its browser policy and bearer-token layer).
 pub fn router(engine: Engine, options: &Options) -> Router {
-    let registry = Arc::new(tools::Registry::new());
+    let registry = Arc::new(registry::Registry::new());
     let config = StreamableHttpServerConfig::default()
         // Stateless: every request stands alone, in both eras (a legacy client's `initialize` is
         // answered, and its later requests need no session), and answers come as plain JSON.

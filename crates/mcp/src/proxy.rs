@@ -19,14 +19,15 @@ use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use axum::http::{Method, Request, Response, Uri};
 use clutch_core::Refusal;
 use clutch_proto::ErrorCode;
-use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use futures_util::{Stream, StreamExt, TryStreamExt};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use sse_stream::SseStream;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::Profile;
@@ -244,18 +245,19 @@ impl Bridge {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|t| t.starts_with("text/event-stream"));
-        let mut body = response.into_body();
+        let body = response.into_body();
         if is_stream {
-            let mut pending = Vec::new();
-            while let Some(frame) = body.frame().await {
-                let Ok(frame) = frame else {
-                    return self.unreachable(id, method.as_deref(), "the answer's stream was cut").await;
-                };
-                if let Ok(chunk) = frame.into_data() {
-                    pending.extend_from_slice(&chunk);
-                }
-                for data in take_events(&mut pending) {
-                    self.answered(method.as_deref(), &data).await;
+            let mut events = std::pin::pin!(events(body));
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(data) => self.answered(method.as_deref(), &data).await,
+                    Err(sse_stream::Error::Body(_)) => {
+                        return self.unreachable(id, method.as_deref(), "the answer's stream was cut").await;
+                    }
+                    Err(e) => {
+                        let why = format!("the answer's stream could not be read ({e})");
+                        return self.unreachable(id, method.as_deref(), &why).await;
+                    }
                 }
             }
             self.daemon.keep(connection);
@@ -360,24 +362,18 @@ fn headers(line: &str, settled: impl FnOnce() -> Option<String>) -> (Option<Valu
     (head.id, Some(method.into_owned()), headers)
 }
 
-/// The `data` of each complete event in `pending` (an SSE stream so far), removing them from it.
-fn take_events(pending: &mut Vec<u8>) -> Vec<String> {
-    let mut out = Vec::new();
-    loop {
-        let end = pending
-            .windows(2)
-            .position(|w| w == b"\n\n")
-            .map(|i| (i, 2))
-            .or_else(|| pending.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4)));
-        let Some((at, gap)) = end else { return out };
-        let event: Vec<u8> = pending.drain(..at + gap).collect();
-        let text = String::from_utf8_lossy(&event[..at]);
-        let data: Vec<&str> =
-            text.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
-        if !data.is_empty() && data.iter().any(|d| !d.is_empty()) {
-            out.push(data.join("\n"));
-        }
-    }
+/// The `data` of each event of an SSE answer, as each completes; an event with no data (a
+/// keep-alive comment, a bare `id`) is no answer and is skipped. An event the stream ends in the
+/// middle of is not one.
+fn events<B>(body: B) -> impl Stream<Item = Result<String, sse_stream::Error>>
+where
+    B: hyper::body::Body,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    SseStream::new(body).try_filter_map(|event| {
+        let data = event.data.filter(|data| data.contains(|c| c != '\n'));
+        std::future::ready(Ok(data))
+    })
 }
 
 /// A header value as SEP-2243 carries it: as it is when it is printable ASCII with no space at
@@ -400,13 +396,37 @@ fn header_value(value: &str) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn events_are_taken_whole_as_they_complete() {
-        let mut pending = b"event: message\ndata: {\"a\":1}\n\ndata: {\"b\"".to_vec();
-        assert_eq!(take_events(&mut pending), vec!["{\"a\":1}".to_owned()]);
-        pending.extend_from_slice(b":2}\r\n\r\n: keep-alive\n\n");
-        assert_eq!(take_events(&mut pending), vec!["{\"b\":2}".to_owned()]);
-        assert!(pending.is_empty());
+    /// A body whose frames are `chunks`, then those `rest` sends (an error: the stream breaks off).
+    fn body(
+        chunks: &[&'static [u8]],
+        rest: tokio::sync::mpsc::UnboundedReceiver<Result<&'static [u8], std::io::Error>>,
+    ) -> impl hyper::body::Body<Data = Bytes, Error = std::io::Error> {
+        let first: Vec<Result<&'static [u8], std::io::Error>> = chunks.iter().map(|c| Ok(*c)).collect();
+        let rest = futures_util::stream::unfold(rest, |mut rest| async move { Some((rest.recv().await?, rest)) });
+        let frames = futures_util::stream::iter(first)
+            .chain(rest)
+            .map(|chunk| chunk.map(|c| hyper::body::Frame::data(Bytes::from_static(c))));
+        http_body_util::StreamBody::new(frames)
+    }
+
+    #[tokio::test]
+    async fn events_are_taken_whole_as_they_complete() {
+        let (more, rest) = tokio::sync::mpsc::unbounded_channel();
+        let mut events = std::pin::pin!(events(body(&[b"event: message\ndata: {\"a\":1}\n\ndata: {\"b\""], rest)));
+        assert_eq!(events.next().await.unwrap().unwrap(), "{\"a\":1}");
+        more.send(Ok(b":2}\r\n\r\n: keep-alive\n\n")).unwrap();
+        drop(more);
+        assert_eq!(events.next().await.unwrap().unwrap(), "{\"b\":2}");
+        assert!(events.next().await.is_none(), "nothing is left");
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_breaks_off_says_so_after_the_events_it_completed() {
+        let (more, rest) = tokio::sync::mpsc::unbounded_channel();
+        more.send(Err(std::io::Error::other("reset"))).unwrap();
+        let mut events = std::pin::pin!(events(body(&[b"data: {\"a\":1}\n\ndata: {\"b\""], rest)));
+        assert_eq!(events.next().await.unwrap().unwrap(), "{\"a\":1}");
+        assert!(matches!(events.next().await, Some(Err(sse_stream::Error::Body(_)))));
     }
 
     #[test]

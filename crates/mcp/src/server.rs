@@ -14,7 +14,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::Profile;
-use crate::tools::{Context, Registry};
+use crate::registry::Registry;
+use crate::tools::Context;
 
 /// What the server tells a client about itself in `initialize` and `server/discover`.
 const INSTRUCTIONS: &str = "Clutch coordinates a team of agents. Start with agent_register (name, runtime) \

@@ -1,9 +1,9 @@
-//! The tool registry: each tool is a name, a description a model can act on, input and output types
-//! whose JSON Schemas are generated from the Rust types, truthful annotations, and one async handler
-//! that calls one engine method. Who may call a tool is decided first: its access follows its
-//! read-only annotation, and the argument naming the agent it acts as is checked against an agent
-//! token, both on the raw arguments. Arguments are then parsed strictly (unknown ones are refused);
-//! the list each profile offers is sorted by name, so it is the same on every call and every daemon.
+//! What a tool is: a name, a description a model can act on, input and output types whose JSON
+//! Schemas are generated from the Rust types, truthful annotations, and one async handler that calls
+//! one engine method. Who may call a tool is decided first: its access follows its read-only
+//! annotation, and the argument naming the agent it acts as is checked against an agent token, both
+//! on the raw arguments. Arguments are then parsed strictly (unknown ones are refused). The tools
+//! themselves are defined by topic (`agents`, `workflows`...) and gathered in `registry`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -52,13 +52,13 @@ impl Profile {
 }
 
 impl FromStr for Profile {
-    type Err = String;
+    type Err = crate::error::Error;
 
-    fn from_str(s: &str) -> Result<Profile, String> {
+    fn from_str(s: &str) -> Result<Profile, crate::error::Error> {
         match s {
             "worker" => Ok(Profile::Worker),
             "coordinator" => Ok(Profile::Coordinator),
-            other => Err(format!("unknown profile `{other}`: use `worker` or `coordinator`")),
+            other => Err(crate::error::Error::Profile(other.to_owned())),
         }
     }
 }
@@ -103,7 +103,7 @@ pub(crate) struct Tool {
     /// Whether its input schema names SEP-2243 `Mcp-Param-*` headers (`x-mcp-header`), which rmcp
     /// checks against the arguments; the fast path leaves such calls to rmcp.
     pub(crate) param_headers: bool,
-    lane: Lane,
+    pub(crate) lane: Lane,
     /// What the caller's role must allow: `Read` for the tools annotated read-only, `Write` for the
     /// rest, `Approve` for the tools that decide tool calls.
     access: Access,
@@ -343,46 +343,6 @@ fn parse<I: DeserializeOwned>(arguments: JsonObject) -> Result<I, Refusal> {
         refusal.field = field;
         refusal
     })
-}
-
-/// Every tool, sorted by name, and the definitions each profile lists.
-pub(crate) struct Registry {
-    tools: Vec<Tool>,
-    worker: Arc<[rmcp::model::Tool]>,
-    coordinator: Arc<[rmcp::model::Tool]>,
-}
-
-impl Registry {
-    pub(crate) fn new() -> Registry {
-        let mut tools = crate::agents::tools();
-        tools.extend(crate::workflows::tools());
-        tools.extend(crate::approvals::tools());
-        tools.extend(crate::sessions::tools());
-        tools.extend(crate::inbox::tools());
-        tools.extend(crate::lists::tools());
-        tools.sort_by(|a, b| a.definition.name.cmp(&b.definition.name));
-        let list = |lanes: &[Lane]| -> Arc<[rmcp::model::Tool]> {
-            tools.iter().filter(|t| lanes.contains(&t.lane)).map(|t| t.definition.clone()).collect()
-        };
-        let worker = list(&[Lane::Lifecycle]);
-        let coordinator = list(&[Lane::Lifecycle, Lane::Coordination]);
-        Registry { tools, worker, coordinator }
-    }
-
-    /// The definitions `profile` lists, sorted by name.
-    pub(crate) fn list(&self, profile: Profile) -> Arc<[rmcp::model::Tool]> {
-        match profile {
-            Profile::Worker => self.worker.clone(),
-            Profile::Coordinator => self.coordinator.clone(),
-        }
-    }
-
-    /// The tool `name`, if `profile` offers it.
-    pub(crate) fn find(&self, profile: Profile, name: &str) -> Option<&Tool> {
-        let i = self.tools.binary_search_by(|t| t.definition.name.as_ref().cmp(name)).ok()?;
-        let tool = &self.tools[i];
-        (profile == Profile::Coordinator || tool.lane == Lane::Lifecycle).then_some(tool)
-    }
 }
 
 #[cfg(test)]

@@ -1,11 +1,13 @@
 //! The one HTTP client for requests whose target someone else's data chose: push to agents'
-//! endpoints today; webhooks, HTTP MCP servers, A2A remotes and push configs next. Every connection
+//! endpoints, webhooks, HTTP MCP servers, A2A remotes and A2A push configs. Every connection
 //! goes through the outbound guard (`clutch_core::guard`): an address in the URL is checked before
 //! the request is sent; a name is resolved by the guard, which checks every address and hands only
 //! those to the connector (no second lookup, so DNS rebinding gains nothing); each redirect is
 //! checked the same way before it is followed; no proxy from the environment is used, since a proxy
-//! would resolve names where the guard cannot see. `push`: the HTTP transport of core's push
-//! delivery (agents' endpoints, webhooks), and the HMAC-SHA256 signatures webhooks carry.
+//! would resolve names where the guard cannot see. TLS is rustls (aws-lc-rs) with the platform's
+//! roots, as for every `reqwest` client in the workspace. [`refused`] tells a guard refusal from a
+//! network failure. `push`: the HTTP transport of core's push delivery (agents' endpoints, webhooks),
+//! and the HMAC-SHA256 signatures webhooks carry.
 
 pub mod push;
 

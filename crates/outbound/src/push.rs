@@ -2,7 +2,9 @@
 //! `endpoints.clutch.url` and for the operator's webhooks: each message POSTed as JSON with its
 //! `clutch-seq` (and, for a target with a secret, `clutch-signature: sha256=<hex>`, the HMAC-SHA256
 //! of the body), through the guarded client, so an endpoint aimed at a network the operator did not
-//! allow is never reached, however its URL or a redirect spells it.
+//! allow is never reached, however its URL or a redirect spells it. [`signature`], [`verify`]
+//! (compared in constant time) and [`mac`] serve inbound hooks too: to check the bodies posted to them,
+//! and to derive message ids from idempotency keys.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -2,6 +2,13 @@
 //! with these codes, each mapped here, once, to an HTTP status, a JSON-RPC code and retryability; and
 //! the error body they serialize, bounded: however large the input, an error quotes a short prefix of
 //! it and lists a bounded number of problems, so no answer is larger than a small constant.
+//!
+//! The bounds are the constants here: at most `QUOTE_MAX` characters of any input are quoted ([`quote`]),
+//! messages, paths and problems are cut to `MESSAGE_MAX`, `PATH_MAX` and `PROBLEM_MAX` ([`bound_text`]),
+//! and the first `PROBLEMS_MAX` problems are kept while all are counted; a body is bounded when it is
+//! built and again when it is written. A refusal's next step is named by intent ([`Next`]: register,
+//! heartbeat, claim the task, show it, the next tasks, the workflows), never as a route or a tool: each
+//! face words it as its own.
 
 use std::borrow::Cow;
 
@@ -87,6 +94,30 @@ codes! {
     ToolDenied = "TOOL_DENIED", 403, -32028, false, "The call waited for approval and a person denied it, or no one decided in time (then retryable); it was not made.";
     ToolInDoubt = "TOOL_IN_DOUBT", 502, -32027, false, "The call was started but its outcome is unknown (the daemon or the tool's server stopped mid-call); it is not run again unless the tool is read-only or idempotent.";
     LoopDetected = "LOOP_DETECTED", 409, -32029, false, "The message repeats what its sender already said in this session (same type and content) and was not delivered; say something new.";
+    MaxTurns = "MAX_TURNS", 422, -32032, false, "A built-in agent's model did not finish the task within the agent's `max_turns` calls.";
+    TaskTimeout = "TASK_TIMEOUT", 504, -32033, true, "A built-in agent's task took longer than the agent's `task_timeout_ms`; it may succeed if tried again.";
+    LlmUnavailable = "LLM_UNAVAILABLE", 503, -32034, true, "The model's provider could not be reached or was overloaded (network, rate limit, 5xx) after the retries; the call may succeed later.";
+    LlmFailed = "LLM_FAILED", 502, -32035, false, "The model's provider refused the call (request, credentials, model) or answered something unreadable; the message carries its words.";
+    ReplayDiverged = "REPLAY_DIVERGED", 409, -32036, false, "Replaying a run, the agent loop made a model call the recorded run never made.";
+    NoAgentForRole = "NO_AGENT_FOR_ROLE", 409, -32037, false, "A position's role has no agent to play it (none registered, spawned or matching).";
+    SpawnFailed = "SPAWN_FAILED", 502, -32038, false, "An agent a position session needs could not be started (its card is invalid or the spawn failed).";
+    AgentFailed = "AGENT_FAILED", 502, -32039, false, "An agent of a position session failed its turn (a warning: the session goes on without it).";
+    AllAgentsFailed = "ALL_AGENTS_FAILED", 502, -32040, false, "Every agent of a position session failed its turn.";
+    RelayBroken = "RELAY_BROKEN", 502, -32041, false, "An agent of a relay position failed its leg, so the relay cannot go on.";
+    LeadFailed = "LEAD_FAILED", 502, -32042, false, "The lead of a pyramid position failed to decompose the work or to synthesise the results.";
+    SessionTimeout = "SESSION_TIMEOUT", 504, -32043, false, "A position session took longer than `positions.session_timeout_ms`.";
+    SessionWriteFailed = "SESSION_WRITE_FAILED", 503, -32044, false, "A position session could not write to the event log.";
+    SessionReadFailed = "SESSION_READ_FAILED", 503, -32045, false, "A position session could not read the event log.";
+    NoAgentAvailable = "NO_AGENT_AVAILABLE", 503, -32046, false, "The task waited its `queue_timeout` for an agent that can take it (busy, stale, offline or out of budget) and none came free.";
+    NoEligibleAgent = "NO_ELIGIBLE_AGENT", 422, -32047, false, "No registered agent meets the task's `requires` (the routing decision says why each was excluded).";
+    AgentUnavailable = "AGENT_UNAVAILABLE", 503, -32048, true, "The agent working the task went offline (no heartbeat for `offline_after`); the task is routed again.";
+    TaskFailed = "TASK_FAILED", 502, -32049, false, "The agent ended the task as failed, saying why in its own words.";
+    A2aRefused = "A2A_REFUSED", 502, -32050, false, "A remote A2A agent refused the task.";
+    A2aUnreachable = "A2A_UNREACHABLE", 503, -32051, true, "A remote A2A agent could not be reached within the retry policy.";
+    A2aRejected = "A2A_REJECTED", 502, -32052, false, "A remote A2A agent rejected the task (`TASK_STATE_REJECTED`).";
+    A2aCanceled = "A2A_CANCELED", 409, -32053, false, "A remote A2A agent canceled the task (`TASK_STATE_CANCELED`).";
+    A2aFailed = "A2A_FAILED", 502, -32054, false, "A remote A2A agent ended the task as failed (`TASK_STATE_FAILED`).";
+    UnexpectedResponse = "UNEXPECTED_RESPONSE", 502, -32055, false, "A client got an answer that is not the daemon's error body (a proxy's page, a bare status); the message carries what it said.";
     Internal = "INTERNAL", 500, -32603, true, "An unexpected failure; details are in the daemon's log.";
 }
 
@@ -163,6 +194,82 @@ fn clip_quotes(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// One thing wrong with the input, at a path such as `to[0].agent_id` (`$` is the whole document).
+/// Written bounded like [`ErrorBody`]: at most [`PATH_MAX`] characters of
+/// path and [`PROBLEM_MAX`] of message.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Problem {
+    pub path: String,
+    pub message: String,
+}
+
+impl Problem {
+    /// A problem, its path and message bounded.
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Problem {
+        Problem { path: bounded(path.into(), PATH_MAX), message: bounded(message.into(), PROBLEM_MAX) }
+    }
+}
+
+impl Serialize for Problem {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut s = serializer.serialize_struct("Problem", 2)?;
+        s.serialize_field("path", &bound_text(&self.path, PATH_MAX))?;
+        s.serialize_field("message", &bound_text(&self.message, PROBLEM_MAX))?;
+        s.end()
+    }
+}
+
+/// The problems found in one document: the first [`PROBLEMS_MAX`] of them, and how many there were
+/// in all (so that input with a million mistakes costs no more than one with twenty); never empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problems {
+    list: Vec<Problem>,
+    total: usize,
+}
+
+impl Problems {
+    /// The problems kept (the first [`PROBLEMS_MAX`]).
+    pub fn into_vec(self) -> Vec<Problem> {
+        self.list
+    }
+
+    pub fn as_slice(&self) -> &[Problem] {
+        &self.list
+    }
+
+    /// How many problems were found, kept or not.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    pub(crate) fn one(path: &str, message: String) -> Problems {
+        Problems { list: vec![Problem::new(path, message)], total: 1 }
+    }
+
+    /// The problems kept and how many were found in all.
+    pub(crate) fn kept(list: Vec<Problem>, total: usize) -> Problems {
+        Problems { list, total }
+    }
+}
+
+impl std::fmt::Display for Problems {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, p) in self.list.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{}: {}", p.path, p.message)?;
+        }
+        if self.total > self.list.len() {
+            write!(f, "; and {} more", self.total - self.list.len())?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Problems {}
+
 /// The error body every face returns: `{code, message, field?, retryable, hint?, problems?}`.
 ///
 /// Bounded: the builders cut what they are given, and serializing cuts again whatever was set
@@ -179,7 +286,7 @@ pub struct ErrorBody {
     pub hint: Option<String>,
     /// The problems, when validation found several (the first [`PROBLEMS_MAX`] of them).
     #[serde(default)]
-    pub problems: Vec<crate::Problem>,
+    pub problems: Vec<Problem>,
     /// What to do next, by intent: each face words it (a route, a tool) when there is no `hint`.
     #[serde(default)]
     pub next: Option<Box<Next>>,
@@ -253,7 +360,7 @@ impl ErrorBody {
 
     /// A `VALIDATION_FAILED` (or `UNKNOWN_TYPE`) body listing the problems (at most [`PROBLEMS_MAX`]);
     /// `field` is the first one's, and the message counts them all.
-    pub fn from_problems(problems: crate::Problems) -> Self {
+    pub fn from_problems(problems: Problems) -> Self {
         let total = problems.total();
         let mut list = problems.into_vec();
         list.truncate(PROBLEMS_MAX);
@@ -363,7 +470,7 @@ mod tests {
         let mut body = ErrorBody::new(ErrorCode::ValidationFailed, "x");
         body.message = huge.clone();
         body.field = Some(huge.clone());
-        body.problems = vec![crate::Problem { path: huge.clone(), message: huge.clone() }; 100];
+        body.problems = vec![Problem { path: huge.clone(), message: huge.clone() }; 100];
         let text = serde_json::to_string(&body).unwrap();
         let limit = MESSAGE_MAX + PATH_MAX + PROBLEMS_MAX * (PATH_MAX + PROBLEM_MAX + 64) + 256;
         assert!(text.len() < limit, "{} bytes", text.len());

@@ -13,8 +13,8 @@ pub mod validate;
 
 pub use card::AgentCard;
 pub use error::ErrorCode;
+pub use error::{Problem, Problems};
 pub use message::{Message, MessageType};
-pub use validate::{Problem, Problems};
 
 /// The protocol version every envelope and card carries.
 pub const VERSION: &str = "clutch/0.1";

@@ -1,8 +1,12 @@
-//! The `Message` envelope (Clutch Protocol v0, §1.1–1.2) and the closed set of message types (§2).
+//! The `Message` envelope (Clutch Protocol v0, §1.1–1.2), the closed set of message types (§2) and
+//! the form of its `ts` ([`format_ts`], also `validate::format_ts`).
+
+use std::time::SystemTime;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use time::OffsetDateTime;
 
 /// One envelope. Every message between agents, humans and tools is one of these, and every one is an
 /// event in the log. Build it from client JSON with [`crate::validate::message`], which checks every
@@ -181,11 +185,11 @@ macro_rules! message_types {
         }
 
         impl std::str::FromStr for MessageType {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
+            type Err = UnknownType;
+            fn from_str(s: &str) -> Result<Self, UnknownType> {
                 match s {
                     $($name => Ok(MessageType::$variant),)*
-                    other => Err(format!("unknown message type `{}`", crate::error::quote(other))),
+                    other => Err(UnknownType(other.to_owned())),
                 }
             }
         }
@@ -212,6 +216,11 @@ message_types! {
     RoutingFailure = "routing.failure", "No agent matched requirements.";
 }
 
+/// A `type` that is none of the protocol's message types, as given (quoted short when shown).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown message type `{}`", crate::error::quote(.0))]
+pub struct UnknownType(pub String);
+
 impl std::fmt::Display for MessageType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -231,7 +240,7 @@ impl Message {
         Message {
             v: crate::VERSION.to_owned(),
             id: crate::id::generate(crate::id::Kind::Message),
-            ts: crate::validate::format_ts(std::time::SystemTime::now()),
+            ts: format_ts(std::time::SystemTime::now()),
             thread_id: thread_id.to_owned(),
             run_id: run_id.to_owned(),
             task_id: task_id.to_owned(),
@@ -267,4 +276,39 @@ impl Message {
         copy.ts.clear();
         copy.to_canonical_json()
     }
+}
+
+/// Formats a time as the protocol writes it: RFC 3339, UTC, milliseconds (`2026-02-01T13:20:11.123Z`).
+/// Every stored message gets one, so its digits are written directly rather than through `format!`
+/// (a seventh of validating a message).
+pub fn format_ts(t: SystemTime) -> String {
+    let dt = OffsetDateTime::from(t);
+    let Some(year) = u32::try_from(dt.year()).ok().filter(|y| *y <= 9999) else {
+        // Outside years 0 to 9999: not a time any clock gives, written the long way.
+        return format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+            dt.year(),
+            dt.month() as u8,
+            dt.day(),
+            dt.hour(),
+            dt.minute(),
+            dt.second(),
+            dt.millisecond()
+        );
+    };
+    let fields = [
+        (year, 4, b'-'),
+        (u32::from(dt.month() as u8), 2, b'-'),
+        (u32::from(dt.day()), 2, b'T'),
+        (u32::from(dt.hour()), 2, b':'),
+        (u32::from(dt.minute()), 2, b':'),
+        (u32::from(dt.second()), 2, b'.'),
+        (u32::from(dt.millisecond()), 3, b'Z'),
+    ];
+    let mut out = Vec::with_capacity(24);
+    for (n, width, then) in fields {
+        out.extend((0..width).rev().map(|i| b'0' + (n / 10u32.pow(i) % 10) as u8));
+        out.push(then);
+    }
+    String::from_utf8(out).expect("ASCII digits")
 }

@@ -3,86 +3,17 @@
 
 use std::time::SystemTime;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::card::AgentCard;
-use crate::error::{PATH_MAX, PROBLEM_MAX, PROBLEMS_MAX, bound_text, bounded, quote};
+use crate::error::{PROBLEMS_MAX, quote};
 use crate::id::{self, Kind, Party};
 use crate::message::{Message, MessageType};
 
-/// One thing wrong with the input, at a path such as `to[0].agent_id` (`$` is the whole document).
-/// Written bounded like [`ErrorBody`](crate::error::ErrorBody): at most [`PATH_MAX`] characters of
-/// path and [`PROBLEM_MAX`] of message.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Problem {
-    pub path: String,
-    pub message: String,
-}
-
-impl Problem {
-    /// A problem, its path and message bounded.
-    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Problem {
-        Problem { path: bounded(path.into(), PATH_MAX), message: bounded(message.into(), PROBLEM_MAX) }
-    }
-}
-
-impl Serialize for Problem {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let mut s = serializer.serialize_struct("Problem", 2)?;
-        s.serialize_field("path", &bound_text(&self.path, PATH_MAX))?;
-        s.serialize_field("message", &bound_text(&self.message, PROBLEM_MAX))?;
-        s.end()
-    }
-}
-
-/// The problems found in one document: the first [`PROBLEMS_MAX`] of them, and how many there were
-/// in all (so that input with a million mistakes costs no more than one with twenty); never empty.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problems {
-    list: Vec<Problem>,
-    total: usize,
-}
-
-impl Problems {
-    /// The problems kept (the first [`PROBLEMS_MAX`]).
-    pub fn into_vec(self) -> Vec<Problem> {
-        self.list
-    }
-
-    pub fn as_slice(&self) -> &[Problem] {
-        &self.list
-    }
-
-    /// How many problems were found, kept or not.
-    pub fn total(&self) -> usize {
-        self.total
-    }
-
-    fn one(path: &str, message: String) -> Problems {
-        Problems { list: vec![Problem::new(path, message)], total: 1 }
-    }
-}
-
-impl std::fmt::Display for Problems {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (i, p) in self.list.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{}: {}", p.path, p.message)?;
-        }
-        if self.total > self.list.len() {
-            write!(f, "; and {} more", self.total - self.list.len())?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for Problems {}
+pub use crate::error::{Problem, Problems};
+pub use crate::message::format_ts;
 
 /// What the daemon fills in when a client leaves `id`, `ts` or `v` out.
 pub struct Defaults {
@@ -369,41 +300,6 @@ pub fn agent_card(value: &Value) -> Result<AgentCard, Problems> {
     serde_json::from_value(Value::Object(full)).map_err(|e| Problems::one("$", e.to_string()))
 }
 
-/// Formats a time as the protocol writes it: RFC 3339, UTC, milliseconds (`2026-02-01T13:20:11.123Z`).
-/// Every stored message gets one, so its digits are written directly rather than through `format!`
-/// (a seventh of validating a message).
-pub fn format_ts(t: SystemTime) -> String {
-    let dt = OffsetDateTime::from(t);
-    let Some(year) = u32::try_from(dt.year()).ok().filter(|y| *y <= 9999) else {
-        // Outside years 0 to 9999: not a time any clock gives, written the long way.
-        return format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-            dt.year(),
-            dt.month() as u8,
-            dt.day(),
-            dt.hour(),
-            dt.minute(),
-            dt.second(),
-            dt.millisecond()
-        );
-    };
-    let fields = [
-        (year, 4, b'-'),
-        (u32::from(dt.month() as u8), 2, b'-'),
-        (u32::from(dt.day()), 2, b'T'),
-        (u32::from(dt.hour()), 2, b':'),
-        (u32::from(dt.minute()), 2, b':'),
-        (u32::from(dt.second()), 2, b'.'),
-        (u32::from(dt.millisecond()), 3, b'Z'),
-    ];
-    let mut out = Vec::with_capacity(24);
-    for (n, width, then) in fields {
-        out.extend((0..width).rev().map(|i| b'0' + (n / 10u32.pow(i) % 10) as u8));
-        out.push(then);
-    }
-    String::from_utf8(out).expect("ASCII digits")
-}
-
 /// An optional field given as `null` is absent: removes null members from `obj` and from the objects
 /// nested in it (directly or in arrays), except inside the free-form members named in `keep`.
 fn drop_nulls(obj: &mut Map<String, Value>, keep: &[&str]) {
@@ -449,7 +345,7 @@ impl Checker {
     }
 
     fn finish(self) -> Result<(), Problems> {
-        if self.problems.is_empty() { Ok(()) } else { Err(Problems { list: self.problems, total: self.total }) }
+        if self.problems.is_empty() { Ok(()) } else { Err(Problems::kept(self.problems, self.total)) }
     }
 
     /// Every member of `obj` not in `known` is a problem at its own path (the name quoted).

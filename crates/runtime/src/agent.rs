@@ -2,249 +2,55 @@
 //! any agent, and works the tasks the router gives it (`work`), at most `max_concurrency` at once.
 //! A `task.cancel` stops a task's loop and the call it is making. On start, the tasks it had
 //! accepted and not ended are taken up again from the log.
+//!
+//! An agent's card carries the rest of its config (`meta.llm`), so the card alone says how it works
+//! (`Config::from_card`). A card registered later with `meta.llm` (`POST /v1/agents`, `clutch agents
+//! create`, MCP `agent_register` with `llm`) is an agent too: the runtime reads the registry on each
+//! `agent.register` event and every `WATCH_EVERY` (`Engine::with_agents`), starts such agents and stops
+//! removed ones. Its card check ([`Runtime::card_check`], added to the engine's `adapter::Registry` by
+//! its face) refuses a section it could not run (`VALIDATION_FAILED` at `payload.meta.llm`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use clutch_core::supervise::{self, Exit, Restart};
 use clutch_core::{Engine, Handle};
-use clutch_proto::card::{AgentCard, Budget as CardBudget, Capability, Display, Limits};
+use clutch_proto::card::AgentCard;
 use clutch_proto::{Message, MessageType};
 use clutch_store::Filter;
-use serde::{Deserialize, Serialize};
 use tokio::sync::{Semaphore, oneshot};
 use tokio::task::{AbortHandle, JoinSet};
+use tracing::Instrument;
 
 use crate::provider::{self, Provider};
 use crate::work;
 
-/// One LLM agent as the operator declares it (`[[llm_agents]]` in `clutch.toml`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Config {
-    /// It registers as `agent:<name>`.
-    pub name: String,
-    /// The `[[providers]]` entry it calls.
-    pub provider: String,
-    /// The model, when not the provider's default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// Shown in the registry.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Its role: the system prompt every task starts from.
-    pub system: String,
-    /// What the router may give it: `skill:summarise`, or `skill:summarise@1.2.0`.
-    pub capabilities: Vec<String>,
-    /// The tools offered to the model: `mcp:<server>/<tool>`, or `mcp:<server>` for all of a server's
-    /// (org.yaml's allowlists still decide what may be called), and `clutch:workflow` for the
-    /// workflow lifecycle (next tasks, claim, context, checkpoint, status). `emit` (progress) is always
-    /// offered.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<String>,
-    /// Model calls per task at most.
-    #[serde(default = "default_max_turns")]
-    pub max_turns: u32,
-    /// Tasks worked on at once.
-    #[serde(default = "default_max_concurrency")]
-    pub max_concurrency: u32,
-    /// The longest a task may take, every call and tool included (the seed's "stuck" limit is the
-    /// provider's per-call `timeout_ms`).
-    #[serde(default = "default_task_timeout_ms")]
-    pub task_timeout_ms: u64,
-    /// Output tokens per call at most, when not the provider's `max_tokens`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_tokens: Option<u32>,
-    /// Sampling temperature, when not the provider's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temperature: Option<f32>,
-    /// What the agent may spend in all (its card's budget, which the engine accounts).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<Budget>,
-    /// What one task may spend.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_budget: Option<Budget>,
-}
+// An agent's declaration is the leaf `spec`, which the loop (`work`) reads too; its public home is
+// here, where the agents that run it are.
+pub use crate::spec::{Budget, Config, Invalid, Section};
 
-/// What an LLM agent's card carries beside its capabilities, limits and budget (`meta.llm`):
-/// the rest of its `Config`, so that the card alone says how it works (and a run can be
-/// re-executed from the log and the cards).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Section {
-    pub provider: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    pub system: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<String>,
-    #[serde(default = "default_max_turns")]
-    pub max_turns: u32,
-    #[serde(default = "default_task_timeout_ms")]
-    pub task_timeout_ms: u64,
-    /// Output tokens per call at most, when not the provider's `max_tokens`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_tokens: Option<u32>,
-    /// Sampling temperature, when not the provider's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temperature: Option<f32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_budget: Option<Budget>,
-}
-
-/// A hard budget: a call whose estimate would cross it is not made.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Budget {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
-}
-
-fn default_max_turns() -> u32 {
-    20
-}
-fn default_max_concurrency() -> u32 {
-    4
-}
-fn default_task_timeout_ms() -> u64 {
-    1_800_000
-}
-
-impl Config {
-    pub fn agent_id(&self) -> String {
-        format!("agent:{}", self.name)
-    }
-
-    /// What is wrong with this declaration, if anything (the provider is checked by `Runtime::new`).
-    pub fn check(&self) -> Result<(), String> {
-        let card = self.card();
-        let json = serde_json::to_value(&card).map_err(|e| e.to_string())?;
-        if let Err(e) = clutch_proto::validate::agent_card(&json) {
-            let problems: Vec<String> = e.into_vec().iter().map(|p| format!("{}: {}", p.path, p.message)).collect();
-            return Err(format!("{}: its card would be refused: {}", self.name, problems.join("; ")));
-        }
-        if self.system.trim().is_empty() {
-            return Err(format!("{}: `system` (its role) is empty", self.name));
-        }
-        if self.capabilities.is_empty() {
-            return Err(format!("{}: `capabilities` is empty, so the router could never give it a task", self.name));
-        }
-        if self.max_turns == 0 || self.max_concurrency == 0 || self.task_timeout_ms == 0 {
-            return Err(format!("{}: `max_turns`, `max_concurrency` and `task_timeout_ms` must be above 0", self.name));
-        }
-        for tool in &self.tools {
-            if !crate::builtin::ENTRIES.contains(&tool.as_str()) && (!tool.starts_with("mcp:") || tool.len() <= 4) {
-                return Err(format!(
-                    "{}: tool {tool:?}: write `mcp:<server>/<tool>`, `mcp:<server>`, `{}` (the workflow tools) or `{}` (the session tools)",
-                    self.name,
-                    crate::builtin::ENTRY,
-                    crate::builtin::SESSIONS
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// The agent a card describes, when it carries a LLM section (`meta.llm`); `None`
-    /// for other agents, an error for a section that does not read.
-    pub fn from_card(card: &AgentCard) -> Option<Result<Config, String>> {
-        let section = card.meta.get("llm")?;
-        let section: Section = match serde_json::from_value(section.clone()) {
-            Ok(s) => s,
-            Err(e) => return Some(Err(format!("meta.llm: {e}"))),
-        };
-        let name = card.agent_id.strip_prefix("agent:").unwrap_or(&card.agent_id).to_owned();
-        let capabilities = card
-            .capabilities
-            .iter()
-            .map(|c| match &c.version {
-                Some(v) => format!("{}@{v}", c.id),
-                None => c.id.clone(),
-            })
-            .collect();
-        Some(Ok(Config {
-            name,
-            provider: section.provider,
-            model: section.model,
-            description: card.display.as_ref().and_then(|d| d.desc.clone()),
-            system: section.system,
-            capabilities,
-            tools: section.tools,
-            max_turns: section.max_turns,
-            max_concurrency: card
-                .limits
-                .as_ref()
-                .and_then(|l| l.max_concurrency)
-                .unwrap_or_else(default_max_concurrency),
-            task_timeout_ms: section.task_timeout_ms,
-            max_tokens: section.max_tokens,
-            temperature: section.temperature,
-            budget: card.budget.as_ref().map(|b| Budget { tokens: b.tokens, cost_usd: b.cost_usd }),
-            task_budget: section.task_budget,
-        }))
-    }
-
-    /// The card it registers.
-    pub fn card(&self) -> AgentCard {
-        let capabilities = self
-            .capabilities
-            .iter()
-            .map(|c| {
-                let (id, version) = match c.split_once('@') {
-                    Some((id, v)) => (id.to_owned(), Some(v.to_owned())),
-                    None => (c.clone(), None),
-                };
-                Capability {
-                    id,
-                    version,
-                    tags: vec!["llm".into()],
-                    // The engine lets an agent call only the tools its card names.
-                    tools: self.tools.clone(),
-                    trust_level: None,
-                    cost_hint: None,
-                    servers: Vec::new(),
-                }
-            })
-            .collect();
-        let section = Section {
-            provider: self.provider.clone(),
-            model: self.model.clone(),
-            system: self.system.clone(),
-            tools: self.tools.clone(),
-            max_turns: self.max_turns,
-            task_timeout_ms: self.task_timeout_ms,
-            max_tokens: self.max_tokens,
-            temperature: self.temperature,
-            task_budget: self.task_budget,
-        };
-        let mut meta = serde_json::Map::new();
-        meta.insert("llm".into(), serde_json::to_value(section).unwrap_or_default());
-        AgentCard {
-            v: "clutch/0.1".into(),
-            agent_id: self.agent_id(),
-            display: Some(Display { name: self.name.clone(), desc: self.description.clone() }),
-            endpoints: Default::default(),
-            capabilities,
-            limits: Some(Limits {
-                max_concurrency: Some(self.max_concurrency),
-                max_runtime_sec: Some(self.task_timeout_ms.div_ceil(1000).min(u64::from(u32::MAX)) as u32),
-            }),
-            budget: self.budget.map(|b| CardBudget { tokens: b.tokens, cost_usd: b.cost_usd }),
-            security: None,
-            meta,
-        }
-    }
-}
-
-/// Why the runtime cannot start.
+/// Why the runtime cannot start, or why an agent stopped (and starts again).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    #[error("llm_agents: provider {0}")]
+    InvalidProvider(#[from] provider::Invalid),
     #[error("llm_agents: {0}")]
-    Agent(String),
+    InvalidAgent(#[from] Invalid),
+    #[error("llm_agents: two agents are named {0:?}")]
+    Twice(String),
+    #[error("llm_agents: {agent}: provider {provider:?} is not declared: add a [[providers]] entry with that name")]
+    Undeclared { agent: String, provider: String },
     #[error("providers: {0}")]
     Provider(#[from] provider::Error),
+    #[error("cannot register: {0}")]
+    Register(clutch_core::Error),
+    #[error("cannot go online: {0}")]
+    Online(clutch_core::Error),
+    #[error("cannot read its inbox: {0}")]
+    Inbox(clutch_core::Error),
+    #[error("its inbox ended: {0:?}")]
+    InboxEnded(clutch_core::End),
 }
 
 /// The providers and agents the operator declared, checked and ready to run; agents registered
@@ -275,22 +81,19 @@ impl Runtime {
     ) -> Result<Runtime, Error> {
         let mut by_name = HashMap::new();
         for config in providers {
-            config.check().map_err(|why| Error::Agent(format!("provider {why}")))?;
+            config.check()?;
             let name = config.name.clone();
             by_name.insert(name, Provider::with_env(config, &env).map(Arc::new));
         }
         let mut names = HashSet::new();
         for agent in &agents {
-            agent.check().map_err(Error::Agent)?;
+            agent.check()?;
             if !names.insert(agent.name.clone()) {
-                return Err(Error::Agent(format!("two agents are named {:?}", agent.name)));
+                return Err(Error::Twice(agent.name.clone()));
             }
             match by_name.get(&agent.provider) {
                 None => {
-                    return Err(Error::Agent(format!(
-                        "{}: provider {:?} is not declared: add a [[providers]] entry with that name",
-                        agent.name, agent.provider
-                    )));
+                    return Err(Error::Undeclared { agent: agent.name.clone(), provider: agent.provider.clone() });
                 }
                 Some(Err(e)) => return Err(Error::Provider(e.clone())),
                 Some(Ok(_)) => {}
@@ -315,7 +118,7 @@ impl Runtime {
             let Some(config) = Config::from_card(card) else { return Ok(()) };
             let config = match config {
                 Ok(c) => c,
-                Err(why) => return refuse("", why),
+                Err(why) => return refuse("", why.to_string()),
             };
             if let Err(why) = config.check() {
                 return refuse("", format!("meta.llm: {why}"));
@@ -487,29 +290,31 @@ impl Agent {
         self.answers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Serves until its work is over, started again after a failure. It has no stop of its own: the
+    /// runtime aborts it (removed from the registry, or the daemon stopping).
     async fn run(self: Arc<Agent>) {
-        let mut failures = 0;
-        loop {
-            match self.clone().serve().await {
-                Ok(()) => return,
-                // Its inbox ended because the daemon is stopping: its tasks stop where they are and
-                // are taken up after the restart, as after a crash.
-                Err(_) if self.log.is_closing() => return,
-                Err(e) => {
-                    failures += 1;
-                    let delay = clutch_core::backoff(Duration::from_millis(200), Duration::from_secs(10), failures, 7);
-                    tracing::warn!(agent_id = %self.id, error = %e, delay_ms = delay.as_millis() as u64, "llm agent stopped; starting again");
-                    tokio::time::sleep(delay).await;
+        let span = tracing::info_span!("llm_agent", agent_id = %self.id);
+        supervise::run("llm agent", Restart::default(), std::future::pending(), || {
+            let agent = self.clone();
+            async move {
+                match agent.clone().serve().await {
+                    Ok(()) => Exit::Done,
+                    // Its inbox ended because the daemon is stopping: its tasks stop where they are
+                    // and are taken up after the restart, as after a crash.
+                    Err(_) if agent.log.is_closing() => Exit::Stopping,
+                    Err(e) => Exit::Failed(e),
                 }
             }
-        }
+        })
+        .instrument(span)
+        .await;
     }
 
     /// Registers, takes up its unfinished tasks, then follows its inbox.
-    async fn serve(self: Arc<Agent>) -> Result<(), String> {
+    async fn serve(self: Arc<Agent>) -> Result<(), Error> {
         let from = match &self.card {
             Some(card) => {
-                let registered = self.engine.register(card).await.map_err(|e| format!("cannot register: {e}"))?;
+                let registered = self.engine.register(card).await.map_err(Error::Register)?;
                 tracing::info!(agent_id = %self.id, provider = %self.provider.config.name, seq = registered.seq, "llm agent registered");
                 registered.seq
             }
@@ -520,7 +325,7 @@ impl Agent {
                         tracing::info!(agent_id = %self.id, "llm agent removed from the registry before it started");
                         return Ok(());
                     }
-                    return Err(format!("cannot go online: {e}"));
+                    return Err(Error::Online(e));
                 }
                 tracing::info!(agent_id = %self.id, provider = %self.provider.config.name, "llm agent online");
                 from
@@ -531,7 +336,7 @@ impl Agent {
             .log
             .subscribe(Filter { to: Some(self.id.clone()), ..Filter::default() }, Some(from))
             .await
-            .map_err(|e| format!("cannot read its inbox: {e}"))?;
+            .map_err(Error::Inbox)?;
         let mut tasks = JoinSet::new();
         let heartbeat = tokio::spawn(heartbeats(self.engine.clone(), self.id.clone()));
         let _stop_heartbeats = AbortOnDrop(heartbeat.abort_handle());
@@ -543,7 +348,7 @@ impl Agent {
         loop {
             tokio::select! {
                 next = inbox.next() => {
-                    let event = next.map_err(|e| format!("its inbox ended: {e:?}"))?;
+                    let event = next.map_err(Error::InboxEnded)?;
                     let Ok(message) = event.message() else { continue };
                     self.on_message(&mut tasks, &mut seen, message);
                 }

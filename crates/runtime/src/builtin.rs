@@ -5,8 +5,9 @@
 //! `sessions_history`). Each goes through the same engine method as over MCP, always acting as the
 //! agent itself.
 
-use clutch_core::Engine;
 use clutch_core::workflow::api;
+use clutch_core::{Engine, Refusal};
+use clutch_proto::ErrorCode;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -18,6 +19,22 @@ pub const ENTRY: &str = "clutch:workflow";
 pub const SESSIONS: &str = "clutch:sessions";
 /// Every entry of built-in tools.
 pub const ENTRIES: [&str; 2] = [ENTRY, SESSIONS];
+
+/// Why a built-in tool refused a call, as the model reads it: `CODE: message`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Error {
+    /// The input does not read as the tool's.
+    #[error("{}: the input of {name}: {source}", ErrorCode::ValidationFailed)]
+    Input { name: String, source: serde_json::Error },
+    /// The engine refused it.
+    #[error("{}: {}", .0.code, .0.message)]
+    Refused(Box<Refusal>),
+    /// The engine's answer does not serialize.
+    #[error("{0}")]
+    Answer(serde_json::Error),
+    #[error("{}: no built-in tool {}", ErrorCode::NotFound, .0)]
+    Unknown(String),
+}
 
 /// `sessions_send`'s input.
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
@@ -142,17 +159,14 @@ pub(crate) fn specs(entries: &[String]) -> Vec<ToolSpec> {
         .collect()
 }
 
-fn input<T: DeserializeOwned>(name: &str, args: Map<String, Value>) -> Result<T, String> {
-    serde_json::from_value(Value::Object(args)).map_err(|e| format!("VALIDATION_FAILED: the input of {name}: {e}"))
+fn input<T: DeserializeOwned>(name: &str, args: Map<String, Value>) -> Result<T, Error> {
+    serde_json::from_value(Value::Object(args)).map_err(|source| Error::Input { name: name.to_owned(), source })
 }
 
-fn answer<T: serde::Serialize>(result: clutch_core::Result<T>) -> Result<Value, String> {
+fn answer<T: serde::Serialize>(result: clutch_core::Result<T>) -> Result<Value, Error> {
     match result {
-        Ok(v) => serde_json::to_value(v).map_err(|e| e.to_string()),
-        Err(e) => {
-            let body = e.body();
-            Err(format!("{}: {}", body.code.as_str(), body.message))
-        }
+        Ok(v) => serde_json::to_value(v).map_err(Error::Answer),
+        Err(e) => Err(Error::Refused(Box::new(e.body()))),
     }
 }
 
@@ -162,7 +176,7 @@ pub(crate) async fn call(
     agent_id: &str,
     name: &str,
     mut args: Map<String, Value>,
-) -> Result<Value, String> {
+) -> Result<Value, Error> {
     if TOOLS.iter().any(|(n, _, acts, _)| *n == name && *acts) {
         args.insert("agent_id".into(), Value::String(agent_id.to_owned()));
     }
@@ -184,6 +198,6 @@ pub(crate) async fn call(
             let h: History = input(name, args)?;
             answer(engine.session_history(&h.session_id, h.limit, h.agent_id.as_deref()).await)
         }
-        other => Err(format!("NOT_FOUND: no built-in tool {other}")),
+        other => Err(Error::Unknown(other.to_owned())),
     }
 }

@@ -15,6 +15,7 @@ pub mod positions;
 pub mod provider;
 pub mod replay;
 pub mod skill;
+mod spec;
 pub mod work;
 
 #[cfg(feature = "fake")]

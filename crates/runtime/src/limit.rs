@@ -2,14 +2,16 @@
 //! (`requests_per_minute`: one every 60/rpm seconds, in the order they asked), tokens from a bucket
 //! of a minute's worth (`tokens_per_minute`: each call takes its estimate, settled by its usage), and
 //! a pause when the provider says so (`retry-after` on a 429, or a rate-limit header reporting
-//! nothing left until its reset).
+//! nothing left until its reset: `provider` reads them, knowing each wire format's headers, and
+//! pauses the limiter).
+//!
+//! Requests are spaced a little under the declared rate (`MARGIN`): they reach the provider with some
+//! jitter, and one that arrives a little early must still be within its limit.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
-
-use crate::provider::Kind;
 
 /// How much longer than the declared rate's interval requests are spaced.
 const MARGIN: f64 = 1.05;
@@ -126,86 +128,11 @@ impl Limiter {
         let mut s = self.lock();
         s.paused_until = Some(s.paused_until.map_or(until, |p| p.max(until)));
     }
-
-    /// Reads a response's rate-limit headers: nothing left (requests or tokens) pauses until the
-    /// reset they name.
-    pub(crate) fn observe(&self, kind: Kind, headers: &reqwest::header::HeaderMap) {
-        let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        let pairs: [(&str, &str); 2] = match kind {
-            Kind::Anthropic => [
-                ("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"),
-                ("anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"),
-            ],
-            Kind::Openai => [
-                ("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),
-                ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
-            ],
-        };
-        for (remaining, reset) in pairs {
-            if get(remaining).and_then(|v| v.trim().parse::<u64>().ok()) != Some(0) {
-                continue;
-            }
-            let wait = get(reset).and_then(|v| match kind {
-                Kind::Anthropic => until_time(v),
-                Kind::Openai => go_duration(v),
-            });
-            if let Some(wait) = wait {
-                tracing::info!(
-                    header = remaining,
-                    wait_ms = wait.as_millis() as u64,
-                    "the provider reports its limit reached; pausing"
-                );
-                self.pause(wait);
-            }
-        }
-    }
-}
-
-/// The time from now until an RFC 3339 instant (none when it is past or unreadable).
-fn until_time(text: &str) -> Option<Duration> {
-    let at = time::OffsetDateTime::parse(text.trim(), &time::format_description::well_known::Rfc3339).ok()?;
-    let left = at - time::OffsetDateTime::now_utc();
-    left.is_positive().then(|| Duration::from_secs_f64(left.as_seconds_f64()))
-}
-
-/// A duration as OpenAI writes it: `1s`, `6m0s`, `20ms`, `1h2m3.5s`.
-fn go_duration(text: &str) -> Option<Duration> {
-    let mut total = 0.0;
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-        let number: f64 = rest[..end].parse().ok()?;
-        rest = &rest[end..];
-        let unit_end = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let factor = match &rest[..unit_end] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 0.001,
-            _ => return None,
-        };
-        total += number * factor;
-        rest = &rest[unit_end..];
-    }
-    Some(Duration::from_secs_f64(total))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_durations_read_as_openai_writes_them() {
-        assert_eq!(go_duration("1s"), Some(Duration::from_secs(1)));
-        assert_eq!(go_duration("6m0s"), Some(Duration::from_secs(360)));
-        assert_eq!(go_duration("20ms"), Some(Duration::from_millis(20)));
-        assert_eq!(go_duration("1h2m3.5s"), Some(Duration::from_secs_f64(3723.5)));
-        assert_eq!(go_duration("soon"), None);
-        assert_eq!(go_duration(""), None);
-    }
 
     #[tokio::test(start_paused = true)]
     async fn requests_are_paced_evenly_and_pauses_hold_them() {
@@ -245,32 +172,6 @@ mod tests {
         starts.sort();
         assert_eq!(starts[0], Duration::from_millis(300));
         assert_eq!(starts[1], Duration::from_millis(405), "an interval after the late one's real start");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn rate_limit_headers_reporting_nothing_left_pause_until_their_reset() {
-        let limiter = Limiter::new(None, None);
-        let mut headers = reqwest::header::HeaderMap::new();
-        headers.insert("x-ratelimit-remaining-requests", "0".parse().unwrap());
-        headers.insert("x-ratelimit-reset-requests", "1.5s".parse().unwrap());
-        headers.insert("x-ratelimit-remaining-tokens", "900".parse().unwrap());
-        headers.insert("x-ratelimit-reset-tokens", "20s".parse().unwrap());
-        let began = tokio::time::Instant::now();
-        limiter.observe(Kind::Openai, &headers);
-        limiter.acquire(1).await;
-        assert_eq!(began.elapsed(), Duration::from_millis(1500), "the tokens left were not 0: no 20 s wait");
-
-        let limiter = Limiter::new(None, None);
-        let reset = time::OffsetDateTime::now_utc() + time::Duration::seconds(3);
-        let reset = reset.format(&time::format_description::well_known::Rfc3339).unwrap();
-        let mut headers = reqwest::header::HeaderMap::new();
-        headers.insert("anthropic-ratelimit-tokens-remaining", "0".parse().unwrap());
-        headers.insert("anthropic-ratelimit-tokens-reset", reset.parse().unwrap());
-        let began = tokio::time::Instant::now();
-        limiter.observe(Kind::Anthropic, &headers);
-        limiter.acquire(1).await;
-        let waited = began.elapsed();
-        assert!(waited > Duration::from_millis(2500) && waited <= Duration::from_secs(3), "{waited:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,14 +4,15 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use clutch_proto::{Message, MessageType};
+use clutch_proto::{ErrorCode, Message, MessageType};
 use clutch_store::Filter;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
-use crate::agent::{self, Agent};
+use crate::agent::Agent;
 use crate::provider::{Request, Response, ToolSpec, Usage};
 use crate::work::{self, Env, Failed, LLM_TEXT_PAYLOAD, Params};
+use crate::{builtin, spec};
 
 /// How often streamed text is written to the log at most.
 const TEXT_EVERY: Duration = Duration::from_millis(500);
@@ -21,7 +22,7 @@ impl Env for Agent {
         &self.id
     }
 
-    fn config(&self) -> &agent::Config {
+    fn config(&self) -> &spec::Config {
         &self.config
     }
 
@@ -41,7 +42,7 @@ impl Env for Agent {
     /// The agent's entries matched against the tools the adapters serve now, plus `emit`.
     fn tools(&self) -> (Vec<ToolSpec>, HashMap<String, String>) {
         let mut specs = vec![work::emit_spec()];
-        specs.extend(crate::builtin::specs(&self.config.tools));
+        specs.extend(builtin::specs(&self.config.tools));
         let mut names = HashMap::new();
         if self.config.tools.is_empty() {
             return (specs, names);
@@ -89,14 +90,14 @@ impl Env for Agent {
         if let Some(v) = self.engine.agent(&self.id)
             && let Some(b) = v.budget
         {
-            let budget = agent::Budget { tokens: b.tokens, cost_usd: b.cost_usd };
+            let budget = spec::Budget { tokens: b.tokens, cost_usd: b.cost_usd };
             limits.push((format!("{}'s", self.id), (v.usage.tokens, v.usage.cost_usd), budget));
         }
         if let Some(b) = self.engine.options().policy.org.budgets.run
             && (b.tokens.is_some() || b.cost_usd.is_some())
         {
             let spent = self.engine.run_usage(&request.run_id).map_or((0, 0.0), |u| (u.tokens, u.cost_usd));
-            let budget = agent::Budget { tokens: b.tokens, cost_usd: b.cost_usd };
+            let budget = spec::Budget { tokens: b.tokens, cost_usd: b.cost_usd };
             limits.push((format!("run {}'s", request.run_id), spent, budget));
         }
         work::check_budget(&self.config, &self.provider.config, req, (used, cost), &limits)
@@ -113,7 +114,7 @@ impl Env for Agent {
         };
         let (answer, ()) = tokio::join!(making, pump_text(self, request, turn, rx));
         answer.map_err(|e| {
-            let code = if e.kind.retryable() { "LLM_UNAVAILABLE" } else { "LLM_FAILED" };
+            let code = if e.kind.retryable() { ErrorCode::LlmUnavailable } else { ErrorCode::LlmFailed };
             Failed::new(code, e.to_string(), e.kind.retryable())
         })
     }
@@ -122,32 +123,33 @@ impl Env for Agent {
         self.provider.config.cost(model, usage)
     }
 
-    async fn send(&self, messages: Vec<Message>, daemon: bool) -> Result<String, String> {
+    async fn send(&self, messages: Vec<Message>, daemon: bool) -> Result<String, work::Error> {
+        let refused = |e: clutch_core::Error| work::Error::Refused(Box::new(e.body()));
         if daemon {
-            let outcomes = self.log.append(messages).await.map_err(|e| e.body().message)?;
+            let outcomes = self.log.append(messages).await.map_err(refused)?;
             let mut last = String::new();
             for outcome in outcomes {
-                last = outcome.map_err(|e| e.body().message)?.id;
+                last = outcome.map_err(refused)?.id;
             }
             return Ok(last);
         }
         match self.engine.submit(messages).await.map(|mut a| a.pop()) {
             Ok(Some(Ok(clutch_core::engine::Ack::Stored(outcome)))) => Ok(outcome.id),
             Ok(Some(Ok(_))) => Ok(String::new()),
-            Ok(Some(Err(e))) | Err(e) => Err(e.body().message),
-            Ok(None) => Err("not stored".into()),
+            Ok(Some(Err(e))) | Err(e) => Err(refused(e)),
+            Ok(None) => Err(work::Error::NotStored),
         }
     }
 
-    async fn builtin(&self, _key: &str, name: &str, args: Map<String, Value>) -> Result<String, String> {
-        crate::builtin::call(&self.engine, &self.id, name, args).await.map(|answer| answer.to_string())
+    async fn builtin(&self, _key: &str, name: &str, args: Map<String, Value>) -> Result<String, work::Error> {
+        Ok(builtin::call(&self.engine, &self.id, name, args).await?.to_string())
     }
 
-    async fn answer(&self, call_id: &str) -> Result<Message, String> {
+    async fn answer(&self, call_id: &str) -> Result<Message, work::Error> {
         let waiting = self.answers().take_or_wait(call_id);
         match waiting {
             Ok(answer) => Ok(answer),
-            Err(rx) => rx.await.map_err(|_| "the call's answer was lost".to_owned()),
+            Err(rx) => rx.await.map_err(|_| work::Error::AnswerLost),
         }
     }
 

@@ -1,6 +1,13 @@
 //! LLM providers: the operator's declared endpoints (`[[providers]]`), one request/response model
 //! both wire formats map onto, and `Provider::complete`, which paces each call through the
 //! provider's rate limiter, retries what may be retried and streams text as it comes.
+//!
+//! Written as our own serde over `reqwest`, with `sse-stream` parsing streams: byte-level control of what
+//! is sent and recorded, no SDK's opinions about retries. A call is held to `timeout_ms` and
+//! `idle_timeout_ms` (to the first byte, and between chunks) and retried with core's backoff on 429, 529,
+//! 5xx, network failures, stalls and malformed streams. Keys are read from the variable `api_key_env`
+//! names, once, at start (a missing one is an error naming it), and are never shown (`Debug` masks them;
+//! errors hold none).
 
 mod anthropic;
 mod openai;
@@ -108,30 +115,48 @@ fn default_retry_base_ms() -> u64 {
     500
 }
 
+/// Why a provider's declaration is refused; each names the provider.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Invalid {
+    #[error("name {0:?}: letters, digits, `-`, `_` and `.` only")]
+    Name(String),
+    #[error("{0}: `model` is empty")]
+    NoModel(String),
+    #[error("{0}: `base_url` must be an http:// or https:// URL")]
+    BaseUrl(String),
+    #[error("{0}: `api_key_env` must name an environment variable")]
+    KeyVariable(String),
+    #[error("{0}: `max_tokens`, `timeout_ms` and `idle_timeout_ms` must be above 0")]
+    Zero(String),
+    #[error("{0}: a rate of 0 per minute allows nothing; leave it out for no limit")]
+    ZeroRate(String),
+}
+
 impl Config {
     /// What is wrong with this declaration, if anything.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Invalid> {
+        let name = || self.name.clone();
         if self.name.is_empty() || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-            return Err(format!("name {:?}: letters, digits, `-`, `_` and `.` only", self.name));
+            return Err(Invalid::Name(name()));
         }
         if self.model.is_empty() {
-            return Err(format!("{}: `model` is empty", self.name));
+            return Err(Invalid::NoModel(name()));
         }
         if let Some(url) = &self.base_url
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
-            return Err(format!("{}: `base_url` must be an http:// or https:// URL", self.name));
+            return Err(Invalid::BaseUrl(name()));
         }
         if let Some(var) = &self.api_key_env
             && (var.is_empty() || var.contains('='))
         {
-            return Err(format!("{}: `api_key_env` must name an environment variable", self.name));
+            return Err(Invalid::KeyVariable(name()));
         }
         if self.max_tokens == 0 || self.timeout_ms == 0 || self.idle_timeout_ms == 0 {
-            return Err(format!("{}: `max_tokens`, `timeout_ms` and `idle_timeout_ms` must be above 0", self.name));
+            return Err(Invalid::Zero(name()));
         }
         if self.requests_per_minute == Some(0) || self.tokens_per_minute == Some(0) {
-            return Err(format!("{}: a rate of 0 per minute allows nothing; leave it out for no limit", self.name));
+            return Err(Invalid::ZeroRate(name()));
         }
         Ok(())
     }
@@ -221,7 +246,7 @@ pub struct Response {
     pub id: String,
     pub model: String,
     pub content: Vec<Part>,
-    pub stop: Stop,
+    pub stop: Finish,
     pub usage: Usage,
 }
 
@@ -241,7 +266,7 @@ impl Response {
 /// Why the model stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Stop {
+pub enum Finish {
     /// It finished its answer.
     EndTurn,
     /// It wants tools called.
@@ -497,7 +522,7 @@ impl Provider {
             Ok(Err(e)) => return Err(Failure::new(ErrorKind::Network, network_message(&e))),
             Ok(Ok(r)) => r,
         };
-        self.limiter.observe(self.config.kind, response.headers());
+        observe(&self.limiter, self.config.kind, response.headers());
         let status = response.status().as_u16();
         if status >= 400 {
             let retry_after = retry_after(response.headers());
@@ -604,6 +629,71 @@ pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Durati
         .map(Duration::from_secs_f64)
 }
 
+/// Reads a response's rate-limit headers: nothing left (requests or tokens) pauses `limiter`
+/// until the reset they name.
+fn observe(limiter: &Limiter, kind: Kind, headers: &reqwest::header::HeaderMap) {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let pairs: [(&str, &str); 2] = match kind {
+        Kind::Anthropic => [
+            ("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"),
+            ("anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"),
+        ],
+        Kind::Openai => [
+            ("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),
+            ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
+        ],
+    };
+    for (remaining, reset) in pairs {
+        if get(remaining).and_then(|v| v.trim().parse::<u64>().ok()) != Some(0) {
+            continue;
+        }
+        let wait = get(reset).and_then(|v| match kind {
+            Kind::Anthropic => until_time(v),
+            Kind::Openai => go_duration(v),
+        });
+        if let Some(wait) = wait {
+            tracing::info!(
+                header = remaining,
+                wait_ms = wait.as_millis() as u64,
+                "the provider reports its limit reached; pausing"
+            );
+            limiter.pause(wait);
+        }
+    }
+}
+
+/// The time from now until an RFC 3339 instant (none when it is past or unreadable).
+fn until_time(text: &str) -> Option<Duration> {
+    let at = time::OffsetDateTime::parse(text.trim(), &time::format_description::well_known::Rfc3339).ok()?;
+    let left = at - time::OffsetDateTime::now_utc();
+    left.is_positive().then(|| Duration::from_secs_f64(left.as_seconds_f64()))
+}
+
+/// A duration as OpenAI writes it: `1s`, `6m0s`, `20ms`, `1h2m3.5s`.
+fn go_duration(text: &str) -> Option<Duration> {
+    let mut total = 0.0;
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let number: f64 = rest[..end].parse().ok()?;
+        rest = &rest[end..];
+        let unit_end = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let factor = match &rest[..unit_end] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 0.001,
+            _ => return None,
+        };
+        total += number * factor;
+        rest = &rest[unit_end..];
+    }
+    Some(Duration::from_secs_f64(total))
+}
+
 /// A network failure, without the URL's query (none carries a key, but keep errors short).
 fn network_message(e: &reqwest::Error) -> String {
     let what = if e.is_connect() {
@@ -618,4 +708,45 @@ fn network_message(e: &reqwest::Error) -> String {
     let url =
         e.url().map(|u| format!(" ({}://{}{})", u.scheme(), u.host_str().unwrap_or(""), u.path())).unwrap_or_default();
     format!("{what}{url}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_read_as_openai_writes_them() {
+        assert_eq!(go_duration("1s"), Some(Duration::from_secs(1)));
+        assert_eq!(go_duration("6m0s"), Some(Duration::from_secs(360)));
+        assert_eq!(go_duration("20ms"), Some(Duration::from_millis(20)));
+        assert_eq!(go_duration("1h2m3.5s"), Some(Duration::from_secs_f64(3723.5)));
+        assert_eq!(go_duration("soon"), None);
+        assert_eq!(go_duration(""), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rate_limit_headers_reporting_nothing_left_pause_until_their_reset() {
+        let limiter = Limiter::new(None, None);
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("x-ratelimit-remaining-requests", "0".parse().unwrap());
+        headers.insert("x-ratelimit-reset-requests", "1.5s".parse().unwrap());
+        headers.insert("x-ratelimit-remaining-tokens", "900".parse().unwrap());
+        headers.insert("x-ratelimit-reset-tokens", "20s".parse().unwrap());
+        let began = tokio::time::Instant::now();
+        observe(&limiter, Kind::Openai, &headers);
+        limiter.acquire(1).await;
+        assert_eq!(began.elapsed(), Duration::from_millis(1500), "the tokens left were not 0: no 20 s wait");
+
+        let limiter = Limiter::new(None, None);
+        let reset = time::OffsetDateTime::now_utc() + time::Duration::seconds(3);
+        let reset = reset.format(&time::format_description::well_known::Rfc3339).unwrap();
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("anthropic-ratelimit-tokens-remaining", "0".parse().unwrap());
+        headers.insert("anthropic-ratelimit-tokens-reset", reset.parse().unwrap());
+        let began = tokio::time::Instant::now();
+        observe(&limiter, Kind::Anthropic, &headers);
+        limiter.acquire(1).await;
+        let waited = began.elapsed();
+        assert!(waited > Duration::from_millis(2500) && waited <= Duration::from_secs(3), "{waited:?}");
+    }
 }

@@ -8,13 +8,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use clutch_proto::card::AgentCard;
-use clutch_proto::{Message, MessageType};
+use clutch_proto::{ErrorCode, Message, MessageType};
 use serde_json::{Map, Value};
 use sha2::Digest;
 
-use crate::agent;
 use crate::provider::{Request, Response, ToolSpec, Usage};
 use crate::work::{self, Call, Env, Failed, LLM_CALL_PAYLOAD, LLM_TEXT_PAYLOAD, LLM_TOOL_PAYLOAD, Params};
+use crate::{builtin, spec};
 
 /// What re-executing one task showed.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +26,19 @@ pub struct Outcome {
     pub compared: usize,
     /// The first difference, when there is one.
     pub difference: Option<String>,
+}
+
+/// Why a task's recording cannot be re-executed.
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error("the run holds no delivery of {task_id} to {agent_id} (attempt {attempt})")]
+    NoDelivery { task_id: String, agent_id: String, attempt: u32 },
+    #[error("a model call's record of {task_id} does not read: {source}")]
+    Unreadable { task_id: String, source: serde_json::Error },
+    #[error("the first model call of {0} is not in the run")]
+    NoFirstCall(String),
+    #[error("{agent_id}'s card: {source}")]
+    Card { agent_id: String, source: spec::Invalid },
 }
 
 /// Re-executes every task of `events` (one run's, in order) that an LLM agent worked, with each
@@ -45,7 +58,7 @@ pub async fn reexecute(events: &[Message], cards: &HashMap<String, AgentCard>) -
     for (task_id, agent_id, attempt) in worked {
         let outcome = match Recorded::read(events, &task_id, &agent_id, attempt, cards.get(&agent_id)) {
             Ok(recorded) => recorded.rerun().await,
-            Err(why) => Outcome { task_id, agent_id, attempt, compared: 0, difference: Some(why) },
+            Err(why) => Outcome { task_id, agent_id, attempt, compared: 0, difference: Some(why.to_string()) },
         };
         outcomes.push(outcome);
     }
@@ -56,7 +69,7 @@ pub async fn reexecute(events: &[Message], cards: &HashMap<String, AgentCard>) -
 struct Recorded {
     agent_id: String,
     request: Message,
-    config: agent::Config,
+    config: spec::Config,
     params: Params,
     system: String,
     tools: Vec<String>,
@@ -91,7 +104,7 @@ impl Recorded {
         agent_id: &str,
         attempt: u32,
         card: Option<&AgentCard>,
-    ) -> Result<Recorded, String> {
+    ) -> Result<Recorded, Error> {
         let of_task: Vec<&Message> = events.iter().filter(|m| m.task_id == task_id).collect();
         let request = of_task
             .iter()
@@ -104,7 +117,7 @@ impl Recorded {
                     && m.to.iter().any(|r| r.agent_id == agent_id)
             })
             .map(|m| (*m).clone())
-            .ok_or_else(|| format!("the run holds no delivery of {task_id} to {agent_id} (attempt {attempt})"))?;
+            .ok_or_else(|| Error::NoDelivery { task_id: task_id.to_owned(), agent_id: agent_id.to_owned(), attempt })?;
         let sent: Vec<Message> = of_task
             .iter()
             .filter(|m| m.from.agent_id == agent_id && m.attempt == attempt && compared(m))
@@ -115,19 +128,19 @@ impl Recorded {
         for m in &sent {
             if m.payload_type.as_deref() == Some(LLM_CALL_PAYLOAD) {
                 let call: Call = serde_json::from_value(Value::Object(m.payload.clone()))
-                    .map_err(|e| format!("a model call's record of {task_id} does not read: {e}"))?;
+                    .map_err(|source| Error::Unreadable { task_id: task_id.to_owned(), source })?;
                 if call.turn == 1 {
                     first = Some(call.clone());
                 }
                 calls.insert(call.turn, (call.response, call.usage.cost_usd));
             }
         }
-        let first = first.ok_or_else(|| format!("the first model call of {task_id} is not in the run"))?;
-        let config = match card.and_then(agent::Config::from_card) {
+        let first = first.ok_or_else(|| Error::NoFirstCall(task_id.to_owned()))?;
+        let config = match card.and_then(spec::Config::from_card) {
             Some(Ok(config)) => config,
-            Some(Err(why)) => return Err(format!("{agent_id}'s card: {why}")),
+            Some(Err(source)) => return Err(Error::Card { agent_id: agent_id.to_owned(), source }),
             // Without the card, what the records say: as many turns as were recorded, at least.
-            None => agent::Config {
+            None => spec::Config {
                 name: agent_id.trim_start_matches("agent:").to_owned(),
                 provider: first.provider.clone(),
                 model: Some(first.model.clone()),
@@ -136,7 +149,7 @@ impl Recorded {
                 capabilities: Vec::new(),
                 // The built-in tools, when it used them (other tools are named by their calls).
                 tools: if sent.iter().any(|m| m.payload_type.as_deref() == Some(LLM_TOOL_PAYLOAD)) {
-                    crate::builtin::ENTRIES.iter().map(|e| (*e).to_owned()).collect()
+                    builtin::ENTRIES.iter().map(|e| (*e).to_owned()).collect()
                 } else {
                     Vec::new()
                 },
@@ -240,7 +253,7 @@ impl Env for Recorded {
         &self.agent_id
     }
 
-    fn config(&self) -> &agent::Config {
+    fn config(&self) -> &spec::Config {
         &self.config
     }
 
@@ -288,7 +301,7 @@ impl Env for Recorded {
         let next =
             self.produced.lock().unwrap_or_else(|e| e.into_inner()).iter().filter(|m| is_call(m)).count() as u32 + 1;
         match (self.calls.contains_key(&next), &self.ended) {
-            (false, Some(f)) if f.code == "BUDGET_EXCEEDED" => Err(f.clone()),
+            (false, Some(f)) if f.code == ErrorCode::BudgetExceeded.as_str() => Err(f.clone()),
             _ => Ok(()),
         }
     }
@@ -297,9 +310,11 @@ impl Env for Recorded {
         match (self.calls.get(&turn), &self.ended) {
             (Some((response, _)), _) => Ok(response.clone()),
             (None, Some(f)) => Err(f.clone()),
-            (None, None) => {
-                Err(Failed::new("REPLAY_DIVERGED", format!("the loop made call {turn}, which was never made"), false))
-            }
+            (None, None) => Err(Failed::new(
+                ErrorCode::ReplayDiverged,
+                format!("the loop made call {turn}, which was never made"),
+                false,
+            )),
         }
     }
 
@@ -307,7 +322,7 @@ impl Env for Recorded {
         self.calls.get(&turn).map_or(0.0, |(_, cost)| *cost)
     }
 
-    async fn send(&self, messages: Vec<Message>, _daemon: bool) -> Result<String, String> {
+    async fn send(&self, messages: Vec<Message>, _daemon: bool) -> Result<String, work::Error> {
         let mut id = String::new();
         for message in messages {
             id = match (&message.kind, &message.idempotency_key) {
@@ -321,18 +336,22 @@ impl Env for Recorded {
         Ok(id)
     }
 
-    async fn builtin(&self, key: &str, _name: &str, _args: Map<String, Value>) -> Result<String, String> {
+    async fn builtin(&self, key: &str, _name: &str, _args: Map<String, Value>) -> Result<String, work::Error> {
         let recorded = self
             .sent
             .iter()
             .find(|m| m.payload_type.as_deref() == Some(LLM_TOOL_PAYLOAD) && m.idempotency_key.as_deref() == Some(key))
-            .ok_or_else(|| format!("the run holds no answer to the built-in tool call {key}"))?;
+            .ok_or_else(|| work::Error::NoBuiltinAnswer(key.to_owned()))?;
         let text = recorded.payload.get("answer").and_then(Value::as_str).unwrap_or_default().to_owned();
-        if recorded.payload.get("is_error").and_then(Value::as_bool).unwrap_or(false) { Err(text) } else { Ok(text) }
+        if recorded.payload.get("is_error").and_then(Value::as_bool).unwrap_or(false) {
+            Err(work::Error::Recorded(text))
+        } else {
+            Ok(text)
+        }
     }
 
-    async fn answer(&self, call_id: &str) -> Result<Message, String> {
-        self.answers.get(call_id).cloned().ok_or_else(|| format!("the run holds no answer to {call_id}"))
+    async fn answer(&self, call_id: &str) -> Result<Message, work::Error> {
+        self.answers.get(call_id).cloned().ok_or_else(|| work::Error::NoAnswer(call_id.to_owned()))
     }
 
     async fn artifact(&self, bytes: Vec<u8>) -> Option<(String, u64)> {

@@ -6,19 +6,32 @@
 //! loop is replayed from the log: recorded answers are read back, not bought again, and tool calls
 //! already made are not made again. The loop acts on the world through an [`Env`]: the live daemon
 //! (`live`), or a recorded run re-executed (`replay`).
+//!
+//! The accept's commit overlaps the first call, whose answer is used only once the accept is stored. A
+//! request naming an `output_schema` is answered in structure: an `answer` tool with that schema is
+//! offered, the answer validated (`core::schemas::check`) into the result's `structured`, a misfit asked
+//! for once more with the tool required (`Request::tool_choice`), then the text alone with
+//! `structured_error`. Before each call its estimate (`provider::estimate_tokens`) is checked against the
+//! task's budget, the agent's and the run's (org.yaml's `budgets.run`, `Engine::run_usage`); after it,
+//! the call is recorded in the same commit as the first message that uses its answer (alone before a tool
+//! call or the next call), and streamed text goes to the log coalesced (`clutch.llm.text.v1`). Tools are
+//! the agent's `tools` entries matched against what the adapters serve (named `server__tool` for the
+//! model), `emit`, and the daemon's own (`builtin`); a tool use is a `tool.call` from the agent through
+//! the engine, so allowlists, approvals and in-doubt recovery apply. Every message carries an idempotency
+//! key of agent, task, attempt and step.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use clutch_core::payload;
+use clutch_core::{Refusal, payload};
 use clutch_proto::message::Recipient;
-use clutch_proto::{Message, MessageType};
+use clutch_proto::{ErrorCode, Message, MessageType};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::agent;
 use crate::provider::{self, Part, Request, Response, Role, ToolSpec, Turn, Usage};
+use crate::{builtin, spec};
 
 /// `payload_type` of a model call's record.
 pub const LLM_CALL_PAYLOAD: &str = "clutch.llm.call.v1";
@@ -78,7 +91,7 @@ pub struct CallUsage {
     pub requests: u64,
 }
 
-/// Why a task failed.
+/// Why a task failed. The code is text: a recorded run's may be one this daemon does not know.
 #[derive(Debug, Clone)]
 pub(crate) struct Failed {
     pub code: String,
@@ -87,9 +100,42 @@ pub(crate) struct Failed {
 }
 
 impl Failed {
-    pub(crate) fn new(code: &str, message: impl Into<String>, retryable: bool) -> Failed {
-        Failed { code: code.to_owned(), message: message.into(), retryable }
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>, retryable: bool) -> Failed {
+        Failed { code: code.as_str().to_owned(), message: message.into(), retryable }
     }
+}
+
+/// Why the loop's world did not do what the loop asked (its text is what the model or the log is
+/// told), or why an answer does not fit the task's output schema.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Error {
+    /// The log or the engine refused a message.
+    #[error("{}", .0.message)]
+    Refused(Box<Refusal>),
+    /// The engine gave no answer for the message.
+    #[error("not stored")]
+    NotStored,
+    /// The answer to a tool call will not come (its task is being stopped).
+    #[error("the call's answer was lost")]
+    AnswerLost,
+    /// Re-executing: the run holds no answer to this tool call.
+    #[error("the run holds no answer to {0}")]
+    NoAnswer(String),
+    /// Re-executing: the run holds no answer to this built-in tool call (its idempotency key).
+    #[error("the run holds no answer to the built-in tool call {0}")]
+    NoBuiltinAnswer(String),
+    /// A built-in tool refused the call.
+    #[error(transparent)]
+    Builtin(#[from] builtin::Error),
+    /// Re-executing: a built-in tool's refusal, as the run recorded it.
+    #[error("{0}")]
+    Recorded(String),
+    /// The answer was text that does not read as JSON, and the model did not call `answer`.
+    #[error("it was text, not JSON, and no call of `{}`", ANSWER_TOOL)]
+    NotJson,
+    /// The answer does not fit the schema: its first problems.
+    #[error("{}", .0.join("; "))]
+    Misfit(Vec<String>),
 }
 
 /// The parameters of the agent's calls.
@@ -104,7 +150,7 @@ pub(crate) struct Params {
 pub(crate) trait Env: Sync {
     /// `agent:<name>`.
     fn id(&self) -> &str;
-    fn config(&self) -> &agent::Config;
+    fn config(&self) -> &spec::Config;
     fn params(&self) -> Params;
     fn system_prompt(&self, request: &Message) -> String;
     /// The tools offered to the model, and the Clutch tool each model name stands for.
@@ -126,7 +172,7 @@ pub(crate) trait Env: Sync {
     /// (`daemon`) through the log's gate in one batch, for the daemon's own `clutch.*` records and
     /// what goes with them. Returns the last message's id (the original's for a repeat), or the
     /// first refusal.
-    fn send(&self, messages: Vec<Message>, daemon: bool) -> impl Future<Output = Result<String, String>> + Send;
+    fn send(&self, messages: Vec<Message>, daemon: bool) -> impl Future<Output = Result<String, Error>> + Send;
     /// A built-in tool (`builtin`) run as this agent: the answer's text, or the refusal's. `key` is
     /// the idempotency key its answer is recorded under.
     fn builtin(
@@ -134,9 +180,9 @@ pub(crate) trait Env: Sync {
         key: &str,
         name: &str,
         args: Map<String, Value>,
-    ) -> impl Future<Output = Result<String, String>> + Send;
+    ) -> impl Future<Output = Result<String, Error>> + Send;
     /// The answer to a tool call, when it comes.
-    fn answer(&self, call_id: &str) -> impl Future<Output = Result<Message, String>> + Send;
+    fn answer(&self, call_id: &str) -> impl Future<Output = Result<Message, Error>> + Send;
     /// Stores `bytes` as an artifact: its reference and size.
     fn artifact(&self, bytes: Vec<u8>) -> impl Future<Output = Option<(String, u64)>> + Send;
 }
@@ -168,7 +214,7 @@ pub(crate) async fn run<E: Env>(env: &E, request: Message, resume: bool) {
     let outcome = match tokio::time::timeout(limit, work(env, &request, resume, &mut record)).await {
         Ok(outcome) => outcome,
         Err(_) => Err(Failed::new(
-            "TASK_TIMEOUT",
+            ErrorCode::TaskTimeout,
             format!("the task took more than {} ms (task_timeout_ms)", env.config().task_timeout_ms),
             true,
         )),
@@ -311,7 +357,7 @@ async fn work<E: Env>(
             })
             .collect();
         req.messages.push(Turn { role: Role::Assistant, content: response.content.clone() });
-        let finish = |text: String, structured: Result<Option<Value>, String>| {
+        let finish = |text: String, structured: Result<Option<Value>, Error>| {
             let mut result = Map::new();
             result.insert("text".into(), Value::String(text));
             match structured {
@@ -320,7 +366,7 @@ async fn work<E: Env>(
                 }
                 Ok(None) => {}
                 Err(why) => {
-                    result.insert("structured_error".into(), Value::String(why));
+                    result.insert("structured_error".into(), Value::String(why.to_string()));
                 }
             }
             result.insert("stop".into(), serde_json::to_value(&response.stop).unwrap_or(Value::Null));
@@ -369,7 +415,7 @@ async fn work<E: Env>(
         let mut results = Vec::with_capacity(uses.len());
         for (i, (id, name, input)) in uses.into_iter().enumerate() {
             if name == ANSWER_TOOL && output_schema.is_some() {
-                let why = misfit.clone().unwrap_or_default();
+                let why = misfit.as_ref().map(ToString::to_string).unwrap_or_default();
                 let content = format!("not taken: {why}; call `{ANSWER_TOOL}` again with an answer that fits");
                 results.push(Part::ToolResult { tool_use_id: id, content, is_error: true });
                 req.tool_choice = Some(ANSWER_TOOL.to_owned());
@@ -386,14 +432,14 @@ async fn work<E: Env>(
         req.messages.push(Turn { role: Role::User, content: results });
     }
     Err(Failed::new(
-        "MAX_TURNS",
+        ErrorCode::MaxTurns,
         format!("the model did not finish in {} calls (max_turns)", env.config().max_turns),
         false,
     ))
 }
 
 /// Accepts the task; a refusal (the task was cancelled or is another's now) is logged.
-async fn accept<E: Env>(env: &E, request: &Message) -> Result<String, String> {
+async fn accept<E: Env>(env: &E, request: &Message) -> Result<String, Error> {
     let accepted = send(env, request, MessageType::TaskAccept, Map::new(), "task.accept", None).await;
     if let Err(e) = &accepted {
         tracing::info!(agent_id = %env.id(), task_id = %request.task_id, error = %e, "task not accepted");
@@ -513,19 +559,17 @@ fn answer_spec(schema: &Value) -> ToolSpec {
 
 /// The structured answer a response gives for `schema`, validated: the `answer` tool's input,
 /// else, when it uses no tool, its text read as that JSON. `None`: it uses other tools only.
-fn answer_of(schema: &Value, uses: &[(String, String, Value)], response: &Response) -> Option<Result<Value, String>> {
+fn answer_of(schema: &Value, uses: &[(String, String, Value)], response: &Response) -> Option<Result<Value, Error>> {
     let given = match uses.iter().find(|(_, name, _)| name == ANSWER_TOOL) {
         Some((_, _, input)) => Ok(input.clone()),
-        None if uses.is_empty() => {
-            json_in(&response.text()).ok_or_else(|| format!("it was text, not JSON, and no call of `{ANSWER_TOOL}`"))
-        }
+        None if uses.is_empty() => json_in(&response.text()).ok_or(Error::NotJson),
         None => return None,
     };
     Some(given.and_then(|v| fits(schema, &v).map(|()| v)))
 }
 
 /// Whether `value` fits `schema`; why not, in a few words, when it does not.
-pub(crate) fn fits(schema: &Value, value: &Value) -> Result<(), String> {
+pub(crate) fn fits(schema: &Value, value: &Value) -> Result<(), Error> {
     let problems = clutch_core::schemas::check(schema, value, "answer");
     if problems.is_empty() {
         return Ok(());
@@ -534,7 +578,7 @@ pub(crate) fn fits(schema: &Value, value: &Value) -> Result<(), String> {
     if problems.len() > 5 {
         why.push(format!("and {} more", problems.len() - 5));
     }
-    Err(why.join("; "))
+    Err(Error::Misfit(why))
 }
 
 /// The JSON value `text` is, whole or as the one fenced block it holds (```json … ```).
@@ -564,17 +608,17 @@ fn task_text(request: &Message) -> String {
 /// A call whose estimate would cross the task's budget, or one of `limits` (whose budget — the
 /// agent's, the run's —, the tokens and dollars used, the budget), is refused.
 pub(crate) fn check_budget(
-    config: &agent::Config,
+    config: &spec::Config,
     provider: &provider::Config,
     req: &Request,
     (used, cost): (Usage, f64),
-    limits: &[(String, (u64, f64), agent::Budget)],
+    limits: &[(String, (u64, f64), spec::Budget)],
 ) -> Result<(), Failed> {
     let estimate = provider::estimate_tokens(req);
     let input = estimate.saturating_sub(u64::from(req.max_tokens));
     let worst = Usage { input_tokens: input, output_tokens: u64::from(req.max_tokens), ..Usage::default() };
     let worst_cost = provider.cost(&req.model, &worst);
-    let over = |what: &str, used_tokens: u64, used_cost: f64, b: agent::Budget| -> Option<Failed> {
+    let over = |what: &str, used_tokens: u64, used_cost: f64, b: spec::Budget| -> Option<Failed> {
         let message = if let Some(limit) = b.tokens.filter(|l| used_tokens + estimate > *l) {
             format!("{what} token budget is {limit}; {used_tokens} used and the next call may take {estimate}")
         } else if let Some(limit) = b.cost_usd.filter(|l| used_cost + worst_cost > *l) {
@@ -582,7 +626,7 @@ pub(crate) fn check_budget(
         } else {
             return None;
         };
-        Some(Failed::new("BUDGET_EXCEEDED", format!("{message}: the call was not made"), false))
+        Some(Failed::new(ErrorCode::BudgetExceeded, format!("{message}: the call was not made"), false))
     };
     if let Some(b) = config.task_budget
         && let Some(f) = over("the task's", used.input_tokens + used.output_tokens, cost, b)
@@ -651,7 +695,7 @@ async fn use_tool<E: Env>(
             }
         };
     }
-    if let Some(entry) = crate::builtin::entry_of(name)
+    if let Some(entry) = builtin::entry_of(name)
         && env.config().tools.iter().any(|t| t == entry)
     {
         let what = format!("builtin:{turn}:{i}");
@@ -661,7 +705,7 @@ async fn use_tool<E: Env>(
         }
         let (text, is_error) = match env.builtin(&key, name, args).await {
             Ok(text) => (text, false),
-            Err(e) => (e, true),
+            Err(e) => (e.to_string(), true),
         };
         // Recorded (with the call's record, when it waits) before the model sees it.
         let mut payload = Map::new();
@@ -706,7 +750,7 @@ async fn use_tool<E: Env>(
         Some(answer) => answer,
         None => match env.answer(&call_id).await {
             Ok(answer) => answer,
-            Err(e) => return (e, true),
+            Err(e) => return (e.to_string(), true),
         },
     };
     tool_answer(&answer)
@@ -715,7 +759,7 @@ async fn use_tool<E: Env>(
 /// A `tool.result` or `tool.error` as text for the model.
 fn tool_answer(answer: &Message) -> (String, bool) {
     if answer.kind == MessageType::ToolError {
-        let code = answer.payload.get("code").and_then(Value::as_str).unwrap_or("TOOL_FAILED");
+        let code = answer.payload.get("code").and_then(Value::as_str).unwrap_or(ErrorCode::ToolFailed.as_str());
         let message = answer.payload.get("message").and_then(Value::as_str).unwrap_or("");
         return (format!("{code}: {message}"), true);
     }
@@ -775,13 +819,13 @@ pub(crate) async fn send<E: Env>(
     payload: Map<String, Value>,
     what: &str,
     payload_type: Option<&str>,
-) -> Result<String, String> {
+) -> Result<String, Error> {
     let m = message(env, request, kind, payload, what, payload_type);
     env.send(vec![m], payload_type.is_some()).await
 }
 
 /// Sends `m`, with the record waiting to be stored (if one is) in the same commit.
-async fn send_with<E: Env>(env: &E, record: &mut Option<Message>, m: Message) -> Result<String, String> {
+async fn send_with<E: Env>(env: &E, record: &mut Option<Message>, m: Message) -> Result<String, Error> {
     match record.take() {
         Some(r) => env.send(vec![r, m], true).await,
         None => env.send(vec![m], false).await,

@@ -1,6 +1,17 @@
 //! The PostgreSQL backend of [`clutch_store::Backend`]: the event log and the artifact store in one
 //! schema of a PostgreSQL database, which several daemons may share, with the lists and the search
 //! index derived from the log beside them (`lists`).
+//!
+//! Each batch is appended under the schema's advisory transaction lock (`pg_advisory_xact_lock`, keyed
+//! by the schema: `lock_key`), so several stores sharing one schema still produce gap-free `seq`s; the
+//! batch's dedup lookups take one round trip and its rows go in with `UNNEST` inserts (see `append`
+//! for what each message becomes). Every pooled session commits with `synchronous_commit=on` and plans
+//! each statement per execution (a generic plan cached while the log was small kept scanning it), with
+//! JIT off. A store opened as the writer ([`Options::writer`], what `clutch serve` does) also holds a
+//! session advisory lock on a connection of its own for as long as it is open (`claim_writer`, a key
+//! apart from the appends' lock), so a second daemon on the same schema refuses to start
+//! ([`Error::Busy`]) and names the session holding it: the engine's state in memory assumes its daemon
+//! is the only writer. Artifacts are rows of a table; migrations are the `migrate` module's.
 
 mod append;
 mod lists;

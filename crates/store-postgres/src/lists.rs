@@ -5,6 +5,14 @@
 //! that it reflects every event appended before it was asked for. Each chunk of events is derived
 //! in one transaction under an advisory lock of its own, so stores sharing a schema take turns and
 //! the lists always cover exactly the events up to `lists_upto`.
+//!
+//! A derivation commits without waiting for its flush (`begin_derivation`): the lists are derived
+//! data and `lists_upto` commits with them, so a crash loses whole derivations only, derived again at
+//! the next start. Retention's `remove_run` takes the lists' lock before the appends', so no
+//! derivation in flight writes a removed run's rows back. The follower refreshes the tables'
+//! statistics itself every [`ANALYZE_EVERY`] events it derives. The search index is `search_docs`,
+//! with a generated `tsvector` under a GIN index; the arrays the filters read (a run's agents, a
+//! thread's participants, a task's requirements) are generated `jsonb` columns.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,8 +6,20 @@
 //! The index file holds derived data only. It covers the events up to `indexed_upto`, never past the
 //! log's durable head (so that a power loss cannot leave it naming events the log lost), and a read
 //! finds the events past that by scanning the log's short tail, so reads are exact whatever the lag.
-//! A missing or damaged index file, or one ahead of its log (a log restored from a backup), is
-//! rebuilt from the log in the background.
+//! A missing or damaged index file, one of an older format ([`FORMAT`], `PRAGMA user_version`), or one
+//! ahead of its log (a log restored from a backup), is rebuilt from the log in the background; how far
+//! the index lags is in `/metrics` (`clutch_store_index_lag_events`).
+//!
+//! The indexer (the thread `clutch-index`) wakes when `Options::index_chunk` durable events have
+//! gathered, or every `Options::index_every`, and indexes them in deferred transactions that write the
+//! index file only and read the log through `ATTACH`, so it never takes the log's write lock. It runs
+//! at a lower priority than the threads that answer clients ([`INDEX_NICE`]): under full load the
+//! index takes what CPU is left and catches up when the load eases.
+//!
+//! Retention finds a run's oldest events through the index on a reader, the writer removes them, and
+//! their index entries go after ([`forget`], with the run's search documents and, once no event of
+//! the run is left, its list rows); a crash in between leaves entries that name no event, which reads
+//! skip.
 
 use std::ops::Not;
 use std::path::Path;
@@ -288,8 +300,16 @@ pub(crate) fn rebuild_lists(conn: &mut Connection) -> rusqlite::Result<u64> {
         .map(|n| n as u64)
 }
 
+/// An event retention removes: its `seq`, its key in each index (in [`INDEXES`]' order) and its
+/// recipients.
+pub(crate) struct Removed {
+    pub(crate) seq: u64,
+    pub(crate) keys: [String; 5],
+    pub(crate) to: Vec<String>,
+}
+
 /// Removes the index entries of events retention removed.
-pub(crate) fn forget(conn: &Connection, removed: &[crate::log::Removed]) -> rusqlite::Result<()> {
+pub(crate) fn forget(conn: &Connection, removed: &[Removed]) -> rusqlite::Result<()> {
     let tx = conn.unchecked_transaction()?;
     let mut runs: Vec<&str> = removed.iter().map(|e| e.keys[2].as_str()).collect();
     runs.sort_unstable();

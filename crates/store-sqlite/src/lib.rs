@@ -11,6 +11,17 @@
 //! thread of their own from the durable log (see [`index`]); a read finds the rows not yet indexed by
 //! scanning that short tail, so reads are exact whatever the lag. The id and idempotency-key indexes,
 //! which dedup relies on, and the recipients table take every row in its append's transaction.
+//!
+//! One writer connection makes every write, each batch in one `BEGIN IMMEDIATE` transaction (see
+//! `log`); `append_batch`, `set_cursor` and `set_snapshot` flush before they return, and `open`
+//! flushes whatever the WAL holds (a commit a crash left unflushed) before it serves anything. Reads
+//! take one of a few read connections (`READERS`), each with the index file attached as `idx`, and
+//! never wait on the writer. A connection that meets a lock waits in short steps (`busy`), not in
+//! SQLite's millisecond sleeps. The WAL is checkpointed on a thread of its own (`Checkpointer`), so
+//! no commit pays for one: passive rounds, ending with a short `RESTART` once the WAL has grown past
+//! `RESTART_FRAMES`, so that under steady load it is rewritten from its start instead of growing
+//! (every flush of a growing file pays for a file-system journal commit too). Migrations are tracked
+//! by `PRAGMA user_version`.
 
 mod artifacts;
 mod index;

@@ -3,6 +3,14 @@
 //! a larger chunk at a time than the indexes (each derivation rewrites the rows its events touch),
 //! or at once when a read waits for them; `lists_upto` says how far they reach. Reads see them
 //! through the readers' `idx` attachment.
+//!
+//! The tables are `runs`, `threads` and `tasks` (a row per item: its JSON, and the columns the
+//! filters and the order by last activity use) and `docs`, the FTS5 search index (rowid = `seq`).
+//! A list or a search first waits, a short while at most (`LISTS_PATIENCE`, in the crate root), for
+//! the indexer to cover what is durable, waking it, then reads as of `lists_upto`. A derivation reads
+//! its events from the log in a statement of its own and lets the log go before it folds and writes
+//! ([`events`]): a checkpoint that restarts the log's WAL waits for the log's readers, and holds the
+//! log's writer back while it waits.
 
 use clutch_proto::Message;
 use clutch_store::lists::{

@@ -1,4 +1,10 @@
 //! The event log's SQL: the batch append with its dedup rules, and the indexed reads.
+//!
+//! A batch is one `BEGIN IMMEDIATE` transaction: the next `seq` is the head plus one under the write
+//! lock (the head counts the highest `seq` retention ever removed, `log_floor`, so `seq` never goes
+//! back), and each row is inserted optimistically (`ON CONFLICT DO NOTHING`), the original looked up
+//! only when a uniqueness constraint refuses it. A read goes through the index file up to its
+//! `indexed_upto` and scans the log's rows after it, in one read transaction.
 
 use std::sync::Arc;
 
@@ -127,17 +133,14 @@ pub(crate) fn head(c: &Connection) -> rusqlite::Result<u64> {
     c.prepare_cached(HEAD)?.query_row([], |r| r.get::<_, i64>(0)).map(|n| n as u64)
 }
 
-/// An event retention removes: its `seq`, its key in each index (in [`crate::index::INDEXES`]'
-/// order) and its recipients.
-pub(crate) struct Removed {
-    pub(crate) seq: u64,
-    pub(crate) keys: [String; 5],
-    to: Vec<String>,
-}
-
 /// The oldest `limit` events of `run_id` up to `upto` (see `Backend::remove_run`), read through the
 /// indexes; a body that does not parse still goes, with the keys its row has.
-pub(crate) fn oldest_of_run(c: &Connection, run_id: &str, upto: u64, limit: usize) -> rusqlite::Result<Vec<Removed>> {
+pub(crate) fn oldest_of_run(
+    c: &Connection,
+    run_id: &str,
+    upto: u64,
+    limit: usize,
+) -> rusqlite::Result<Vec<crate::index::Removed>> {
     #[derive(serde::Deserialize)]
     struct To {
         #[serde(default)]
@@ -160,14 +163,14 @@ pub(crate) fn oldest_of_run(c: &Connection, run_id: &str, upto: u64, limit: usiz
             // A body that does not parse has no recipients this could name; its rows, if any, are
             // unreachable once the event is gone (an inbox read joins the events).
             let to = serde_json::from_str::<To>(&e.json).map(|t| t.to).unwrap_or_default();
-            Ok(Removed { seq: e.seq, keys, to: to.into_iter().map(|r| r.agent_id).collect() })
+            Ok(crate::index::Removed { seq: e.seq, keys, to: to.into_iter().map(|r| r.agent_id).collect() })
         })
         .collect()
 }
 
 /// Removes `events` and their recipients' rows in one transaction, first raising `log_floor` to the
 /// head so that `seq` never goes back.
-pub(crate) fn remove(conn: &mut Connection, events: &[Removed]) -> rusqlite::Result<()> {
+pub(crate) fn remove(conn: &mut Connection, events: &[crate::index::Removed]) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     tx.prepare_cached(&format!("UPDATE log_floor SET seq = ({HEAD})"))?.execute([])?;
     {

@@ -1,6 +1,18 @@
 //! The storage contract: the append-only event log and the content-addressed artifact store, as one
 //! [`Backend`] trait that `store-sqlite` and `store-postgres` implement and one conformance suite
 //! (feature `conformance`) that both run.
+//!
+//! A [`Backend`] appends batches of [`Entry`]s (a message and its canonical JSON, made once on the
+//! caller's task, off the writer's serial path) in one durable transaction each, deciding dedup
+//! inside that transaction; a backend that can commit without flushing also offers
+//! [`Backend::write_batch`] and [`Backend::sync`], and one whose writes occupy a thread anyway offers
+//! them as blocking calls ([`BlockingWrites`]). Beside the log it keeps indexed reads ([`Filter`]),
+//! artifacts, named cursors (a consumer's position), named snapshots (opaque bytes saved with the
+//! `seq` they cover) and records: durable state by space and key, kept beside the log and never in it,
+//! for what a face must keep but must not replay or show (a webhook's credentials). Retention removes
+//! a run's oldest events a chunk per durable transaction ([`Backend::remove_run`]); the head counts
+//! the highest `seq` ever removed (`log_floor`), so `seq` never goes back. And the lists ([`lists`]):
+//! pages of runs, threads and tasks by last activity, and full-text search.
 
 use std::sync::Arc;
 

@@ -4,10 +4,17 @@
 //! ([`touched`]), applies the chunk, and writes back what changed ([`Rows::changed`]) with the
 //! search documents of the chunk ([`Doc`]), in one transaction with how far it reached.
 //!
+//! A run's row holds its title, kind, state (from its root task; a workflow's from its planned
+//! tasks), first and last activity, its tasks counted by state, and its agents; a thread's its title,
+//! run, participants and count; a task's its state, agent, requirements, workflow and error. Each
+//! event's text is a search document ([`doc_text`]); a search ranks its matches a window at a time
+//! ([`SEARCH_WINDOW`]): the newest by relevance, then the next older ones, so a word half the log
+//! holds costs a page no more than a rare one.
+//!
 //! A page is sorted by last activity, newest first. Its cursor pins the log position the first page
 //! was read at (`as_of`): later pages place a row that moved since by its last event at or before
-//! `as_of`, and leave out rows born after it, so paging while events arrive neither skips nor repeats
-//! an item. A row's state and filters are read as they are now.
+//! `as_of` ([`merge_page`]), and leave out rows born after it, so paging while events arrive neither
+//! skips nor repeats an item. A row's state and filters are read as they are now.
 //!
 //! A task's state follows its lifecycle messages as the engine's table of transitions does, with
 //! one difference: a retryable error shows `failed` until the task is routed again (the retry

@@ -72,30 +72,45 @@ pub struct WebhookConfig {
     pub secret: Option<String>,
 }
 
+/// What is wrong with a hook's or a webhook's config, naming the field.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("name {name:?}: {why}")]
+    Name { name: String, why: String },
+    #[error("{hook}: secret: at least 16 characters")]
+    ShortSecret { hook: String },
+    #[error("{hook}: signature_header: a header name")]
+    SignatureHeader { hook: String },
+    #[error("{webhook}: url: an http:// or https:// URL")]
+    Url { webhook: String },
+    #[error("{webhook}: types: `{kind}` is not a message type")]
+    Type { webhook: String, kind: String },
+}
+
 impl HookConfig {
-    /// What is wrong with it, in words naming the field.
-    pub fn check(&self) -> Result<(), String> {
-        id::check_name(&self.name).map_err(|e| format!("name {:?}: {e}", self.name))?;
+    /// What is wrong with it, naming the field.
+    pub fn check(&self) -> Result<(), Error> {
+        id::check_name(&self.name).map_err(|why| Error::Name { name: self.name.clone(), why })?;
         if self.secret.len() < 16 {
-            return Err(format!("{}: secret: at least 16 characters", self.name));
+            return Err(Error::ShortSecret { hook: self.name.clone() });
         }
         if self.signature_header.is_empty() || !self.signature_header.bytes().all(|b| b.is_ascii_graphic() && b != b':')
         {
-            return Err(format!("{}: signature_header: a header name", self.name));
+            return Err(Error::SignatureHeader { hook: self.name.clone() });
         }
         Ok(())
     }
 }
 
 impl WebhookConfig {
-    /// What is wrong with it, in words naming the field.
-    pub fn check(&self) -> Result<(), String> {
-        id::check_name(&self.name).map_err(|e| format!("name {:?}: {e}", self.name))?;
+    /// What is wrong with it, naming the field.
+    pub fn check(&self) -> Result<(), Error> {
+        id::check_name(&self.name).map_err(|why| Error::Name { name: self.name.clone(), why })?;
         if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
-            return Err(format!("{}: url: an http:// or https:// URL", self.name));
+            return Err(Error::Url { webhook: self.name.clone() });
         }
         for t in &self.types {
-            t.parse::<MessageType>().map_err(|_| format!("{}: types: `{t}` is not a message type", self.name))?;
+            t.parse::<MessageType>().map_err(|_| Error::Type { webhook: self.name.clone(), kind: t.clone() })?;
         }
         Ok(())
     }

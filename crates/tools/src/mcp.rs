@@ -6,7 +6,7 @@
 //! a Streamable HTTP URL (reached through the outbound guard's client, so the operator's
 //! `outbound.*` rules apply to it as to every URL). Either protocol era is spoken, whichever the
 //! server does (rmcp's `Auto` lifecycle). When a server stops or cannot be reached, it is started
-//! again after a backoff (core's, 0.2 s doubling to 30 s); its state, restarts and last error are in
+//! again after a backoff (core's supervisor: 0.2 s doubling to 30 s); its state, restarts and last error are in
 //! [`Servers::servers`] (`GET /v1/tools`).
 //!
 //! A call waits up to the server's `connect_timeout_ms` for it to be ready (once: the wait its
@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use clutch_core::adapter::{Adapter, Answer, BoxFuture};
+use clutch_core::supervise::{self, Exit, Restart};
 use clutch_core::view::{ServerState, Tool, ToolAnnotations, ToolServer};
 use clutch_core::{payload, tool};
 use clutch_proto::{ErrorCode, Message, MessageType};
@@ -83,26 +84,27 @@ fn default_call_timeout_ms() -> u64 {
 }
 
 impl ServerConfig {
-    /// What is wrong with it, in words naming the field.
-    pub fn check(&self) -> Result<(), String> {
-        clutch_proto::id::check_name(&self.name).map_err(|e| format!("name {:?}: {e}", self.name))?;
+    /// What is wrong with it, naming the field.
+    pub fn check(&self) -> Result<(), Error> {
+        clutch_proto::id::check_name(&self.name).map_err(|why| Error::Name { name: self.name.clone(), why })?;
+        let server = || self.name.clone();
         match (&self.command, &self.url) {
             (Some(c), None) if !c.trim().is_empty() => {}
             (None, Some(url)) => {
                 if !url.starts_with("http://") {
-                    return Err(format!("{}: url: only http:// URLs are supported", self.name));
+                    return Err(Error::NotHttp { server: server() });
                 }
                 if !self.args.is_empty() || !self.env.is_empty() {
-                    return Err(format!("{}: args and env go with a command, not a url", self.name));
+                    return Err(Error::ArgsWithUrl { server: server() });
                 }
             }
-            _ => return Err(format!("{}: give either a command (stdio) or a url (Streamable HTTP)", self.name)),
+            _ => return Err(Error::NoTransport { server: server() }),
         }
         if self.command.is_some() && !self.headers.is_empty() {
-            return Err(format!("{}: headers go with a url, not a command", self.name));
+            return Err(Error::HeadersWithCommand { server: server() });
         }
         if self.connect_timeout_ms == 0 || self.call_timeout_ms == 0 {
-            return Err(format!("{}: timeouts must be at least 1 ms", self.name));
+            return Err(Error::NoTimeout { server: server() });
         }
         Ok(())
     }
@@ -110,6 +112,43 @@ impl ServerConfig {
     fn transport(&self) -> &'static str {
         if self.url.is_some() { "http" } else { "stdio" }
     }
+}
+
+/// What is wrong with a server's config, or why connecting to it failed (as its status and the
+/// errors of the calls it refused say).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("name {name:?}: {why}")]
+    Name { name: String, why: String },
+    #[error("{server}: url: only http:// URLs are supported")]
+    NotHttp { server: String },
+    #[error("{server}: args and env go with a command, not a url")]
+    ArgsWithUrl { server: String },
+    #[error("{server}: give either a command (stdio) or a url (Streamable HTTP)")]
+    NoTransport { server: String },
+    #[error("{server}: headers go with a url, not a command")]
+    HeadersWithCommand { server: String },
+    #[error("{server}: timeouts must be at least 1 ms")]
+    NoTimeout { server: String },
+    #[error("servers over HTTP need the outbound guard's client")]
+    NoClient,
+    /// The outbound guard refuses the URL, or cannot use it.
+    #[error("{0}")]
+    Outbound(clutch_outbound::Error),
+    #[error("header name {0:?}")]
+    HeaderName(String),
+    #[error("the value of header {0} is not valid")]
+    HeaderValue(reqwest::header::HeaderName),
+    #[error("cannot start `{command}`: {error}")]
+    Spawn { command: String, error: std::io::Error },
+    #[error("the command's stderr is not available")]
+    NoStderr,
+    #[error("the command's stdin and stdout are not available")]
+    NoStdio,
+    /// The MCP handshake failed: rmcp's words and their causes and, for a command, why it stopped
+    /// (bounded, as they quote what the server said).
+    #[error("{0}")]
+    Handshake(String),
 }
 
 /// The MCP client adapter: every declared server, each kept connected until [`Servers::stop`].
@@ -175,7 +214,7 @@ impl Servers {
             .collect();
         let this = Servers { servers: Arc::new(servers), http, stop };
         for server in this.servers.values() {
-            tokio::spawn(supervise(server.clone(), this.http.clone(), this.stop.subscribe()));
+            tokio::spawn(keep_connected(server.clone(), this.http.clone(), this.stop.subscribe()));
         }
         this
     }
@@ -418,80 +457,71 @@ fn annotations(tool: &rmcp::model::Tool) -> ToolAnnotations {
     }
 }
 
-/// Keeps one server connected until `stop`: connects, lists its tools, waits for the connection to
-/// end, and starts again after a backoff.
-async fn supervise(server: Arc<Server>, http: Option<clutch_outbound::Client>, mut stop: watch::Receiver<bool>) {
-    let name = server.config.name.clone();
-    let mut failures: u32 = 0;
-    loop {
-        let connect = Duration::from_millis(server.config.connect_timeout_ms);
-        // What this start's command writes on stderr, kept past a connection given up on.
-        let said = Tail::default();
-        let attempt = tokio::time::timeout(connect, connect_to(&server.config, http.as_ref(), &said)).await;
-        match attempt {
-            Ok(Ok((service, mut process))) => {
-                let service = Arc::new(service);
-                match tokio::time::timeout(connect, service.peer().list_all_tools()).await {
-                    Ok(Ok(tools)) => {
-                        failures = 0;
-                        tracing::info!(server = %name, tools = tools.len(), "MCP server ready");
-                        server.set(|s| {
-                            s.state = ServerState::Ready;
-                            s.error = None;
-                            s.tools = tools;
-                            s.service = Some(service.clone());
-                        });
-                        let why = ended(&server, &service, process.as_mut(), &mut stop).await;
-                        server.set(|s| s.service = None);
-                        if *stop.borrow() {
-                            break;
-                        }
-                        tracing::warn!(server = %name, why = %why, "MCP server stopped; starting it again");
-                        server.set(|s| s.error = Some(why));
-                    }
-                    Ok(Err(e)) => server.set(|s| s.error = Some(format!("listing its tools failed: {e}"))),
-                    Err(_) => server.set(|s| s.error = Some("listing its tools timed out".into())),
-                }
-                if let Some(process) = process.as_mut() {
-                    let _ = process.child.kill().await;
-                }
-            }
-            Ok(Err(why)) => server.set(|s| s.error = Some(why)),
-            Err(_) => {
-                let why = bounded(format!("connecting took longer than {} ms{}", connect.as_millis(), said.said()));
-                server.set(|s| s.error = Some(why));
-            }
-        }
-        if *stop.borrow() {
-            break;
-        }
-        failures += 1;
-        let delay =
-            clutch_core::backoff(Duration::from_millis(200), Duration::from_secs(30), failures, failures as u64);
-        if failures > 1 {
-            tracing::warn!(server = %name, error = ?server.status().error, retry_in_ms = delay.as_millis() as u64, "MCP server unavailable");
-        }
+/// Keeps one server connected until `stop` is set: core's supervisor runs [`attempt`] again after
+/// each end, 0.2 s doubling to 30 s later (the server `Restarting` meanwhile), and drops the one
+/// under way when the daemon stops, which ends the command (`kill_on_drop`).
+async fn keep_connected(server: Arc<Server>, http: Option<clutch_outbound::Client>, mut stop: watch::Receiver<bool>) {
+    let service = format!("{ADAPTER}:{}", server.config.name);
+    let restart = Restart { first: Duration::from_millis(200), max: Duration::from_secs(30) };
+    let stopping = async move {
+        let _ = stop.wait_for(|stop| *stop).await;
+    };
+    supervise::run(&service, restart, stopping, || async {
+        let why = attempt(&server, http.as_ref()).await;
         server.set(|s| {
+            s.error = Some(why.clone());
             s.state = ServerState::Restarting;
             s.restarts += 1;
         });
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = stop.changed() => break,
-        }
-    }
+        Exit::Failed(why)
+    })
+    .await;
     server.set(|s| {
         s.state = ServerState::Stopped;
         s.service = None;
     });
 }
 
-/// Waits for the connection to end (the command exits, the transport closes) or for `stop`; says why.
+/// One start of a server: connects, lists its tools, serves calls until the connection ends (the
+/// server `Ready` meanwhile); why it ended.
+async fn attempt(server: &Server, http: Option<&clutch_outbound::Client>) -> String {
+    let connect = Duration::from_millis(server.config.connect_timeout_ms);
+    // What this start's command writes on stderr, kept past a connection given up on.
+    let said = Tail::default();
+    let (service, mut process) = match tokio::time::timeout(connect, connect_to(&server.config, http, &said)).await {
+        Ok(Ok(connected)) => connected,
+        Ok(Err(e)) => return e.to_string(),
+        Err(_) => return bounded(format!("connecting took longer than {} ms{}", connect.as_millis(), said.said())),
+    };
+    let service = Arc::new(service);
+    let why = match tokio::time::timeout(connect, service.peer().list_all_tools()).await {
+        Ok(Ok(tools)) => {
+            tracing::info!(server = %server.config.name, tools = tools.len(), "MCP server ready");
+            server.set(|s| {
+                s.state = ServerState::Ready;
+                s.error = None;
+                s.tools = tools;
+                s.service = Some(service.clone());
+            });
+            let why = ended(server, &service, process.as_mut()).await;
+            server.set(|s| s.service = None);
+            why
+        }
+        Ok(Err(e)) => format!("listing its tools failed: {e}"),
+        Err(_) => "listing its tools timed out".into(),
+    };
+    if let Some(process) = process.as_mut() {
+        let _ = process.child.kill().await;
+    }
+    why
+}
+
+/// Waits for the connection to end (the command exits, the transport closes, a call finds it
+/// broken); says why.
 async fn ended(
     server: &Server,
     service: &RunningService<RoleClient, ClientConfig>,
     process: Option<&mut Process>,
-    stop: &mut watch::Receiver<bool>,
 ) -> String {
     let exited = async {
         match process {
@@ -512,7 +542,6 @@ async fn ended(
         why = exited => why,
         why = closed => why,
         () = server.lost.notified() => "a call found its connection broken".to_owned(),
-        _ = stop.changed() => "the daemon is stopping".to_owned(),
     }
 }
 
@@ -613,25 +642,26 @@ async fn connect_to(
     config: &ServerConfig,
     http: Option<&clutch_outbound::Client>,
     tail: &Tail,
-) -> Result<Connected, String> {
+) -> Result<Connected, Error> {
     let mut info = ClientConfig::default();
     info.client_info = Implementation::new("clutch", env!("CARGO_PKG_VERSION"));
     let lifecycle =
         ClientLifecycleMode::Auto { preferred_versions: vec![ProtocolVersion::V_2026_07_28], legacy_version: None };
     if let Some(url) = &config.url {
-        let http = http.ok_or("servers over HTTP need the outbound guard's client")?;
-        let client = http.for_url(url).map_err(|e| format!("{e}"))?;
+        let http = http.ok_or(Error::NoClient)?;
+        let client = http.for_url(url).map_err(Error::Outbound)?;
         let mut transport = StreamableHttpClientTransportConfig::with_uri(url.clone());
         transport.retry_config = Arc::new(Resume);
         for (name, value) in &config.headers {
             let name =
-                reqwest::header::HeaderName::try_from(name.as_str()).map_err(|_| format!("header name {name:?}"))?;
-            let value = reqwest::header::HeaderValue::try_from(value.as_str())
-                .map_err(|_| format!("the value of header {name} is not valid"))?;
+                reqwest::header::HeaderName::try_from(name.as_str()).map_err(|_| Error::HeaderName(name.clone()))?;
+            let value =
+                reqwest::header::HeaderValue::try_from(value.as_str()).map_err(|_| Error::HeaderValue(name.clone()))?;
             transport.custom_headers.insert(name, value);
         }
         let transport = StreamableHttpClientTransport::with_client(client, transport);
-        let service = info.serve_with_lifecycle(transport, lifecycle).await.map_err(|e| bounded(causes(&e)))?;
+        let service =
+            info.serve_with_lifecycle(transport, lifecycle).await.map_err(|e| Error::Handshake(bounded(causes(&e))))?;
         return Ok((service, None));
     }
     let command = config.command.as_deref().unwrap_or_default();
@@ -643,10 +673,10 @@ async fn connect_to(
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+        .map_err(|error| Error::Spawn { command: command.to_owned(), error })?;
     // What it writes on stderr goes to the daemon's log, at debug; its last lines are kept.
     let Some(stderr) = child.stderr.take() else {
-        return Err("the command's stderr is not available".into());
+        return Err(Error::NoStderr);
     };
     let reader = {
         let (name, tail) = (config.name.clone(), tail.clone());
@@ -659,7 +689,7 @@ async fn connect_to(
         })
     };
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-        return Err("the command's stdin and stdout are not available".into());
+        return Err(Error::NoStdio);
     };
     let mut process = Process { child, reader, tail: tail.clone() };
     match info.serve_with_lifecycle((stdout, stdin), lifecycle).await {
@@ -670,7 +700,7 @@ async fn connect_to(
             let exiting =
                 matches!(e, ClientInitializeError::ConnectionClosed(_) | ClientInitializeError::TransportError { .. });
             let why = process.stopped(if exiting { EXIT_WAIT } else { Duration::ZERO }).await;
-            Err(bounded(format!("it did not complete the MCP handshake ({}); {why}", causes(&e))))
+            Err(Error::Handshake(bounded(format!("it did not complete the MCP handshake ({}); {why}", causes(&e)))))
         }
     }
 }

@@ -34,7 +34,7 @@ impl Face for Witness {
         "witness"
     }
 
-    fn routes(&self, _core: &Running) -> Result<Router, String> {
+    fn routes(&self, _core: &Running) -> Result<Router, face::Error> {
         Ok(Router::new().route("/witness", axum::routing::get(|| async { "here" })))
     }
 
@@ -61,8 +61,8 @@ impl Face for Refusing {
         "refusing"
     }
 
-    fn routes(&self, _core: &Running) -> Result<Router, String> {
-        Err("no routes today".into())
+    fn routes(&self, _core: &Running) -> Result<Router, face::Error> {
+        Err(face::Error::Refused("no routes today".into()))
     }
 }
 

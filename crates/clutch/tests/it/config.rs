@@ -31,15 +31,15 @@ fn flags_beat_env_beats_file_beats_defaults() {
     assert_eq!(config["limits"]["body_bytes"].as_integer(), Some(2000), "{out:?}");
     assert_eq!(config["log_service"]["queue"].as_integer(), Some(10), "file beats default: {out:?}");
     assert_eq!(config["log_service"]["batch_max"].as_integer(), Some(1024), "default: {out:?}");
-    assert_eq!(config["stream"]["keepalive_secs"].as_integer(), Some(15), "default: {out:?}");
+    assert_eq!(config["stream"]["keepalive"].as_str(), Some("15s"), "default: {out:?}");
 
     // An explicit --config file, and a default config with nothing at all.
     let other = dir.path().join("other.toml");
-    std::fs::write(&other, "[stream]\nkeepalive_secs = 3\n").unwrap();
+    std::fs::write(&other, "[stream]\nkeepalive = \"3s\"\n").unwrap();
     let out = dump(dir.path(), &[], &["--config", other.to_str().unwrap()]);
     assert_eq!(out.code, Some(0), "{out:?}");
     let config: toml::Table = toml::from_str(&out.stdout).unwrap();
-    assert_eq!(config["stream"]["keepalive_secs"].as_integer(), Some(3));
+    assert_eq!(config["stream"]["keepalive"].as_str(), Some("3s"));
     assert_eq!(config["listen"].as_str(), Some("127.0.0.1:7700"), "not ./clutch.toml as well: {out:?}");
 }
 

@@ -59,7 +59,7 @@ async fn retention_archives_an_old_run_that_replays_from_its_file_postgres() {
 async fn retention_round_trip(db: &[&str], data: &std::path::Path) {
     let mut cmd = clutch();
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"]).arg(data).args(db);
-    cmd.envs([("CLUTCH_RETENTION_AFTER_DAYS", "30"), ("CLUTCH_RETENTION_CHUNK", "2")]);
+    cmd.envs([("CLUTCH_RETENTION_AFTER", "30d"), ("CLUTCH_RETENTION_CHUNK", "2")]);
     let daemon = Daemon::spawn(cmd);
     let http = reqwest::Client::new();
     let (old, recent) = (run_id(), run_id());

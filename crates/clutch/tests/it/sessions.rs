@@ -441,7 +441,7 @@ async fn failures_timeouts_and_cancel_end_sessions_as_the_seed_says() {
     }))
     .await
     .unwrap();
-    let (_dir, _daemon, http, url) = up(&fake, "consensus_timeout_ms = 1500").await;
+    let (_dir, _daemon, http, url) = up(&fake, "consensus_timeout = \"1500ms\"").await;
 
     // One agent fails: announced to the other; the lone analysis is escalated as unverified.
     let inv = invoke(&http, &url, "mirror", json!({"input": "6 × 7"})).await;

@@ -118,7 +118,7 @@ impl Daemon {
         Daemon::start_with(data_dir, &[])
     }
 
-    /// The same with `env` set, e.g. `CLUTCH_ENGINE_ACCEPT_TIMEOUT_MS` for short engine timers.
+    /// The same with `env` set, e.g. `CLUTCH_ENGINE_ACCEPT_TIMEOUT` for short engine timers.
     pub fn start_with(data_dir: &Path, env: &[(&str, &str)]) -> Daemon {
         let mut cmd = clutch();
         cmd.arg("serve").arg("--listen").arg("127.0.0.1:0").arg("--data-dir").arg(data_dir);

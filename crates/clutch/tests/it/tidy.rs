@@ -1,10 +1,19 @@
 //! Architecture invariants checked on the source tree (rust-analyzer's `tidy`): which crate may
 //! depend on which, crate metadata, file headers, leftover debugging macros, a synchronous `proto`,
-//! and an ARCHITECTURE.md that names every crate. Manifests are read line by line, std only.
+//! and an ARCHITECTURE.md that names every crate; and, in the modules below, rules read from the
+//! code itself. Manifests and Cargo.lock are read with the `toml` crate.
+
+mod codes;
+mod defaults;
+mod imports;
+mod tokens;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
 
 /// Who may depend on whom: crate directory → the internal crates (by directory) its
 /// `[dependencies]` may name. `None` means anything (the binary wires everything together).
@@ -155,10 +164,10 @@ fn internal_crates_are_unpublished_0_0_0_and_named_after_their_directory() {
         if m.name.as_deref() != Some(want.as_str()) {
             bad.push(format!("  {path}: [package] name must be \"{want}\" (crates/<dir> holds clutch-<dir>)"));
         }
-        if m.version.as_deref() != Some("\"0.0.0\"") {
+        if m.version.as_deref() != Some("0.0.0") {
             bad.push(format!("  {path}: [package] needs `version = \"0.0.0\"` (internal crates are never versioned)"));
         }
-        if m.publish.as_deref() != Some("false") {
+        if m.publish != Some(false) {
             bad.push(format!("  {path}: [package] needs `publish = false`"));
         }
         for dep in m.deps.iter().filter(|d| d.name.starts_with("clutch") && !d.workspace) {
@@ -307,7 +316,7 @@ fn proto_stays_synchronous() {
     let lock_path = root().join("Cargo.lock");
     let lock = fs::read_to_string(&lock_path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}; run `cargo generate-lockfile`", lock_path.display()));
-    let graph = lock_graph(&lock);
+    let graph = lock_graph(&lock_path, &lock);
     let mut via: BTreeMap<&str, &str> = BTreeMap::new();
     let mut queue = VecDeque::from(["clutch-proto"]);
     while let Some(name) = queue.pop_front() {
@@ -357,6 +366,54 @@ fn architecture_md_mentions_every_crate() {
     );
 }
 
+/// The map stays a map: the tuning of a mechanism (a buffer's size, a timeout, a measured figure)
+/// belongs in the doc of the module that has it, where it changes with the code. Numbers that name
+/// something are allowed: versions (`1.0`), protocol revisions (`2025-11-25`) and RFCs.
+#[test]
+fn architecture_md_holds_no_tuning_numbers() {
+    let text = fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let found = tuning_numbers(&text);
+    assert!(
+        found.is_empty(),
+        "ARCHITECTURE.md holds numbers of mechanisms; say what and where, and move how much to the module's doc:\n{}",
+        found.join("\n")
+    );
+}
+
+/// Each number of `text` that names nothing, with its line: `12: 4096`. A word that starts with a
+/// digit is a number (`500ms`, `1,024`, `20%`); one that starts with a letter is a name (`a2a`,
+/// `ed25519`, `v0`).
+fn tuning_numbers(text: &str) -> Vec<String> {
+    /// The protocol versions the project speaks (A2A's, Clutch's).
+    const VERSIONS: [&str; 3] = ["1.0", "0.3", "0.1"];
+    let mut found = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let words: Vec<&str> = line
+            .split(|c: char| c.is_whitespace() || "`()[]{};:,'\"*".contains(c))
+            .map(|w| w.trim_end_matches('.'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        for (j, word) in words.iter().enumerate() {
+            if !word.starts_with(|c: char| c.is_ascii_digit()) {
+                continue;
+            }
+            let revision = word.len() == 10 && word.split('-').map(str::len).eq([4, 2, 2]);
+            let rfc = j > 0 && words[j - 1] == "RFC";
+            if !(VERSIONS.contains(word) || revision || rfc) {
+                found.push(format!("{}: {word}", i + 1));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_map_check_tells_names_from_tuning() {
+    let text = "A2A 1.0 and 0.3, MCP 2025-11-25, RFC 8785, ed25519, a2a, v0.\n\
+                At most 32 subscribers (1024 events, 500ms); 4.4 switches; a 20% drop.\n";
+    assert_eq!(tuning_numbers(text), ["2: 32", "2: 1024", "2: 500ms", "2: 4.4", "2: 20%"]);
+}
+
 /// The daemon ships without the load drivers: the binary links `clutch-bench` only through its
 /// `bench` feature, nothing the daemon is built from reaches it (Cargo.lock), and in the binary's
 /// sources only the CLI names it, each time in an item under `#[cfg(feature = "bench")]`, so that
@@ -374,10 +431,11 @@ fn the_bench_stays_out_of_the_daemon() {
             ));
         }
     }
-    let manifest = fs::read_to_string(root().join(binary.rel_path())).unwrap();
-    let naming: Vec<(String, String)> =
-        features(&manifest).into_iter().filter(|(_, enables)| enables.contains("clutch-bench")).collect();
-    if naming != [("bench".to_string(), r#"["dep:clutch-bench"]"#.to_string())] {
+    let naming: Vec<(&String, &Vec<String>)> =
+        binary.features.iter().filter(|(_, enables)| enables.iter().any(|e| e.contains("clutch-bench"))).collect();
+    let only_bench =
+        matches!(naming.as_slice(), [(name, enables)] if *name == "bench" && **enables == ["dep:clutch-bench"]);
+    if !only_bench {
         bad.push(format!(
             "  {}: [features] must hold `bench = [\"dep:clutch-bench\"]` and no other feature may name the bench; \
              found {naming:?}",
@@ -385,8 +443,9 @@ fn the_bench_stays_out_of_the_daemon() {
         ));
     }
 
-    let lock = fs::read_to_string(root().join("Cargo.lock")).expect("Cargo.lock");
-    let graph = lock_graph(&lock);
+    let lock_path = root().join("Cargo.lock");
+    let lock = fs::read_to_string(&lock_path).expect("Cargo.lock");
+    let graph = lock_graph(&lock_path, &lock);
     let mut seen = BTreeSet::new();
     let mut queue = VecDeque::from(["clutch-app".to_string()]);
     while let Some(name) = queue.pop_front() {
@@ -497,15 +556,6 @@ impl Section {
             Section::Build => "build-dependencies",
         }
     }
-
-    fn parse(segment: &str) -> Option<Section> {
-        match segment {
-            "dependencies" => Some(Section::Normal),
-            "dev-dependencies" => Some(Section::Dev),
-            "build-dependencies" => Some(Section::Build),
-            _ => None,
-        }
-    }
 }
 
 #[derive(Debug)]
@@ -524,10 +574,14 @@ struct Dep {
 struct Manifest {
     dir: String,
     name: Option<String>,
-    /// The raw values, quotes included.
+    /// `version`, when it is a string (not `version.workspace = true`).
     version: Option<String>,
-    publish: Option<String>,
+    /// `publish`, when it is a boolean (not a list of registries).
+    publish: Option<bool>,
+    /// In the order of the file.
     deps: Vec<Dep>,
+    /// `[features]`: each feature and what it enables.
+    features: BTreeMap<String, Vec<String>>,
 }
 
 impl Manifest {
@@ -552,144 +606,101 @@ fn manifests() -> Vec<Manifest> {
         let text = fs::read_to_string(&path).unwrap_or_else(|e| {
             panic!("crates/{name} has no readable Cargo.toml ({e}); every directory in crates/ is a crate")
         });
-        out.push(parse_manifest(name, &text));
+        out.push(parse_manifest(name, &text).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
     }
     assert!(out.len() >= 2, "found only {} crates under {}", out.len(), crates.display());
     out
 }
 
-enum Table {
-    Package,
-    /// `[dependencies]` and the like: one dependency per line.
-    Deps(Section),
-    /// `[dependencies.foo]`: the keys of one dependency.
-    Dep,
-    Other,
+/// A Cargo.toml as far as the rules read it.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct RawManifest {
+    package: Option<RawPackage>,
+    /// `[target.'cfg(unix)'.dependencies]` and the like.
+    #[serde(default)]
+    target: BTreeMap<String, RawDeps>,
+    #[serde(default)]
+    features: BTreeMap<String, Vec<String>>,
 }
 
-fn parse_manifest(dir: String, text: &str) -> Manifest {
-    let mut m = Manifest { dir, name: None, version: None, publish: None, deps: Vec::new() };
-    let mut table = Table::Other;
-    for (i, raw) in text.lines().enumerate() {
-        let line = strip_comment(raw).trim();
-        if line.is_empty() {
-            continue;
-        }
-        if line.starts_with("[[") {
-            table = Table::Other;
-            continue;
-        }
-        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            let segments: Vec<&str> = header.split('.').map(|s| s.trim()).collect();
-            table = match segments.iter().position(|s| Section::parse(s).is_some()) {
-                _ if header.trim() == "package" => Table::Package,
-                Some(at) if at + 1 == segments.len() => Table::Deps(Section::parse(segments[at]).unwrap()),
-                Some(at) if at + 2 == segments.len() => {
-                    let section = Section::parse(segments[at]).unwrap();
-                    let name = unquote(segments[at + 1]);
-                    m.deps.push(Dep { name, section, line: i + 1, workspace: false, optional: false });
-                    Table::Dep
-                }
-                _ => Table::Other,
-            };
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else { continue };
-        let (key, value) = (key.trim(), value.trim());
-        match table {
-            Table::Package => match key {
-                "name" => m.name = Some(unquote(value)),
-                "version" => m.version = Some(value.to_string()),
-                "publish" => m.publish = Some(value.to_string()),
-                _ => {}
-            },
-            Table::Deps(section) => {
-                let (dep, rest) = key.split_once('.').unwrap_or((key, ""));
-                let workspace = rest == "workspace" || inline_value(value, "workspace").as_deref() == Some("true");
-                let name = inline_value(value, "package").map_or_else(|| unquote(dep), |p| unquote(&p));
-                let optional = inline_value(value, "optional").as_deref() == Some("true");
-                m.deps.push(Dep { name, section, line: i + 1, workspace, optional });
-            }
-            Table::Dep => {
-                let dep = m.deps.last_mut().unwrap();
-                match key {
-                    "package" => dep.name = unquote(value),
-                    "workspace" => dep.workspace = value == "true",
-                    "optional" => dep.optional = value == "true",
-                    _ => {}
-                }
-            }
-            Table::Other => {}
+#[derive(Deserialize)]
+struct RawPackage {
+    name: Option<String>,
+    version: Option<toml::Value>,
+    publish: Option<toml::Value>,
+}
+
+/// The three dependency tables (of the manifest, or of a target): each dependency, with where its name is written, and its value
+/// (`"1"`, or a table in any of its forms: `x.workspace = true`, `x = { ... }`, `[dependencies.x]`).
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct RawDeps {
+    #[serde(default)]
+    dependencies: BTreeMap<Spanned<String>, toml::Value>,
+    #[serde(default)]
+    dev_dependencies: BTreeMap<Spanned<String>, toml::Value>,
+    #[serde(default)]
+    build_dependencies: BTreeMap<Spanned<String>, toml::Value>,
+}
+
+fn parse_manifest(dir: String, text: &str) -> Result<Manifest, toml::de::Error> {
+    let raw: RawManifest = toml::from_str(text)?;
+    // The manifest's own tables are read apart: `#[serde(flatten)]` would lose where keys are written.
+    let top: RawDeps = toml::from_str(text)?;
+    let line = |at: usize| text[..at].matches('\n').count() + 1;
+    let tables = std::iter::once(&top).chain(raw.target.values()).flat_map(|d| {
+        [
+            (Section::Normal, &d.dependencies),
+            (Section::Dev, &d.dev_dependencies),
+            (Section::Build, &d.build_dependencies),
+        ]
+    });
+    let mut deps = Vec::new();
+    for (section, table) in tables {
+        for (key, value) in table {
+            let get = |k: &str| value.as_table().and_then(|t| t.get(k));
+            let yes = |k: &str| get(k).and_then(toml::Value::as_bool) == Some(true);
+            deps.push(Dep {
+                name: get("package").and_then(toml::Value::as_str).unwrap_or(key.get_ref()).to_owned(),
+                section,
+                line: line(key.span().start),
+                workspace: yes("workspace"),
+                optional: yes("optional"),
+            });
         }
     }
-    m
-}
-
-/// The line without a trailing `# comment` (a `#` inside a string is kept).
-fn strip_comment(line: &str) -> &str {
-    let mut in_string = false;
-    for (i, c) in line.char_indices() {
-        match c {
-            '"' => in_string = !in_string,
-            '#' if !in_string => return &line[..i],
-            _ => {}
-        }
-    }
-    line
-}
-
-fn unquote(s: &str) -> String {
-    s.trim().trim_matches(|c| c == '"' || c == '\'').to_string()
-}
-
-/// The value of `key` in an inline table such as `{ workspace = true, package = "x" }`.
-fn inline_value(value: &str, key: &str) -> Option<String> {
-    let inner = value.strip_prefix('{')?.strip_suffix('}')?;
-    inner.split(',').find_map(|pair| {
-        let (k, v) = pair.split_once('=')?;
-        (k.trim() == key).then(|| v.trim().to_string())
+    deps.sort_by_key(|d| d.line);
+    let package = raw.package;
+    Ok(Manifest {
+        dir,
+        name: package.as_ref().and_then(|p| p.name.clone()),
+        version: package.as_ref().and_then(|p| p.version.as_ref()?.as_str().map(str::to_owned)),
+        publish: package.as_ref().and_then(|p| p.publish.as_ref()?.as_bool()),
+        deps,
+        features: raw.features,
     })
 }
 
-/// The `[features]` table as (feature, what it enables as written), one line each.
-fn features(manifest: &str) -> Vec<(String, String)> {
-    let mut in_features = false;
-    let mut out = Vec::new();
-    for raw in manifest.lines() {
-        let line = strip_comment(raw).trim();
-        if line.starts_with('[') && line.ends_with(']') && !line.contains('=') {
-            in_features = line == "[features]";
-        } else if in_features && let Some((name, value)) = line.split_once('=') {
-            out.push((unquote(name), value.trim().to_string()));
-        }
-    }
-    out
-}
-
 /// Cargo.lock as package name → the names of its dependencies (all versions merged).
-fn lock_graph(lock: &str) -> BTreeMap<String, BTreeSet<String>> {
+fn lock_graph(path: &Path, lock: &str) -> BTreeMap<String, BTreeSet<String>> {
+    #[derive(Deserialize)]
+    struct Lock {
+        #[serde(default)]
+        package: Vec<Package>,
+    }
+    #[derive(Deserialize)]
+    struct Package {
+        name: String,
+        #[serde(default)]
+        dependencies: Vec<String>,
+    }
+    let lock: Lock = toml::from_str(lock).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut current: Option<String> = None;
-    let mut in_deps = false;
-    for line in lock.lines() {
-        let line = line.trim();
-        if line == "[[package]]" {
-            current = None;
-            in_deps = false;
-        } else if let Some(name) = line.strip_prefix("name = ") {
-            let name = unquote(name);
-            graph.entry(name.clone()).or_default();
-            current = Some(name);
-        } else if line == "dependencies = [" {
-            in_deps = true;
-        } else if line == "]" {
-            in_deps = false;
-        } else if in_deps && let Some(package) = &current {
-            // ` "name",` or ` "name 1.2.3",` or ` "name 1.2.3 (registry+...)",`
-            let dep = unquote(line.trim_end_matches(','));
-            let dep = dep.split(' ').next().unwrap_or_default().to_string();
-            graph.get_mut(package).unwrap().insert(dep);
-        }
+    for package in lock.package {
+        // `"name"`, `"name 1.2.3"` or `"name 1.2.3 (registry+...)"`.
+        let deps = package.dependencies.iter().filter_map(|d| d.split(' ').next()).map(str::to_owned);
+        graph.entry(package.name).or_default().extend(deps);
     }
     graph
 }
@@ -726,23 +737,33 @@ cc = "1"
 name = "it"
 path = "tests/it/main.rs"
 "#,
-    );
+    )
+    .unwrap();
     assert_eq!(m.name.as_deref(), Some("clutch-x"));
-    assert_eq!(m.version.as_deref(), Some("\"0.0.0\""));
-    assert_eq!(m.publish.as_deref(), Some("false"));
-    let deps: Vec<(&str, Section, bool)> = m.deps.iter().map(|d| (d.name.as_str(), d.section, d.workspace)).collect();
+    assert_eq!(m.version.as_deref(), Some("0.0.0"));
+    assert_eq!(m.publish, Some(false));
+    let deps: Vec<(&str, Section, bool, usize)> =
+        m.deps.iter().map(|d| (d.name.as_str(), d.section, d.workspace, d.line)).collect();
     assert_eq!(
         deps,
         [
-            ("clutch-proto", Section::Normal, true),
-            ("clutch-store", Section::Normal, true),
-            ("clutch-core", Section::Normal, false),
-            ("serde", Section::Normal, false),
-            ("clutch-store-sqlite", Section::Dev, true),
-            ("tokio", Section::Normal, true),
-            ("cc", Section::Build, false),
+            ("clutch-proto", Section::Normal, true, 11),
+            ("clutch-store", Section::Normal, true, 12),
+            ("clutch-core", Section::Normal, false, 13),
+            ("serde", Section::Normal, false, 14),
+            ("clutch-store-sqlite", Section::Dev, true, 16),
+            ("tokio", Section::Normal, true, 20),
+            ("cc", Section::Build, false, 23),
         ]
     );
+    assert_eq!(m.features, BTreeMap::from([("dependencies".to_owned(), vec!["dep:serde".to_owned()])]));
+    let bench =
+        parse_manifest("y".into(), "[dependencies]\nclutch-bench = { workspace = true, optional = true }\n").unwrap();
+    assert!(bench.deps[0].optional && bench.deps[0].workspace);
+    let lock = "version = 4\n[[package]]\nname = \"a\"\ndependencies = [\"b\", \"c 1.0.0\", \"c 2.0.0 (registry+x)\"]\n\n[[package]]\nname = \"b\"\n";
+    let graph = lock_graph(Path::new("Cargo.lock"), lock);
+    assert_eq!(graph["a"], BTreeSet::from(["b".to_owned(), "c".to_owned()]));
+    assert!(graph["b"].is_empty());
     assert!(mentions("the `store` crate", "store"));
     assert!(!mentions("clutch-store-sqlite and store_x", "store"));
     assert!(mentions("see crates/store.", "store"));
@@ -753,8 +774,8 @@ fn the_layering_check_catches_wrong_edges() {
     let manifest = |dir: &str, deps: &[(&str, Section)]| Manifest {
         dir: dir.into(),
         name: Some(if dir == "clutch" { "clutch".into() } else { format!("clutch-{dir}") }),
-        version: Some("\"0.0.0\"".into()),
-        publish: Some("false".into()),
+        version: Some("0.0.0".into()),
+        publish: Some(false),
         deps: deps
             .iter()
             .enumerate()
@@ -766,6 +787,7 @@ fn the_layering_check_catches_wrong_edges() {
                 optional: false,
             })
             .collect(),
+        features: BTreeMap::new(),
     };
     use Section::{Dev, Normal};
     let fine = [

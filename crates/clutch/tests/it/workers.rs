@@ -126,7 +126,7 @@ fn seq(event: &Value) -> u64 {
 #[tokio::test]
 async fn two_workers_take_the_tasks_routed_to_their_skills() {
     let dir = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start_with(dir.path(), &[("CLUTCH_ENGINE_HEARTBEAT_INTERVAL_MS", "1000")]);
+    let daemon = Daemon::start_with(dir.path(), &[("CLUTCH_ENGINE_HEARTBEAT_INTERVAL", "1000ms")]);
     let http = reqwest::Client::new();
     let _ken = Worker::start(&daemon.url, "ken", "skill:research", &["--max-concurrency", "2"]);
     let _tom = Worker::start(&daemon.url, "tom", "skill:code", &["--max-concurrency", "2"]);
@@ -205,8 +205,8 @@ async fn two_workers_take_the_tasks_routed_to_their_skills() {
 async fn a_task_its_killed_worker_never_accepted_is_redelivered_then_fails() {
     let dir = tempfile::tempdir().unwrap();
     let env = [
-        ("CLUTCH_ENGINE_HEARTBEAT_INTERVAL_MS", "1000"),
-        ("CLUTCH_ENGINE_ACCEPT_TIMEOUT_MS", "300"),
+        ("CLUTCH_ENGINE_HEARTBEAT_INTERVAL", "1000ms"),
+        ("CLUTCH_ENGINE_ACCEPT_TIMEOUT", "300ms"),
         ("CLUTCH_ENGINE_MAX_DELIVERIES", "3"),
     ];
     let daemon = Daemon::start_with(dir.path(), &env);
@@ -239,11 +239,11 @@ async fn a_task_moves_from_a_worker_gone_offline_to_a_live_one() {
     // Heartbeats every second; silent for 2.5 s is stale, for 4 s offline. The accept timeout is
     // longer, so the task is not redelivered to the dead worker meanwhile.
     let env = [
-        ("CLUTCH_ENGINE_HEARTBEAT_INTERVAL_MS", "1000"),
-        ("CLUTCH_ENGINE_STALE_AFTER_MS", "2500"),
-        ("CLUTCH_ENGINE_OFFLINE_AFTER_MS", "4000"),
-        ("CLUTCH_ENGINE_ACCEPT_TIMEOUT_MS", "60000"),
-        ("CLUTCH_ENGINE_RETRY_BACKOFF_MS", "100"),
+        ("CLUTCH_ENGINE_HEARTBEAT_INTERVAL", "1000ms"),
+        ("CLUTCH_ENGINE_STALE_AFTER", "2500ms"),
+        ("CLUTCH_ENGINE_OFFLINE_AFTER", "4000ms"),
+        ("CLUTCH_ENGINE_ACCEPT_TIMEOUT", "60000ms"),
+        ("CLUTCH_ENGINE_RETRY_BACKOFF", "100ms"),
     ];
     let daemon = Daemon::start_with(dir.path(), &env);
     let http = reqwest::Client::new();
@@ -294,7 +294,7 @@ async fn a_task_moves_from_a_worker_gone_offline_to_a_live_one() {
 #[tokio::test]
 async fn a_cancel_stops_the_worker() {
     let dir = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start_with(dir.path(), &[("CLUTCH_ENGINE_HEARTBEAT_INTERVAL_MS", "1000")]);
+    let daemon = Daemon::start_with(dir.path(), &[("CLUTCH_ENGINE_HEARTBEAT_INTERVAL", "1000ms")]);
     let http = reqwest::Client::new();
     // Each task would take a minute: long enough that only the cancel can end it.
     let mut ken = Worker::start(&daemon.url, "ken", "skill:research", &["--work-seconds", "60"]);

@@ -3,10 +3,13 @@
 //! are optional; with neither, everything is empty (no tokens, no signatures required, the built-in
 //! payload schemas). Every error names the file, line, column and field path; all errors are
 //! reported at once where YAML allows it (a structural error ends that file's parse).
+//!
+//! The files are read with `serde-saphyr` into raw types that keep locations (`yaml`), then checked into
+//! plain types ([`Policy`], `Org`, `Workflows`) whose accessors answer the daemon's questions.
 
 mod org;
 mod workflows;
-mod yaml;
+pub mod yaml;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -165,6 +168,12 @@ impl Policy {
     /// The payload schemas: the built-in ones and those `workflows.yaml` adds.
     pub fn schemas(&self) -> &Registry {
         &self.workflows.schemas
+    }
+}
+
+impl crate::access::Tokens for Policy {
+    fn authenticate(&self, token: &str) -> Option<crate::access::Grant> {
+        Policy::authenticate(self, token)
     }
 }
 

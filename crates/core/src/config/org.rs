@@ -53,7 +53,7 @@ impl Default for Approvals {
 impl Approvals {
     /// Why a call of `tool` needs approval, if it does: `policy` (listed), `destructive` (its
     /// annotations), or `None`.
-    pub fn needed(&self, tool: &str, annotations: Option<crate::view::ToolAnnotations>) -> Option<&'static str> {
+    pub fn needed(&self, tool: &str, annotations: Option<crate::tool::ToolAnnotations>) -> Option<&'static str> {
         if self.exempt.iter().any(|e| crate::tool::covers(e, tool)) {
             None
         } else if self.tools.iter().any(|t| crate::tool::covers(t, tool)) {

@@ -10,6 +10,14 @@
 //! Reads of ended work that left memory replay its events from the log, through the log's indexes by
 //! task and run ([`Engine::find_task`], [`Engine::find_run_tasks`]), with the same rules that built
 //! the state: a replayed task is what the state held before it left.
+//!
+//! At most `ended_max` ended tasks stay, however young. The newest evicted id's creation time (ids carry
+//! it) is kept in an atomic, so a message about a newer id costs no lock. A workflow whose planned tasks
+//! have all ended leaves the same way (its end noticed when its last open task ends, its planned tasks
+//! becoming tombstones), and its reads rebuild it from its run's events with the same `Workflows::apply`;
+//! a session that ended leaves too, its reads (`find_session`, `session_history`) replaying its run's
+//! records with `Sessions::apply`. Lists (`workflow_list`, `sessions_list`) show what memory holds: the
+//! open ones and those within retention. A whole-log rebuild evicts as it goes.
 
 use std::collections::{HashSet, VecDeque};
 

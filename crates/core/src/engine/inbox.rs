@@ -90,7 +90,7 @@ impl Engine {
                 let error = reply.error.as_deref().map(str::trim).filter(|e| !e.is_empty());
                 let error = error.ok_or_else(|| refuse("error", "error: required for failed".into()))?;
                 let p = payload::TaskError {
-                    code: "TASK_FAILED".into(),
+                    code: ErrorCode::TaskFailed.as_str().into(),
                     message: error.to_owned(),
                     retryable: reply.retryable,
                     details: None,

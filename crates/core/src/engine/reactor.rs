@@ -1,6 +1,11 @@
 //! The reactor: a task that turns new tasks and due timers into the engine's own events (routing
 //! decisions, deliveries, redeliveries, timeouts, agent status changes, budget notices), and the
 //! state's timer book-keeping behind it.
+//!
+//! It passes after every commit, so it walks every agent and run for a crossed budget only while one may
+//! be crossed (`budget_pending`); it saves the engine's snapshots (see `snapshot`), and releases the
+//! workflow tasks of an agent that went offline or was removed back to pending with a recovery checkpoint
+//! (`Workflows::lease_expiry`).
 
 use super::*;
 use crate::payload::{self, BudgetScope};
@@ -129,7 +134,7 @@ impl State {
                     let wait = options.queue_timeout.as_secs();
                     messages.push(task_error(
                         task,
-                        "NO_AGENT_AVAILABLE",
+                        ErrorCode::NoAgentAvailable.as_str(),
                         &format!("no eligible agent became available within {wait}s"),
                         false,
                         "queue",
@@ -278,7 +283,7 @@ impl State {
                 }
                 None => {
                     out.push(routing_failure(task, &decision.reason, excluded, false));
-                    out.push(task_error(task, "NO_ELIGIBLE_AGENT", &decision.reason, false, "routing"));
+                    out.push(task_error(task, ErrorCode::NoEligibleAgent.as_str(), &decision.reason, false, "routing"));
                 }
             }
         }
@@ -303,7 +308,7 @@ impl State {
                     for task_id in &agent.in_flight {
                         if let Some(task) = self.tasks.get(task_id) {
                             let why = format!("{id} went {}", agent.status.as_str());
-                            out.push(task_error(task, "AGENT_UNAVAILABLE", &why, true, "agent-gone"));
+                            out.push(task_error(task, ErrorCode::AgentUnavailable.as_str(), &why, true, "agent-gone"));
                         }
                     }
                 }

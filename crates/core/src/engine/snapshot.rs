@@ -1,6 +1,15 @@
 //! Rebuilding the engine on start, and snapshots: the state saved as JSON every `snapshot_every`
 //! events (rate-limited, since saving holds the engine's lock), loaded when saved under the same
 //! options and format, plus the events after it.
+//!
+//! A snapshot is saved by the reactor (every `snapshot_every` events, at most once per
+//! `snapshot_interval`) and on a clean stop (`running`); a snapshot saved under other options or another
+//! `SNAPSHOT_FORMAT` is ignored and the state rebuilt from the whole log, so a start replays at most
+//! about `snapshot_every` events or an interval's worth, however long the log. A snapshot saves the work
+//! in flight only: an ended task that may leave memory is saved as already gone (the saved `evicted_ms`
+//! covers its id, so its reads and late messages go to the log). Saving copies that part of the state
+//! under the engine's lock (a task's request is shared, not copied) and serializes and writes the copy
+//! without it, so the writer waits for a copy of the work in flight, never for serialization.
 
 use super::*;
 
@@ -271,7 +280,7 @@ pub(super) fn fingerprint(options: &Options) -> String {
         workspace_roots: Roots::default(),
         adapters: crate::adapter::Registry::default(),
         // Retention removes only ended runs' events, which no snapshot holds.
-        retention: crate::retention::Options::default(),
+        retention: crate::retention_policy::Options::default(),
         ..options.clone()
     };
     clutch_store::sha256_hex(format!("{SNAPSHOT_FORMAT}\n{relevant:?}").as_bytes())

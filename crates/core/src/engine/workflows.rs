@@ -360,7 +360,7 @@ impl Engine {
                 let error = req.error.as_deref().map(str::trim).filter(|o| !o.is_empty());
                 let error = error.ok_or_else(|| refuse("error", "error: required for failed"))?;
                 let p = payload::TaskError {
-                    code: "TASK_FAILED".into(),
+                    code: ErrorCode::TaskFailed.as_str().into(),
                     message: error.to_owned(),
                     retryable: false,
                     details: None,
@@ -720,7 +720,11 @@ impl Engine {
         v.name = Some(item.name.clone());
         v.agent = item.holder.clone().or_else(|| item.last_agent.clone());
         v.requester = Some(w.created_by.clone());
-        v.error = detail.summary.error.clone().map(|message| view::TaskError { code: "TASK_FAILED".into(), message });
+        v.error = detail
+            .summary
+            .error
+            .clone()
+            .map(|message| view::TaskError { code: ErrorCode::TaskFailed.as_str().into(), message });
         v.workflow_task = Some(detail);
         Some(v)
     }

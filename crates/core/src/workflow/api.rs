@@ -9,50 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Where a planned task is. Moves: pending → claimed (claim); claimed → in_progress | completed |
-/// failed | blocked | pending (release, lease lost); in_progress → completed | failed | blocked |
-/// pending; blocked → in_progress | pending | failed; completed and failed are final.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskStatus {
-    Pending,
-    Claimed,
-    InProgress,
-    Completed,
-    Failed,
-    Blocked,
-}
-
-impl TaskStatus {
-    pub const ALL: [TaskStatus; 6] = [
-        TaskStatus::Pending,
-        TaskStatus::Claimed,
-        TaskStatus::InProgress,
-        TaskStatus::Completed,
-        TaskStatus::Failed,
-        TaskStatus::Blocked,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskStatus::Pending => "pending",
-            TaskStatus::Claimed => "claimed",
-            TaskStatus::InProgress => "in_progress",
-            TaskStatus::Completed => "completed",
-            TaskStatus::Failed => "failed",
-            TaskStatus::Blocked => "blocked",
-        }
-    }
-
-    /// Held by an agent (its lease): claimed, in progress or blocked.
-    pub fn is_held(self) -> bool {
-        matches!(self, TaskStatus::Claimed | TaskStatus::InProgress | TaskStatus::Blocked)
-    }
-
-    pub fn is_final(self) -> bool {
-        matches!(self, TaskStatus::Completed | TaskStatus::Failed)
-    }
-}
+pub use crate::payload::{CheckpointType, TaskStatus};
 
 /// A workflow's status, derived from its tasks: `planning` (no plan yet), `in_progress`,
 /// `blocked` (nothing is held or can be claimed, and some task is blocked), `completed` (every task
@@ -77,18 +34,6 @@ impl WorkflowStatus {
             WorkflowStatus::Failed => "failed",
         }
     }
-}
-
-/// The kinds of checkpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum CheckpointType {
-    Plan,
-    Progress,
-    Decision,
-    Error,
-    Recovery,
-    Complete,
 }
 
 /// A workspace's status.

@@ -1,6 +1,11 @@
 //! The workflows as the log says ([`Workflows`]): each workflow, its planned tasks and their claims,
 //! checkpoints and workspaces, and what the engine asks of them (vet an event, apply one, list and
 //! show). Vetting and applying both go through the decision function in `decide`.
+//!
+//! Each workflow's pending tasks by plan position are derived, and rebuilt after a snapshot loads
+//! ([`Workflows::reindex`]), so that `next` walks those rather than the whole plan on every ask.
+
+pub(super) mod decide;
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -9,8 +14,8 @@ use clutch_proto::{Message, MessageType};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use self::decide::decide;
 use super::api::{CheckpointType, TaskStatus, WorkflowStatus};
-use super::decide::*;
 use super::*;
 use crate::registry;
 use crate::tasks::ORCHESTRATOR;

@@ -19,16 +19,20 @@
 //!
 //! **Invariants:** only the holder writes to a held task (others get `LEASE_LOST`); a task is held by
 //! at most one agent; the status moves only as [`allowed`] says; plain data only (snapshots).
+//!
+//! A lease lasts while its agent is alive: the reactor returns the tasks of an offline or removed agent
+//! to pending with a recovery checkpoint. A plan is stored in one batch, its task requests only if its
+//! plan event is, so the log never holds half a plan. The engine's "now" comes from
+//! `engine::Options::clock` (see [`crate::clock`]).
 
 pub mod api;
 mod book;
 pub mod context;
 pub mod dag;
-mod decide;
 pub mod git;
 
+pub use self::book::decide::{allowed, check_move};
 pub use self::book::{PlannedTask, Stage, Workflow, Workflows, event, task_summary};
-pub use self::decide::{allowed, check_move};
 
 pub const WORKFLOW_PAYLOAD: &str = "clutch.workflow.v1";
 pub const PLAN_PAYLOAD: &str = "clutch.workflow.plan.v1";

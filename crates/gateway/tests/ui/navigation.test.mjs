@@ -69,7 +69,7 @@ test('the agents panel shows status, load, capabilities, success and budgets as 
 
 test("the agents panel follows the daemon live: load, budgets, a budget notice, stale and offline", async (t) => {
   // A daemon of its own, where an agent that stops heartbeating goes stale in 1.5 s and offline in 3 s.
-  const daemon = await startDaemon({ env: { CLUTCH_ENGINE_STALE_AFTER_MS: '1500', CLUTCH_ENGINE_OFFLINE_AFTER_MS: '3000' } });
+  const daemon = await startDaemon({ env: { CLUTCH_ENGINE_STALE_AFTER: '1500ms', CLUTCH_ENGINE_OFFLINE_AFTER: '3000ms' } });
   /** @type {(() => void)[]} */
   const stops = [];
   try {

@@ -43,7 +43,7 @@ async function seed(url) {
 }
 
 // Agents that stop heartbeating go stale after 3 s here (the others are kept alive while this runs).
-const daemon = await startDaemon({ env: { CLUTCH_ENGINE_STALE_AFTER_MS: '3000' } });
+const daemon = await startDaemon({ env: { CLUTCH_ENGINE_STALE_AFTER: '3000ms' } });
 const browser = await launch();
 /** @type {(() => void) | undefined} */
 let stop;

@@ -40,8 +40,8 @@ export async function launch() {
  * about liveness start a daemon with short timers (`env`).
  */
 const ENGINE_DEFAULTS = {
-  CLUTCH_ENGINE_STALE_AFTER_MS: '600000',
-  CLUTCH_ENGINE_OFFLINE_AFTER_MS: '1200000',
+  CLUTCH_ENGINE_STALE_AFTER: '600000ms',
+  CLUTCH_ENGINE_OFFLINE_AFTER: '1200000ms',
 };
 
 /**

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ErrorKind, Failure, OnText, Part, Request, Response, Role, Stop, Usage};
+use super::{ErrorKind, Failure, Finish, OnText, Part, Request, Response, Role, Usage};
 
 pub(super) fn body(request: &Request, stream: bool) -> Value {
     let messages: Vec<Value> = request
@@ -64,13 +64,13 @@ fn malformed(what: impl std::fmt::Display) -> Failure {
     Failure::new(ErrorKind::Malformed, format!("an Anthropic answer that does not parse: {what}"))
 }
 
-fn stop_of(reason: Option<&str>) -> Stop {
+fn stop_of(reason: Option<&str>) -> Finish {
     match reason {
-        Some("end_turn") | None => Stop::EndTurn,
-        Some("tool_use") => Stop::ToolUse,
-        Some("max_tokens") => Stop::MaxTokens,
-        Some("stop_sequence") => Stop::StopSequence,
-        Some(other) => Stop::Other(other.to_owned()),
+        Some("end_turn") | None => Finish::EndTurn,
+        Some("tool_use") => Finish::ToolUse,
+        Some("max_tokens") => Finish::MaxTokens,
+        Some("stop_sequence") => Finish::StopSequence,
+        Some(other) => Finish::Other(other.to_owned()),
     }
 }
 

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ErrorKind, Failure, OnText, Part, Request, Response, Role, Stop, Usage};
+use super::{ErrorKind, Failure, Finish, OnText, Part, Request, Response, Role, Usage};
 
 pub(super) fn body(request: &Request, stream: bool) -> Value {
     let mut messages = Vec::new();
@@ -85,12 +85,12 @@ fn malformed(what: impl std::fmt::Display) -> Failure {
     Failure::new(ErrorKind::Malformed, format!("a Chat Completions answer that does not parse: {what}"))
 }
 
-fn stop_of(reason: Option<&str>) -> Stop {
+fn stop_of(reason: Option<&str>) -> Finish {
     match reason {
-        Some("stop") | None => Stop::EndTurn,
-        Some("tool_calls") | Some("function_call") => Stop::ToolUse,
-        Some("length") => Stop::MaxTokens,
-        Some(other) => Stop::Other(other.to_owned()),
+        Some("stop") | None => Finish::EndTurn,
+        Some("tool_calls") | Some("function_call") => Finish::ToolUse,
+        Some("length") => Finish::MaxTokens,
+        Some(other) => Finish::Other(other.to_owned()),
     }
 }
 

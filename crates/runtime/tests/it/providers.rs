@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clutch_runtime::fake::{Fake, Options, Reply};
-use clutch_runtime::provider::{self, Config, ErrorKind, Kind, Part, Request, Role, Stop, ToolSpec, Turn};
+use clutch_runtime::provider::{self, Config, ErrorKind, Finish, Kind, Part, Request, Role, ToolSpec, Turn};
 use serde_json::json;
 
 const KEY: &str = "sk-planted-secret-0123456789";
@@ -75,7 +75,7 @@ async fn text_comes_whole_or_streamed_with_usage_in_both_formats() {
         let r = p.complete(&request(false), &mut |t: &str| seen.push_str(t)).await.unwrap();
         assert_eq!(r.text(), text, "{kind:?} stream={stream}");
         assert_eq!(seen, text, "what streamed is the answer ({kind:?} stream={stream})");
-        assert_eq!(r.stop, Stop::EndTurn);
+        assert_eq!(r.stop, Finish::EndTurn);
         assert_eq!(r.model, "fake-model-1");
         assert!(r.usage.input_tokens > 0 && r.usage.output_tokens > 0, "{:?}", r.usage);
         assert!(p.config.cost("fake-model-1", &r.usage) > 0.0);
@@ -109,7 +109,7 @@ async fn tool_calls_with_streamed_arguments_parse_and_go_back_as_results() {
         let p = provider(config(&fake, kind, stream));
         let mut req = request(true);
         let r = p.complete(&req, &mut |_: &str| {}).await.unwrap();
-        assert_eq!(r.stop, Stop::ToolUse, "{kind:?} stream={stream}");
+        assert_eq!(r.stop, Finish::ToolUse, "{kind:?} stream={stream}");
         let Some(Part::ToolUse { id, name, input }) = r.content.iter().find(|p| matches!(p, Part::ToolUse { .. }))
         else {
             panic!("no tool use: {r:?}")
@@ -122,7 +122,7 @@ async fn tool_calls_with_streamed_arguments_parse_and_go_back_as_results() {
             content: vec![Part::ToolResult { tool_use_id: id.clone(), content: "echoed it".into(), is_error: false }],
         });
         let r = p.complete(&req, &mut |_: &str| {}).await.unwrap();
-        assert_eq!((r.text().as_str(), &r.stop), ("done", &Stop::EndTurn));
+        assert_eq!((r.text().as_str(), &r.stop), ("done", &Finish::EndTurn));
     }
     // The result went back in each format's shape, after the call it answers.
     let received = fake.received();
@@ -296,7 +296,7 @@ fn configs_are_checked() {
         (Config { api_key_env: Some(String::new()), ..good.clone() }, "api_key_env"),
         (Config { requests_per_minute: Some(0), ..good.clone() }, "rate of 0"),
     ] {
-        let e = bad.check().unwrap_err();
+        let e = bad.check().unwrap_err().to_string();
         assert!(e.contains(why), "{e}");
     }
 }

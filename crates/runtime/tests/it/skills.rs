@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use clutch_runtime::skill::{self, Catalog, MAX_BYTES, MessageKind, Params, Pattern, Phase, Role, SessionFacts, Skill};
+use clutch_runtime::skill::{self, Catalog, MAX_BYTES, MessageKind, Params, Pattern, Role, SessionFacts, Skill, Stage};
 
 /// The seed's mirror example (§6), with front matter and an ESCALATE type added.
 const SEED_MIRROR: &str = "---
@@ -163,7 +163,7 @@ fn the_seed_example_parses_to_the_seed_structure() {
         personality: personality.into(),
         responsibilities: responsibilities.iter().map(|r| r.to_string()).collect(),
     };
-    let phase = |name: &str, description: &str| Phase { name: name.into(), description: description.into() };
+    let phase = |name: &str, description: &str| Stage { name: name.into(), description: description.into() };
     let kind = |name: &str, description: &str| MessageKind { name: name.into(), description: description.into() };
     let expected = Skill {
         name: "mirror".into(),

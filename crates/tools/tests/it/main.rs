@@ -233,6 +233,33 @@ async fn restart_with(d: Daemon, servers: Vec<ServerConfig>) -> Daemon {
     start_in(d._dir, Some(servers)).await
 }
 
+/// Stopping the daemon ends a server's command: its supervisor drops the start under way, and the
+/// command with it (killed, not left running without a client), even one that would outlive its
+/// stdin (here a shell that sleeps once the server it ran has ended).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_the_daemon_ends_a_servers_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let mut config = server("everything", &pid_file, 60_000);
+    config.args =
+        vec!["-c".into(), format!("echo $$ > '{}'; '{}' stdio; sleep 600", pid_file.display(), everything().display())];
+    let d = start(vec![config]).await;
+    d.ready().await;
+    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_owned();
+    // Running: listed by the kernel, and not a zombie (its state follows its name in parentheses).
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+    };
+    assert!(running(), "the command {pid} runs while the daemon does");
+    d.app.stop().await.unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while running() {
+        assert!(tokio::time::Instant::now() < deadline, "the command {pid} still runs after the daemon stopped");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allowlists_cover_whole_servers_and_single_tools() {
     let dir = tempfile::tempdir().unwrap();

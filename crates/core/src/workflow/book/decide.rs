@@ -1,5 +1,6 @@
 //! The one decision function: what a workflow event does to the workflows as they stand (with the
-//! batch being vetted), one function per kind of event; a refused event changes nothing.
+//! batch being vetted), one function per kind of event; a refused event changes nothing. A part of
+//! the book (`super`), whose vetting and applying both call it.
 
 use std::collections::HashMap;
 
@@ -7,12 +8,12 @@ use clutch_proto::error::Next;
 use clutch_proto::{ErrorCode, Message, MessageType};
 use serde_json::{Map, Value};
 
-use super::api::{CheckpointType, TaskStatus};
-use super::book::*;
 use super::*;
 use crate::Refusal;
 use crate::registry;
 use crate::tasks::ORCHESTRATOR;
+use crate::workflow::api::{CheckpointType, TaskStatus};
+use crate::workflow::*;
 
 /// The moves a planned task may make from `from` (one table; everything else is refused).
 pub fn allowed(from: TaskStatus) -> &'static [TaskStatus] {

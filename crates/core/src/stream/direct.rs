@@ -10,6 +10,8 @@
 //! queue empty and its task not writing. Anything else is queued, in order, and the task writes it;
 //! once the queue is empty again the task hands the socket back. A subscriber that falls more than the
 //! bus's buffer behind is cut off, as a [`crate::Subscription`] is.
+//!
+//! The fan-out is one thread (`clutch-fanout`), started with the first direct subscriber.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,8 +21,8 @@ use bytes::Bytes;
 use clutch_store::{Backend, Event, Filter};
 use tokio::sync::{Notify, watch};
 
+use super::{Bus, End, Live, PAGE, Subscription, Wire, stored_page};
 use crate::metrics::Metrics;
-use crate::stream::{Bus, End, Live, PAGE, Subscription, Wire, stored_page};
 
 /// A subscriber's connection, as the fan-out writes to it.
 pub trait Socket: Send + Sync + 'static {
