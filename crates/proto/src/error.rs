@@ -420,7 +420,9 @@ mod tests {
         for code in ErrorCode::ALL {
             let s = code.as_str();
             assert!(seen.insert(s), "duplicate code {s}");
-            assert!(s.chars().all(|c| c.is_ascii_uppercase() || c == '_'), "{s}");
+            // Upper snake case; a digit inside a name (`A2A_FAILED`) is part of the name.
+            assert!(s.starts_with(|c: char| c.is_ascii_uppercase()), "{s}");
+            assert!(s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'), "{s}");
             let json = serde_json::to_string(code).unwrap();
             assert_eq!(json, format!("\"{s}\""));
             let back: ErrorCode = serde_json::from_str(&json).unwrap();
