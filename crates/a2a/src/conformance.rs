@@ -49,7 +49,9 @@ const STARTED_MAX: usize = 10_000;
 pub async fn run(log: Handle, engine: Engine, stop: impl Future<Output = ()>) {
     tracing::warn!(agent_id = AGENT, "the A2A conformance agent is on: it answers every task given to it, for the TCK");
     let agent = &Agent { log, engine, turns: Arc::default() };
-    supervise::run(AGENT, Restart::default(), stop, move || async move { Exit::Failed(agent.serve().await) }).await;
+    // Its inbox ending because the daemon is stopping is no failure: nothing to restart.
+    let attempt = move || async move { Exit::after(Err(agent.serve().await), agent.log.is_closing()) };
+    supervise::run(AGENT, Restart::default(), stop, attempt).await;
 }
 
 /// Why the agent stopped, or a turn of a task ended early.

@@ -21,6 +21,18 @@ pub enum Exit<E> {
     Failed(E),
 }
 
+impl<E> Exit<E> {
+    /// How an attempt that ended with `result` ended, when the daemon `closing` its log may be why:
+    /// an error then is its inbox ending under it ([`Exit::Stopping`]), not a failure.
+    pub fn after(result: Result<(), E>, closing: bool) -> Exit<E> {
+        match result {
+            Ok(()) => Exit::Done,
+            Err(_) if closing => Exit::Stopping,
+            Err(e) => Exit::Failed(e),
+        }
+    }
+}
+
 /// When a failed service starts again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Restart {
@@ -191,5 +203,12 @@ mod tests {
         // 100 ms + 2 s + 100 ms (not 200 ms: the healthy run reset the count), each delay ±20%.
         let waited = begun.elapsed();
         assert!(waited >= Duration::from_millis(2160) && waited <= Duration::from_millis(2240), "{waited:?}");
+    }
+
+    #[test]
+    fn an_error_while_the_log_closes_is_stopping_not_a_failure() {
+        assert!(matches!(Exit::<&str>::after(Ok(()), false), Exit::Done));
+        assert!(matches!(Exit::after(Err("inbox ended"), true), Exit::Stopping));
+        assert!(matches!(Exit::after(Err("broken"), false), Exit::Failed("broken")));
     }
 }

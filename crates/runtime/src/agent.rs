@@ -296,15 +296,9 @@ impl Agent {
         let span = tracing::info_span!("llm_agent", agent_id = %self.id);
         supervise::run("llm agent", Restart::default(), std::future::pending(), || {
             let agent = self.clone();
-            async move {
-                match agent.clone().serve().await {
-                    Ok(()) => Exit::Done,
-                    // Its inbox ended because the daemon is stopping: its tasks stop where they are
-                    // and are taken up after the restart, as after a crash.
-                    Err(_) if agent.log.is_closing() => Exit::Stopping,
-                    Err(e) => Exit::Failed(e),
-                }
-            }
+            // An inbox that ended because the daemon is stopping: its tasks stop where they are
+            // and are taken up after the restart, as after a crash.
+            async move { Exit::after(agent.clone().serve().await, agent.log.is_closing()) }
         })
         .instrument(span)
         .await;

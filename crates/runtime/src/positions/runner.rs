@@ -52,14 +52,8 @@ impl Runner {
     pub async fn run(self, log: Handle, engine: Engine, stop: impl Future<Output = ()>) {
         let this = &self;
         let (log, engine) = (&log, &engine);
-        let attempt = || async move {
-            match this.serve(log, engine).await {
-                Ok(()) => Exit::Done,
-                // Its inbox ended because the daemon is stopping: no failure, nothing to restart.
-                Err(_) if log.is_closing() => Exit::Stopping,
-                Err(e) => Exit::Failed(e),
-            }
-        };
+        // An inbox that ended because the daemon is stopping is no failure: nothing to restart.
+        let attempt = || async move { Exit::after(this.serve(log, engine).await, log.is_closing()) };
         supervise::run("positions", Restart::default(), stop, attempt)
             .instrument(tracing::info_span!("positions", agent_id = RUNNER))
             .await
