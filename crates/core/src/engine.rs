@@ -87,6 +87,8 @@ pub const SYSTEM_TASK: &str = "task_00000000000000000000000000";
 pub const AGENT_STATUS_PAYLOAD: &str = "clutch.agent.status.v1";
 /// `payload_type` of budget notices (`chat.system`).
 pub const BUDGET_PAYLOAD: &str = "clutch.budget.v1";
+/// `payload_type` of the notice that a failed task will be routed again (`chat.system` on the task).
+pub const TASK_RETRY_PAYLOAD: &str = clutch_store::lists::TASK_RETRY_PAYLOAD;
 /// `payload_type` of the daemon's note that it is making a tool call (`chat.system`, the call's run).
 pub const TOOL_STARTED_PAYLOAD: &str = "clutch.tool.started.v1";
 /// `payload_type` of a tool call waiting for approval (`chat.system`, the call's run).
@@ -327,6 +329,9 @@ struct State {
     /// of them could take are routed again, and no others.
     #[serde(default)]
     freed: BTreeSet<String>,
+    /// Tasks that went `retrying` with no notice of it sent yet.
+    #[serde(default)]
+    retries_to_note: BTreeSet<String>,
     /// Queued tasks woken to be routed again, in all (for tests).
     #[serde(skip)]
     woken: u64,

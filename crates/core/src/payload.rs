@@ -65,6 +65,22 @@ pub struct BudgetNotice {
     pub message: String,
 }
 
+/// `chat.system` `clutch.task.retry.v1` on a task: it failed with a retryable error and will be
+/// routed again after a backoff (sent once per retry; the task's state is `retrying` until then).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskRetry {
+    /// The routing to come: 2 for the first retry.
+    pub routing: u32,
+    /// Routings the retry policy gives a task in all.
+    pub routings: u32,
+    /// Milliseconds until it is routed again.
+    pub after_ms: u64,
+    /// The error that failed the last routing.
+    pub code: String,
+    /// All of the above, for people.
+    pub message: String,
+}
+
 /// `chat.system` `clutch.refusal.v1` in the system run: a message was refused (not stored).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Refusal {

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::engine::{
     AGENT_STATUS_PAYLOAD, APPROVAL_DECIDED_PAYLOAD, APPROVAL_REQUESTED_PAYLOAD, BUDGET_PAYLOAD, REFUSAL_PAYLOAD,
-    SCHEMA_PAYLOAD, TOOL_STARTED_PAYLOAD,
+    SCHEMA_PAYLOAD, TASK_RETRY_PAYLOAD, TOOL_STARTED_PAYLOAD,
 };
 use crate::workflow::{
     CHECKPOINT_PAYLOAD, PLAN_PAYLOAD, TASK_PAYLOAD, TASK_PLAN_PAYLOAD, TASK_STATUS_PAYLOAD, WORKFLOW_PAYLOAD,
@@ -49,6 +49,7 @@ const SHAPES: &[Shape] = &[
     ("search-view", schema_for::<view::Search>),
     (AGENT_STATUS_PAYLOAD, schema_for::<payload::AgentStatus>),
     (BUDGET_PAYLOAD, schema_for::<payload::BudgetNotice>),
+    (TASK_RETRY_PAYLOAD, schema_for::<payload::TaskRetry>),
     (REFUSAL_PAYLOAD, schema_for::<payload::Refusal>),
     (SCHEMA_PAYLOAD, schema_for::<payload::SchemaRegistration>),
     ("routing.decision", schema_for::<payload::RoutingDecision>),

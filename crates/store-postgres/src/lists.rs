@@ -316,7 +316,9 @@ async fn derive(tx: &Transaction<'_>) -> Result<(u64, usize)> {
         }
     }
     let (runs, threads, tasks) = lists::touched(&events);
-    let (runs, threads, tasks) = tokio::try_join!(load(tx, &runs), load(tx, &threads), load(tx, &tasks))?;
+    let runs: Vec<RunSummary> = load(tx, &runs).await?;
+    let tasks = lists::with_roots(tasks, &runs);
+    let (threads, tasks) = tokio::try_join!(load(tx, &threads), load(tx, &tasks))?;
     let mut rows = Rows::new(runs, threads, tasks);
     for (seq, message) in &events {
         rows.apply(*seq, message);

@@ -86,8 +86,10 @@ pub(crate) fn derive(tx: &Connection, events: &[(u64, Message)]) -> rusqlite::Re
         return Ok(());
     }
     let (run_ids, thread_ids, task_ids) = lists::touched(events);
+    let runs = load(tx, "SELECT body FROM main.runs WHERE run_id = ?1", &run_ids)?;
+    let task_ids = lists::with_roots(task_ids, &runs);
     let mut rows = Rows::new(
-        load(tx, "SELECT body FROM main.runs WHERE run_id = ?1", &run_ids)?,
+        runs,
         load(tx, "SELECT body FROM main.threads WHERE thread_id = ?1", &thread_ids)?,
         load(tx, "SELECT body FROM main.tasks WHERE task_id = ?1", &task_ids)?,
     );

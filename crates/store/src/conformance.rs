@@ -777,6 +777,23 @@ pub async fn lists_follow_runs_threads_and_tasks(h: &impl Harness) {
     };
     let wr = run(s.clone()).await;
     assert_eq!((wr.len(), wr[0].title.as_str(), wr[0].state), (1, "workflow ship", RunState::Active));
+    // The root stands for the workflow: not counted among its tasks, its state the workflow's.
+    let counts: Vec<(&str, u64)> = wr[0].tasks.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert_eq!(counts, [("claimed", 1), ("pending", 1)]);
+    let listed = |s: Arc<dyn Backend>, run: String, task: String| async move {
+        let q = Query { run_id: Some(run), ..first(10) };
+        s.list_tasks(&q).await.unwrap().items.into_iter().find(|t| t.task_id == task).expect("listed")
+    };
+    assert_eq!(listed(s.clone(), w.clone(), root.clone()).await.state, "in_progress");
+    let mut blocked = message_with(
+        (&w, &wt, &p1),
+        "agent:a",
+        "agent:orchestrator",
+        T::TaskProgress,
+        json!({"status": "blocked", "reason": "waiting for keys"}),
+    );
+    blocked.payload_type = Some("clutch.workflow.status.v1".into());
+    append_all(&*s, &[blocked]).await;
     for p in [&p1, &p2] {
         if p == &p2 {
             append_all(&*s, &[message_with((&w, &wt, p), "agent:a", "agent:orchestrator", T::TaskAccept, json!({}))])
@@ -788,7 +805,35 @@ pub async fn lists_follow_runs_threads_and_tasks(h: &impl Harness) {
         )
         .await;
     }
-    assert_eq!(run(s.clone()).await[0].state, RunState::Completed);
+    let done = run(s.clone()).await;
+    assert_eq!((done[0].state, done[0].tasks.get("completed")), (RunState::Completed, Some(&2)));
+    assert_eq!(listed(s.clone(), w.clone(), root.clone()).await.state, "completed");
+
+    // A retryable error is `failed` until the daemon's notice that it will be routed again.
+    let (r4, th4, k4) = ids();
+    let at4 = (r4.as_str(), th4.as_str(), k4.as_str());
+    let error = json!({"code": "UPSTREAM_UNAVAILABLE", "message": "try later", "retryable": true});
+    append_all(
+        &*s,
+        &[
+            message_with(at4, "user:dee", "agent:orchestrator", T::TaskRequest, json!({"goal": "fetch"})),
+            message_with(at4, "agent:orchestrator", "agent:x", T::RoutingDecision, json!({"selected": "agent:x"})),
+            message_with(at4, "agent:x", "user:dee", T::TaskAccept, json!({})),
+            message_with(at4, "agent:x", "user:dee", T::TaskError, error),
+        ],
+    )
+    .await;
+    assert_eq!(listed(s.clone(), r4.clone(), k4.clone()).await.state, "failed");
+    let mut notice =
+        message_with(at4, "agent:orchestrator", "user:dee", T::ChatSystem, json!({"message": "routing 2 of 3"}));
+    notice.payload_type = Some(crate::lists::TASK_RETRY_PAYLOAD.into());
+    append_all(&*s, &[notice]).await;
+    assert_eq!(listed(s.clone(), r4.clone(), k4.clone()).await.state, "retrying");
+    let mut again = message_with(at4, "agent:orchestrator", "agent:y", T::TaskRequest, json!({"goal": "fetch"}));
+    again.attempt = 2;
+    append_all(&*s, &[again]).await;
+    let t4 = listed(s.clone(), r4.clone(), k4.clone()).await;
+    assert_eq!((t4.state.as_str(), t4.agent.as_deref()), ("routed", Some("agent:y")));
 }
 
 /// Pages read while other runs move and new ones start: each run that existed at the first page is

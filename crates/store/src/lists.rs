@@ -5,20 +5,24 @@
 //! search documents of the chunk ([`Doc`]), in one transaction with how far it reached.
 //!
 //! A run's row holds its title, kind, state (from its root task; a workflow's from its planned
-//! tasks), first and last activity, its tasks counted by state, and its agents; a thread's its title,
-//! run, participants and count; a task's its state, agent, requirements, workflow and error. Each
-//! event's text is a search document ([`doc_text`]); a search ranks its matches a window at a time
-//! ([`SEARCH_WINDOW`]): the newest by relevance, then the next older ones, so a word half the log
-//! holds costs a page no more than a rare one.
+//! tasks), first and last activity, its tasks counted by state (a workflow's root is not counted: it
+//! stands for the workflow), and its agents; a thread's its title, run, participants and count; a
+//! task's its state, agent, requirements, workflow and error. Each event's text is a search document
+//! ([`doc_text`]); a search ranks its matches a window at a time ([`SEARCH_WINDOW`]): the newest by
+//! relevance, then the next older ones, so a word half the log holds costs a page no more than a rare
+//! one.
 //!
 //! A page is sorted by last activity, newest first. Its cursor pins the log position the first page
 //! was read at (`as_of`): later pages place a row that moved since by its last event at or before
 //! `as_of` ([`merge_page`]), and leave out rows born after it, so paging while events arrive neither
 //! skips nor repeats an item. A row's state and filters are read as they are now.
 //!
-//! A task's state follows its lifecycle messages as the engine's table of transitions does, with
-//! one difference: a retryable error shows `failed` until the task is routed again (the retry
-//! policy that decides whether it will be is the engine's, not the log's).
+//! A task's state uses the names of the engine's views (`core::view::TaskState`) and follows its
+//! messages as the engine's table of transitions does: a routed task's lifecycle; a planned task's
+//! claim, statuses and end; a workflow's root shows the workflow's state ([`workflow_state`]). A
+//! retryable error shows `failed` until the daemon's note that it will be routed again
+//! ([`TASK_RETRY_PAYLOAD`]) makes it `retrying`. The backends load a touched run's root row with the
+//! chunk's rows ([`with_roots`]) so that it moves with its workflow.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -73,6 +77,8 @@ const ORCHESTRATOR: &str = "agent:orchestrator";
 const WORKFLOW_PAYLOAD: &str = "clutch.workflow.v1";
 const WORKFLOW_TASK_PAYLOAD: &str = "clutch.workflow.task.v1";
 const WORKFLOW_STATUS_PAYLOAD: &str = "clutch.workflow.status.v1";
+/// `payload_type` of the daemon's note that a failed task will be routed again (`chat.system`).
+pub const TASK_RETRY_PAYLOAD: &str = "clutch.task.retry.v1";
 const POSITIONS: &str = "agent:positions";
 /// The thread and run the daemon files its own notices under: the thread spans runs (routing
 /// decisions go to it in their task's run), so its row names the system run, never one of those.
@@ -361,6 +367,20 @@ pub fn touched(messages: &[(u64, Message)]) -> (Vec<String>, Vec<String>, Vec<St
     (own(runs), own(threads), own(tasks))
 }
 
+/// `tasks` (a chunk's touched task ids) and the root tasks of the workflow runs among `runs` (their
+/// stored rows), whose state follows their planned tasks.
+pub fn with_roots(mut tasks: Vec<String>, runs: &[RunSummary]) -> Vec<String> {
+    let known: HashSet<String> = tasks.iter().cloned().collect();
+    for run in runs.iter().filter(|r| r.kind == RunKind::Workflow) {
+        if let Some(root) = &run.root_task_id
+            && !known.contains(root)
+        {
+            tasks.push(root.clone());
+        }
+    }
+    tasks
+}
+
 /// The rows a chunk touches, as stored before it, then as its events leave them.
 #[derive(Debug, Default)]
 pub struct Rows {
@@ -427,7 +447,9 @@ impl Rows {
                 add_name(&mut run.agents, name);
             }
         }
-        if let Some((before, after)) = moved {
+        // A workflow's root stands for the workflow: its planned tasks are what the run counts.
+        let counted = !(run.kind == RunKind::Workflow && run.root_task_id.as_deref() == Some(m.task_id.as_str()));
+        if let Some((before, after)) = moved.filter(|_| counted) {
             if let Some(before) = before
                 && let Some(n) = run.tasks.get_mut(&before)
             {
@@ -438,8 +460,25 @@ impl Rows {
             }
             *run.tasks.entry(after).or_insert(0) += 1;
         }
-        let root_state = run.root_task_id.as_ref().and_then(|id| self.tasks.get(id)).map(|t| t.state.clone());
-        run.state = run_state(run.kind, root_state.as_deref(), &run.tasks);
+        let root = run.root_task_id.as_ref().and_then(|id| self.tasks.get_mut(id));
+        if run.kind == RunKind::Workflow {
+            let cancelled = root.as_ref().is_some_and(|t| t.state == "cancelled");
+            let state = if cancelled { "cancelled" } else { workflow_state(&run.tasks) };
+            run.state = match state {
+                "completed" => RunState::Completed,
+                "failed" => RunState::Failed,
+                "cancelled" => RunState::Cancelled,
+                _ => RunState::Active,
+            };
+            if let Some(root) = root
+                && root.state != state
+            {
+                root.state = state.to_owned();
+                self.changed_tasks.insert(root.task_id.clone());
+            }
+        } else {
+            run.state = run_state(root.map(|t| t.state.as_str()));
+        }
         self.changed_runs.insert(m.run_id.clone());
 
         let system = m.thread_id == SYSTEM_THREAD;
@@ -489,7 +528,11 @@ impl Rows {
             }
             let planned = m.payload_type.as_deref() == Some(WORKFLOW_TASK_PAYLOAD);
             let workflow = planned || m.payload_type.as_deref() == Some(WORKFLOW_PAYLOAD);
-            let state = if planned { "pending" } else { "requested" };
+            let state = match m.payload_type.as_deref() {
+                _ if planned => "pending",
+                Some(WORKFLOW_PAYLOAD) => "planning",
+                _ => "requested",
+            };
             self.tasks.insert(
                 m.task_id.clone(),
                 TaskListing {
@@ -579,6 +622,13 @@ impl Rows {
             }
             T::TaskCancel if !ended || from == ORCHESTRATOR => (task.state != "cancelled").then_some("cancelled"),
             T::TaskTimeout if !ended => Some("timed_out"),
+            T::ChatSystem
+                if from == ORCHESTRATOR
+                    && task.state == "failed"
+                    && m.payload_type.as_deref() == Some(TASK_RETRY_PAYLOAD) =>
+            {
+                Some("retrying")
+            }
             _ => None,
         };
         let next = next.filter(|n| *n != task.state)?;
@@ -596,31 +646,36 @@ impl Rows {
     }
 }
 
-fn run_state(kind: RunKind, root: Option<&str>, tasks: &BTreeMap<String, u64>) -> RunState {
-    let ended = |state: &str| match state {
-        "completed" => Some(RunState::Completed),
-        "failed" | "timed_out" => Some(RunState::Failed),
-        "cancelled" => Some(RunState::Cancelled),
-        _ => None,
-    };
-    match (kind, root) {
-        (RunKind::Workflow, Some("cancelled")) => RunState::Cancelled,
-        (RunKind::Workflow, _) => {
-            // The root stands for the workflow and stays open; its planned tasks say where it is.
-            let open = tasks.iter().filter(|(s, _)| !is_terminal(s)).map(|(_, n)| n).sum::<u64>();
-            let ended_tasks = tasks.iter().filter(|(s, _)| is_terminal(s)).map(|(_, n)| n).sum::<u64>();
-            if open > 1 || ended_tasks == 0 {
-                RunState::Active
-            } else if tasks.contains_key("failed") || tasks.contains_key("timed_out") {
-                RunState::Failed
-            } else if tasks.contains_key("completed") {
-                RunState::Completed
-            } else {
-                RunState::Cancelled
-            }
-        }
-        (_, Some(state)) => ended(state).unwrap_or(RunState::Active),
-        (_, None) => RunState::Active,
+/// Where a run other than a workflow is: where its root task is.
+fn run_state(root: Option<&str>) -> RunState {
+    match root {
+        Some("completed") => RunState::Completed,
+        Some("failed" | "timed_out") => RunState::Failed,
+        Some("cancelled") => RunState::Cancelled,
+        _ => RunState::Active,
+    }
+}
+
+/// A workflow's state from its planned tasks counted by state (those of a replaced plan are
+/// cancelled and do not count), as the engine's `Workflows::status` derives it from the plan: none →
+/// `planning`; all completed → `completed`; one failed and none held or pending → `failed`; none
+/// claimed, in progress or pending and one blocked → `blocked`; else `in_progress`. Without the
+/// plan's dependencies the lists cannot see that pending tasks wait for a failed or blocked one;
+/// the engine's views (and the list pages, which take the engine's state for what it holds) can.
+pub fn workflow_state(tasks: &BTreeMap<String, u64>) -> &'static str {
+    let n = |state: &str| tasks.get(state).copied().unwrap_or(0);
+    let live: u64 = tasks.iter().filter(|(s, _)| s.as_str() != "cancelled").map(|(_, n)| n).sum();
+    let moving = n("claimed") + n("in_progress") + n("pending");
+    if live == 0 {
+        "planning"
+    } else if n("completed") == live {
+        "completed"
+    } else if n("failed") > 0 && moving + n("blocked") == 0 {
+        "failed"
+    } else if moving == 0 && n("blocked") > 0 {
+        "blocked"
+    } else {
+        "in_progress"
     }
 }
 

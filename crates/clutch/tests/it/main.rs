@@ -18,6 +18,7 @@ mod security;
 mod send;
 mod serve;
 mod sessions;
+mod states;
 mod support;
 mod tail;
 mod tasks;

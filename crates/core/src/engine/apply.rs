@@ -167,6 +167,9 @@ impl State {
                 _ => {}
             }
         }
+        if task.phase == Phase::Retrying && *old_phase != Phase::Retrying {
+            self.retries_to_note.insert(task.id.clone());
+        }
         if task.phase.is_in_flight()
             && let Some(a) = task.agent.as_ref().and_then(|a| self.agents.get_mut(a))
             && a.in_flight.insert(task.id.clone())

@@ -87,6 +87,25 @@ pub(super) fn task_error(task: &Task, code: &str, text: &str, retryable: bool, k
     m
 }
 
+/// The notice that `task` will be routed again after `after` (its `routings`th routing failed
+/// with a retryable error; the policy gives it `of` in all).
+pub(super) fn retry_notice(task: &Task, of: u32, after: std::time::Duration) -> Message {
+    let (code, text) = task.last_error.clone().unwrap_or_default();
+    let routing = task.routings + 1;
+    let after_ms = after.as_millis() as u64;
+    let payload = payload::object(&payload::TaskRetry {
+        routing,
+        routings: of,
+        after_ms,
+        message: format!("task {} failed ({code}: {text}); routing {routing} of {of} in {after_ms} ms", task.id),
+        code,
+    });
+    let mut m = derived(&task.request, MessageType::ChatSystem, vec![task.requester.clone()], payload);
+    m.payload_type = Some(TASK_RETRY_PAYLOAD.to_owned());
+    m.idempotency_key = Some(format!("clutch:retry:{}:{}", task.id, task.routings));
+    m
+}
+
 pub(super) fn timeout(task: &Task) -> Message {
     let payload =
         payload::object(&payload::Timeout { message: "the task ran past its agent's max_runtime_sec".to_owned() });

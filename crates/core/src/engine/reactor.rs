@@ -168,6 +168,18 @@ impl State {
         if !messages.is_empty() {
             actions.push(Action { label: "timers", messages, retry: fired.clone() });
         }
+        if !self.retries_to_note.is_empty() {
+            let ids = std::mem::take(&mut self.retries_to_note);
+            let messages: Vec<Message> = ids
+                .iter()
+                .filter_map(|id| self.tasks.get(id))
+                .filter(|t| t.phase == Phase::Retrying)
+                .map(|t| retry_notice(t, options.max_routings, retry_delay(options, t)))
+                .collect();
+            if !messages.is_empty() {
+                actions.push(Action { label: "retries", messages, retry: Vec::new() });
+            }
+        }
         if !to_route.is_empty() {
             let messages = self.route(options, &to_route);
             if !messages.is_empty() {

@@ -193,6 +193,7 @@ impl State {
             due: self.due.clone(),
             queued: self.queued.clone(),
             freed: self.freed.clone(),
+            retries_to_note: self.retries_to_note.clone(),
             woken: 0,
             budget_pending: false,
             routing_clock: self.routing_clock,

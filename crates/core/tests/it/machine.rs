@@ -145,6 +145,8 @@ fn a_silent_agent_goes_stale_then_offline_and_its_task_moves_to_a_live_one() {
             "agent.update agent:orchestrator ->  stale",
             "agent.update agent:orchestrator ->  offline",
             "task.error agent:orchestrator -> agent:quiet,user:ada AGENT_UNAVAILABLE",
+            // The notice that it will be routed again: the lists read `retrying` from it.
+            "chat.system agent:orchestrator -> user:ada AGENT_UNAVAILABLE",
             "routing.decision agent:orchestrator -> ",
             "task.request agent:orchestrator -> agent:alive #2",
         ]

@@ -28,6 +28,7 @@
 //   search-view → SearchHitPage
 //   clutch.agent.status.v1 → AgentStatus
 //   clutch.budget.v1 → BudgetNotice
+//   clutch.task.retry.v1 → TaskRetry
 //   clutch.refusal.v1 → Refusal
 //   clutch.schema.v1 → SchemaRegistration
 //   routing.decision → RoutingDecision
@@ -841,6 +842,17 @@
  * `task.progress` `clutch.workflow.task_plan.v1`: how the holder means to do the task.
  * @typedef {object} TaskPlan
  * @property {any} plan
+ */
+
+/**
+ * `chat.system` `clutch.task.retry.v1` on a task: it failed with a retryable error and will be
+ * routed again after a backoff (sent once per retry; the task's state is `retrying` until then).
+ * @typedef {object} TaskRetry
+ * @property {number} after_ms  Milliseconds until it is routed again.
+ * @property {string} code  The error that failed the last routing.
+ * @property {string} message  All of the above, for people.
+ * @property {number} routing  The routing to come: 2 for the first retry.
+ * @property {number} routings  Routings the retry policy gives a task in all.
  */
 
 /**
