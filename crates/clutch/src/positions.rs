@@ -268,8 +268,10 @@ async fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
     if let Some(from) = &args.from {
         body["agent_id"] = json!(from);
     }
-    let invoked: Value =
-        client.json(client.post(&format!("/v1/positions/{}/invoke", path_segment(&args.name))).json(&body)).await?;
+    let invoked: Value = client
+        .json(client.post(&format!("/v1/positions/{}/invoke", path_segment(&args.name))).json(&body))
+        .await
+        .map_err(where_agents_are)?;
     if args.json {
         render::print(&format!("{invoked}\n"))?;
     } else {
@@ -286,6 +288,24 @@ async fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     follow(&client, text(&invoked["session_id"]), text(&invoked["task_id"]), args.json).await
+}
+
+/// A member named in `--agents` that is not registered: the daemon's hint, and where the CLI shows
+/// who is.
+fn where_agents_are(e: crate::client::Error) -> crate::client::Error {
+    match e {
+        crate::client::Error::Api(mut api)
+            if api.code == "AGENT_NOT_FOUND" && api.field.as_deref().is_some_and(|f| f.starts_with("agents.")) =>
+        {
+            let more = "`clutch agents list` shows the registered agents, `clutch agents register CARD` adds one";
+            api.hint = Some(match api.hint.take() {
+                Some(hint) => format!("{hint}; {more}"),
+                None => more.to_owned(),
+            });
+            crate::client::Error::Api(api)
+        }
+        other => other,
+    }
 }
 
 /// Prints the session's events as they come (polling its run), until its task ends.

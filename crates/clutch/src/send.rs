@@ -63,8 +63,9 @@ pub struct BuildArgs {
     /// A preferred capability, `domain:` or `tag:`; repeat for several.
     #[arg(long, value_name = "PREFERENCE")]
     pub prefers: Vec<String>,
-    /// Key that makes a repeated send of the same command a no-op within its run.
-    #[arg(long, value_name = "KEY")]
+    /// Key that makes a repeated send of the same command a no-op within its run. Needs --run: the
+    /// key is scoped to the run, and a send without one is a new run each time.
+    #[arg(long, value_name = "KEY", requires = "run")]
     pub idempotency_key: Option<String>,
 }
 

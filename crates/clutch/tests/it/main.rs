@@ -13,6 +13,7 @@ mod llm;
 mod mcp;
 mod policy;
 mod positions;
+mod readme;
 mod replay;
 mod security;
 mod send;

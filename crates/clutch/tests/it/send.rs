@@ -118,3 +118,14 @@ async fn refusals_name_the_field_and_exit_1() {
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(out.stderr.contains("stdin is not valid JSON"), "{out:?}");
 }
+
+/// An idempotency key is scoped to its run, and a send without `--run` is a new run each time: the
+/// key could never repeat, so it needs `--run` (a usage error, exit code 2, nothing sent).
+#[test]
+fn an_idempotency_key_needs_a_run() {
+    let mut cmd = clutch();
+    cmd.args(["send", "--url", "http://127.0.0.1:9", "--from", "user:ada", "--text", "x", "--idempotency-key", "k"]);
+    let out = run(cmd, "");
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("--run <RUN_ID>"), "{out:?}");
+}

@@ -8,10 +8,10 @@ use std::time::{Duration, SystemTime};
 use clutch_store::lists::{List, Page, RunKind, RunState, RunSummary, SearchHit, TaskListing, ThreadSummary};
 
 use super::{Engine, State};
-use crate::view::TaskState;
-use crate::workflow::api::WorkflowStatus;
 use crate::Result;
 use crate::lists::ListInput;
+use crate::view::TaskState;
+use crate::workflow::api::WorkflowStatus;
 
 impl Engine {
     /// Runs by last activity, newest first (each face's list of runs).

@@ -10,6 +10,9 @@ use clutch_proto::error::quote;
 pub const HISTORY_MAX: usize = 1000;
 pub const HISTORY_DEFAULT: usize = 50;
 
+/// Registered agents an invocation's refusal names at most.
+const NAMED_AGENTS_MAX: usize = 10;
+
 impl Engine {
     /// The positions the runner serves, as it announced them; empty without a runner.
     pub fn positions(&self) -> Vec<Value> {
@@ -104,39 +107,7 @@ impl Engine {
             .filter_map(|r| r["name"].as_str())
             .map(str::to_owned)
             .collect();
-        for (role, agents) in &invocation.agents {
-            for agent in agents.split(',').map(str::trim) {
-                let named = agent.strip_prefix("agent:").or_else(|| agent.strip_prefix("user:"));
-                let checked = match named {
-                    Some(n) => clutch_proto::id::check_name(n).map_err(|e| e.to_string()),
-                    None if ["skill:", "tool:", "mcp:"].iter().any(|p| agent.starts_with(p)) => {
-                        router::Need::parse(agent).map(|_| ())
-                    }
-                    None => Err("not an `agent:` or `user:` id, nor a capability".to_owned()),
-                };
-                if let Err(why) = checked {
-                    return Err(Refusal::new(
-                        ErrorCode::ValidationFailed,
-                        format!("`{}` cannot play {role}: {why}", clutch_proto::error::quote(agent)),
-                    )
-                    .field(format!("agents.{role}"))
-                    .hint("name an agent (agent:ID), a person (user:NAME) or a capability the router casts (skill:NAME); leave it out for an LLM agent")
-                    .into());
-                }
-            }
-            if !roles.iter().any(|r| r.eq_ignore_ascii_case(role)) {
-                return Err(Refusal::new(
-                    ErrorCode::ValidationFailed,
-                    format!(
-                        "position {name} has no role `{}` (its roles: {})",
-                        clutch_proto::error::quote(role),
-                        roles.join(", ")
-                    ),
-                )
-                .field(format!("agents.{role}"))
-                .into());
-            }
-        }
+        self.check_cast(name, &roles, &invocation)?;
         let run = invocation.run_id.clone().unwrap_or_else(|| clutch_proto::id::generate(clutch_proto::id::Kind::Run));
         let thread =
             invocation.thread_id.clone().unwrap_or_else(|| clutch_proto::id::generate(clutch_proto::id::Kind::Thread));
@@ -164,6 +135,104 @@ impl Engine {
             Some(Err(e)) => Err(e),
             None => Err(Error::Task("an invocation went unanswered".into())),
         }
+    }
+
+    /// What an invocation names, checked before anything is stored: each role one of the
+    /// position's; each member an `agent:` id that is registered (not the daemon's own), a person
+    /// (`user:NAME`) or a capability the router casts; nobody named twice (a member plays one role);
+    /// `rounds` and `workers` at least 1. A named agent that does not exist would be given turns
+    /// nobody takes, so it is refused here rather than found out when its turn times out.
+    fn check_cast(&self, name: &str, roles: &[String], invocation: &Invocation) -> Result<()> {
+        let refused = |code: ErrorCode, field: String, message: String| Refusal::new(code, message).field(field);
+        for (key, value) in [("rounds", invocation.rounds), ("workers", invocation.workers)] {
+            if value == Some(0) {
+                return Err(
+                    refused(ErrorCode::ValidationFailed, key.into(), format!("{key} must be at least 1")).into()
+                );
+            }
+        }
+        let mut named: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut cast: BTreeMap<String, &str> = BTreeMap::new();
+        for (role, agents) in &invocation.agents {
+            let field = format!("agents.{role}");
+            if !roles.iter().any(|r| r.eq_ignore_ascii_case(role)) {
+                let why = format!("position {name} has no role `{}` (its roles: {})", quote(role), roles.join(", "));
+                return Err(refused(ErrorCode::ValidationFailed, field, why).into());
+            }
+            if let Some(first) = cast.insert(role.to_lowercase(), role) {
+                let why = format!("role {role} is named twice (also as {first}); roles are read without case");
+                return Err(refused(ErrorCode::ValidationFailed, field, why).into());
+            }
+            for agent in agents.split(',').map(str::trim) {
+                let named_id = agent.strip_prefix("agent:").or_else(|| agent.strip_prefix("user:"));
+                let checked = match named_id {
+                    Some(n) => clutch_proto::id::check_name(n).map_err(|e| e.to_string()),
+                    None if ["skill:", "tool:", "mcp:"].iter().any(|p| agent.starts_with(p)) => {
+                        router::Need::parse(agent).map(|_| ())
+                    }
+                    None => Err("not an `agent:` or `user:` id, nor a capability".to_owned()),
+                };
+                if let Err(why) = checked {
+                    return Err(refused(
+                        ErrorCode::ValidationFailed,
+                        field,
+                        format!("`{}` cannot play {role}: {why}", quote(agent)),
+                    )
+                    .hint("name an agent (agent:ID), a person (user:NAME) or a capability the router casts (skill:NAME); leave it out for an LLM agent")
+                    .into());
+                }
+                if named_id.is_none() {
+                    continue;
+                }
+                if let Some(first) = named.insert(agent, role) {
+                    let why = format!("`{agent}` is named for {first} and for {role}: a member plays one role");
+                    return Err(refused(ErrorCode::ValidationFailed, field, why).into());
+                }
+                if agent.starts_with("agent:") {
+                    self.check_member(role, agent, &field)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `agent` (an `agent:` id) can play `role`: a registered agent other than the daemon's own.
+    fn check_member(&self, role: &str, agent: &str, field: &str) -> Result<()> {
+        if agent == RUNNER || agent == ORCHESTRATOR {
+            return Err(Refusal::new(
+                ErrorCode::ValidationFailed,
+                format!("`{agent}` cannot play {role}: it is the daemon's own agent, not a member"),
+            )
+            .field(field)
+            .into());
+        }
+        let state = self.state();
+        if state.agents.get(agent).is_some_and(|a| a.status != Status::Removed) {
+            return Ok(());
+        }
+        let registered: Vec<&str> = state
+            .agents
+            .values()
+            .filter(|a| a.status != Status::Removed && a.card.agent_id != RUNNER && a.card.agent_id != ORCHESTRATOR)
+            .map(|a| a.card.agent_id.as_str())
+            .collect();
+        let known = match registered.len() {
+            0 => "no agent is registered yet".to_owned(),
+            n if n <= NAMED_AGENTS_MAX => format!("registered: {}", registered.join(", ")),
+            n => {
+                format!("registered: {}, and {} more", registered[..NAMED_AGENTS_MAX].join(", "), n - NAMED_AGENTS_MAX)
+            }
+        };
+        Err(Refusal::new(
+            ErrorCode::AgentNotFound,
+            format!("`{agent}` cannot play {role}: no agent `{agent}` is registered ({known})"),
+        )
+        .field(field)
+        .hint(format!(
+            "register {agent} first (its AgentCard), or name a registered agent, a person (user:NAME) or a capability the router casts (skill:NAME)"
+        ))
+        .next(Next::RegisterAgent)
+        .into())
     }
 
     /// Sends a message from `from` (a member) to members of session `session_id`: `to` names agent

@@ -40,6 +40,10 @@ async fn a_coordinator_invokes_a_position_and_a_member_talks_on_its_bus() {
                 .await;
         assert_eq!(e["field"], "agents.Juggler", "{e}");
 
+        // The agents it names must be registered.
+        for name in ["ida", "ken"] {
+            ok(&member, "agent_register", json!({"name": name, "runtime": "custom"})).await;
+        }
         let invoked = ok(
             &coordinator,
             "position_invoke",
