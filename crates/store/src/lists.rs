@@ -542,7 +542,14 @@ impl Rows {
                     parent_task_id: m.parent_task_id.clone(),
                     title: text.to_owned(),
                     requester: from.to_owned(),
-                    agent: None,
+                    // A request sent to an agent or a person by name is theirs from the start.
+                    agent: m
+                        .to
+                        .iter()
+                        .map(|r| r.agent_id.as_str())
+                        .find(|a| (a.starts_with("agent:") && *a != ORCHESTRATOR) || a.starts_with("user:"))
+                        .filter(|_| !planned)
+                        .map(str::to_owned),
                     requires: m.requires.clone(),
                     workflow_id: workflow.then(|| m.run_id.clone()),
                     state: state.into(),

@@ -192,6 +192,8 @@ async fn a_routed_task_tree_says_the_same_on_every_surface_at_every_step() {
     sub["parent_task_id"] = json!(task);
     post(sub).await;
     s.agree("a child: requested to kim", &run_id, child, false, "routed").await;
+    let rows = s.get("/v1/tasks?agent=agent:kim").await;
+    assert!(rows["items"].as_array().unwrap().iter().any(|t| t["task_id"] == child), "sent to kim by name: {rows}");
     let mut result = msg("agent:kim", "agent:kim", "task.result", json!({"text": "found"}));
     result["task_id"] = json!(child);
     post(result).await;
@@ -207,4 +209,72 @@ async fn a_routed_task_tree_says_the_same_on_every_surface_at_every_step() {
     post(msg("agent:kim", "user:ada", "task.result", json!({"text": "42"}))).await;
     s.agree("completed", &run_id, task, false, "completed").await;
     assert_eq!(s.run_state(&run_id).await, "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_says_the_same_on_every_surface_at_every_step() {
+    use reqwest::Method;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(dir.path());
+    let s = surfaces(&daemon).await;
+    // A mirror played by two people: their turns wait in their inboxes until they answer.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let invoked = loop {
+        let r = s
+            .http
+            .post(format!("{}/v1/positions/mirror/invoke", s.url))
+            .json(&json!({"input": "6 × 7", "agents": {"Reflector": "user:bob", "Verifier": "user:ada"}}))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 201 {
+            break r.json::<Value>().await.unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the positions runner did not come up: {}",
+            r.text().await.unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (session, root) = (invoked["session_id"].as_str().unwrap(), invoked["task_id"].as_str().unwrap());
+    let turns = |who: &'static str| {
+        let s = &s;
+        async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            loop {
+                let inbox = s.get(&format!("/v1/inbox/{who}")).await;
+                let open: Vec<String> = inbox["tasks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t["task"]["task_id"].as_str().unwrap().to_owned())
+                    .collect();
+                if !open.is_empty() {
+                    return open;
+                }
+                assert!(std::time::Instant::now() < deadline, "{who} has no turn");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    for (round, answer) in [(1, "42"), (2, "CONSENSUS")] {
+        let bob = turns("user:bob").await;
+        let ada = turns("user:ada").await;
+        let said = s.states(session, root, false).await;
+        let first = said.values().next().unwrap().clone();
+        assert!(said.values().all(|v| *v == first), "round {round}: the session's task: {said:#?}");
+        assert!(["accepted", "running"].contains(&first.as_str()), "round {round}: a session at work: {said:#?}");
+        assert_eq!(s.get(&format!("/v1/sessions/{session}")).await["status"], "RUNNING");
+        assert_eq!(s.run_state(session).await, "active");
+        for (who, turn) in [("user:bob", &bob[0]), ("user:ada", &ada[0])] {
+            s.agree(&format!("round {round}: {who}'s turn"), session, turn, false, "routed").await;
+            let reply = json!({"agent_id": who, "status": "completed", "text": answer});
+            s.send(Method::POST, &format!("/v1/tasks/{turn}/reply"), reply).await;
+            s.agree(&format!("round {round}: {who} answered"), session, turn, false, "completed").await;
+        }
+    }
+    s.agree("the session ended", session, root, false, "completed").await;
+    assert_eq!(s.get(&format!("/v1/sessions/{session}")).await["status"], "COMPLETED");
+    assert_eq!(s.run_state(session).await, "completed");
 }
