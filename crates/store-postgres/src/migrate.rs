@@ -16,6 +16,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (7, include_str!("../migrations/0007_log_floor.sql")),
     (8, include_str!("../migrations/0008_lists.sql")),
     (9, include_str!("../migrations/0009_list_filters.sql")),
+    (10, include_str!("../migrations/0010_lists_rederived.sql")),
 ];
 
 pub(crate) enum Error {

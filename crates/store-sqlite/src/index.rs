@@ -33,8 +33,9 @@ use rusqlite::{Connection, params};
 pub const INDEX_FILE: &str = "clutch.index.db";
 
 /// The index file's format (`PRAGMA user_version`): a file of another is rebuilt. 2: the lists and
-/// the search index ([`crate::lists`]); 3: how far they reach, apart from the indexes.
-const FORMAT: i64 = 3;
+/// the search index ([`crate::lists`]); 3: how far they reach, apart from the indexes; 4: the lists'
+/// rows as `clutch_store::lists` derives them since a workflow's root shows its workflow's state.
+const FORMAT: i64 = 4;
 
 /// Each index: its table and the events column it keys, in the order a read with several conditions
 /// prefers them (the most selective first).

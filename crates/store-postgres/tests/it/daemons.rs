@@ -151,7 +151,7 @@ async fn daemons_starting_together_migrate_once() {
     }
     let rows = h.client().await.query("SELECT version FROM clutch_migrations ORDER BY version", &[]).await.unwrap();
     let versions: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert_eq!(versions, (1..=10).collect::<Vec<i64>>());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
