@@ -84,6 +84,8 @@ const POSITIONS: &str = "agent:positions";
 /// decisions go to it in their task's run), so its row names the system run, never one of those.
 const SYSTEM_THREAD: &str = "thr_00000000000000000000000000";
 const SYSTEM_RUN: &str = "run_00000000000000000000000000";
+/// What the system run and thread are called wherever they are listed.
+pub const SYSTEM_TITLE: &str = "Daemon notices";
 
 /// What a run is, from its first top-level request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -412,7 +414,7 @@ impl Rows {
         let moved = self.apply_task(seq, m, &text);
         let run = self.runs.entry(m.run_id.clone()).or_insert_with(|| RunSummary {
             run_id: m.run_id.clone(),
-            title: String::new(),
+            title: if m.run_id == SYSTEM_RUN { SYSTEM_TITLE.into() } else { String::new() },
             kind: RunKind::Chat,
             state: RunState::Active,
             root_task_id: None,
@@ -485,7 +487,7 @@ impl Rows {
         let thread = self.threads.entry(m.thread_id.clone()).or_insert_with(|| ThreadSummary {
             thread_id: m.thread_id.clone(),
             run_id: if system { SYSTEM_RUN.into() } else { m.run_id.clone() },
-            title: if system { "Daemon notices".into() } else { String::new() },
+            title: if system { SYSTEM_TITLE.into() } else { String::new() },
             participants: Vec::new(),
             messages: 0,
             first_seq: seq,
