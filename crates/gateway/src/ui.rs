@@ -64,6 +64,7 @@ static ASSETS: &[Asset] = assets![
     "js/views/thread.js",
     "js/views/timeline.js",
     "js/views/tools.js",
+    "js/views/workflow.js",
 ];
 
 /// Strong validators, one per asset, in `ASSETS` order: the length and a hash of the bytes. They change

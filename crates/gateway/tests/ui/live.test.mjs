@@ -102,7 +102,7 @@ test('a task card changes state in place: requested, queued, routed, accepted, p
     await reaches('completed');
     assert.equal(await card.locator('.r-findings li').count(), 1);
     assert.equal(await card.locator('.r-citations a').getAttribute('href'), 'https://example.com/guide');
-    assert.equal(await card.locator('.stepper [aria-current=step]').textContent(), 'done');
+    assert.equal(await card.locator('.stepper [aria-current=step]').textContent(), 'completed');
     // The daemon's routing decision has its own row: the candidates and scores, who was left out and
     // why, and the reason in words.
     const routing = page.locator('.ev-routing-decision');
@@ -205,13 +205,14 @@ test("the daemon's verdicts show on the cards: no eligible agent, a timeout, a r
     assert.equal(await timedOut.locator('.stepper [aria-current=step]').textContent(), 'timed out');
     await taskIn(url, slow.task_id, 'timed_out');
 
-    // A retryable error: the card shows the failure, then the daemon routes the task again (attempt
-    // 2) and the same card starts over, without the old error.
+    // A retryable error: the card shows the failure as retrying (the daemon's notice that it will
+    // route the task again), then the daemon routes it again (attempt 2) and the same card starts
+    // over, without the old error.
     const flaky = await ask(url, { ...base, requires: ['skill:flaky'], payload: { goal: 'Try, try again' } });
     const first = await rex.delivery(flaky.task_id);
     await rex.accept(first);
     await rex.error(first, { code: 'RATE_LIMITED', message: 'too many requests upstream', retryable: true });
-    const failedOnce = cardIn(flaky.task_id, 'failed');
+    const failedOnce = cardIn(flaky.task_id, 'retrying');
     await failedOnce.waitFor();
     assert.equal(await failedOnce.locator('.retryable').textContent(), 'retryable');
     const again = await rex.delivery(flaky.task_id, 2);
@@ -225,6 +226,6 @@ test("the daemon's verdicts show on the cards: no eligible agent, a timeout, a r
     await cardIn(flaky.task_id, 'completed').waitFor();
     assert.equal(await page.locator(`.task-card[data-task="${flaky.task_id}"]`).count(), 1);
     assert.equal(await page.locator('.ev-routing-decision:has(tr.selected:has-text("rex"))').count(), 2, 'routed twice, each decision its own row');
-    assert.deepEqual(await statesOf(flaky.task_id), ['requested', 'routed', 'routed', 'accepted', 'failed', 'failed', 'routed', 'accepted', 'completed']);
+    assert.deepEqual(await statesOf(flaky.task_id), ['requested', 'routed', 'routed', 'accepted', 'failed', 'retrying', 'routed', 'routed', 'accepted', 'completed']);
   });
 });

@@ -5,7 +5,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Agent, daemonAndBrowser, eventually, events, post, withPage } from './support.mjs';
+import { Agent, daemonAndBrowser, eventually, events, post, request, withPage } from './support.mjs';
 
 const env = daemonAndBrowser();
 
@@ -94,5 +94,54 @@ test('start a mirror from the dialog and follow its session live', async (t) => 
     assert.match(await panel.locator('.count').textContent() || '', /^4 messages$/);
     await page.locator('.r-said .said-type', { hasText: 'RESULTS' }).first().waitFor();
     assert.equal(await page.locator('.r-said .said-type', { hasText: 'CONSENSUS' }).count(), 2);
+  });
+});
+
+test('the turn box shows once the person sets their name; messages render once; labels once; the positions page lists sessions', async (t) => {
+  const url = env.daemon.url;
+  await new Agent(url, 'ivy', { capabilities: [{ id: 'skill:review', version: '1.0.0' }] }).register();
+  const invoked = await request(url, 'POST', '/v1/positions/mirror/invoke', { input: 'Is 2 + 2 equal to 4?', agents: { Reflector: 'agent:ivy', Verifier: 'user:lee' }, agent_id: 'user:lee' });
+  assert.equal(invoked.status, 201, JSON.stringify(invoked.body));
+  const run = invoked.body.session_id;
+  await withPage(env.browser, t.name, `${url}/#/run/${run}`, async (page) => {
+    const panel = page.locator('.session-panel');
+    await panel.locator('.team li[data-agent="user:lee"]').waitFor();
+    // The page does not know its person yet: no turn box; the name set in the composer shows it, no reload.
+    const ivy = play(url, run, 'agent:ivy', (turn) => (String(turn.payload.goal).includes('Compare') ? JSON.stringify({ verdict: 'CONSENSUS', points: ['4'] }) : 'ivy found 4'), 2);
+    await eventually(async () => (await events(url, { run_id: run, type: 'task.request' })).some((e) => e.to[0]?.agent_id === 'user:lee'), "lee's turn");
+    assert.equal(await panel.locator('form.turn').count(), 0);
+    await page.locator('.composer input[name=user]').fill('lee');
+    await page.locator('.composer input[name=user]').press('Enter');
+    await panel.locator('form.turn').first().waitFor({ timeout: 5_000 });
+
+    // The session's head names the position once (the mirror position is of the mirror pattern).
+    const head = (await panel.locator('.session-head').textContent()) || '';
+    assert.doesNotMatch(head, /mirror\s*mirror/i);
+
+    const firstTurn = panel.locator(`form.turn[data-task="${await panel.locator('form.turn').first().getAttribute('data-task')}"]`);
+    await firstTurn.locator('textarea[name=answer]').fill('lee found 4');
+    await firstTurn.locator('button[type=submit]').click();
+    await firstTurn.waitFor({ state: 'detached' });
+    const secondTurn = panel.locator('form.turn:has(select[name=field-verdict])');
+    await secondTurn.waitFor();
+    await secondTurn.locator('select[name=field-verdict]').selectOption({ label: 'CONSENSUS' });
+    await secondTurn.locator('button[type=submit]').click();
+    await ivy;
+    await page.locator('.session-panel[data-phase="COMPLETED"]').waitFor();
+
+    // Each message between the members is shown once: its content appears in one row only.
+    const said = page.locator('.r-said', { hasText: 'ivy found 4' });
+    await said.first().waitFor();
+    const rows = await page.locator('.timeline-rows article').evaluateAll((els) => els.filter((el) => (el.textContent || '').includes('ivy found 4')).map((el) => (el.textContent || '').split('ivy found 4').length - 1));
+    assert.ok(rows.length > 0);
+    for (const n of rows) assert.equal(n, 1, `a row shows the message ${n} times`);
+
+    // The positions page: the session listed, with its phase; no card says its pattern twice.
+    await page.goto(`${url}/#/positions`);
+    const row = page.locator(`.sessions-list tr[data-session="${run}"]`);
+    await row.waitFor();
+    assert.equal(await row.locator('.phase').textContent(), 'COMPLETED');
+    assert.match(await row.textContent() || '', /Reflector ivy, Verifier lee/);
+    for (const title of await page.locator('.position-card h2').allTextContents()) assert.doesNotMatch(title, /\b(\w+)\b.*\b\1\b/i, title);
   });
 });

@@ -1,12 +1,16 @@
 // Takes the screenshots in docs/screenshots/ (run by scripts/screenshots): a daemon filled with a
 // small team's work, each view in light and dark, at a laptop's size. The team plays itself through the
 // API (agents register and answer what the daemon routes to them), so the routing decisions, queued
-// task, budget notice and status change on the pictures are the daemon's own.
+// task, budget notice and status change on the pictures are the daemon's own. The README's `oauth`
+// workflow is worked over HTTP (setup completed with its checkpoints, google in progress), a built-in
+// LLM agent answers a task against a local fake Anthropic server, and a mirror session waits for its
+// members.
 // CLUTCH_SCREENSHOTS_DIR writes them elsewhere (to look before replacing the committed ones).
 
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { Agent, ask, startDaemon, launch, post, msg, newId, story, live, until, eventually, request, ROOT } from './support.mjs';
+import { Agent, ask, startDaemon, launch, post, msg, newId, story, live, until, eventually, request, taskIn, ROOT } from './support.mjs';
+import { llmConfig, startFakeLlm } from './fake-llm.mjs';
 
 const OUT = process.env.CLUTCH_SCREENSHOTS_DIR || path.join(ROOT, 'docs', 'screenshots');
 const VIEWPORT = { width: 1440, height: 900 };
@@ -37,19 +41,60 @@ async function seed(url) {
   await tess.progress(c, { percent: 65, message: '212 of 326 tests passed so far', usage: { tokens: 64_000, cost_usd: 1.31 } });
   await ask(url, { ...base, task_id: deploy, from: { agent_id: 'user:lin' }, requires: ['skill:ops'], meta: { depends_on: [checks] }, payload: { goal: 'Deploy 2.4 to staging' } });
   await post(url, msg({ thread_id: s.thread, run_id: s.run, from: { agent_id: 'user:ada' }, payload: { text: 'Thanks both. Can we get the appendix another way?' } }));
+  const oauth = await workflow(url, s.ken);
+  const llm = await ask(url, { thread_id: newId('thr'), run_id: newId('run'), requires: ['skill:summarise'], payload: { goal: 'Summarise the Q3 report: revenue up 12% on services, hardware flat, margin up.' } });
+  await taskIn(url, llm.task_id, 'completed');
+  const session = await request(url, 'POST', '/v1/positions/mirror/invoke', { input: 'Is the 2.4 release safe to ship?', agents: { Reflector: 'agent:ken', Verifier: 'user:lin' }, agent_id: 'user:lin' });
+  if (session.status !== 201) throw new Error(`mirror: ${session.status} ${JSON.stringify(session.body)}`);
   // amy has not heartbeated since it registered.
   await eventually(async () => (await request(url, 'GET', `/v1/agents/${amy.id}`)).body?.status === 'stale', 'amy to go stale');
-  return { s, ops: base, stop: () => alive.forEach((stop) => stop()) };
+  return { s, ops: base, oauth, llm, stop: () => alive.forEach((stop) => stop()) };
 }
 
+/**
+ * The README's `oauth` workflow, worked by ken over HTTP: setup done (two checkpoints, an outcome),
+ * google in progress with a checkpoint, github waiting for nobody.
+ * @param {string} url
+ * @param {Agent} ken
+ */
+async function workflow(url, ken) {
+  /** @param {string} method @param {string} route @param {unknown} body */
+  const send = async (method, route, body) => {
+    const r = await request(url, method, route, body);
+    if (r.status >= 300) throw new Error(`${method} ${route}: ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body;
+  };
+  const wf = await send('POST', '/v1/workflows', { name: 'oauth', source: 'issue 7', description: 'Sign in with Google and GitHub' });
+  await send('PUT', `/v1/workflows/${wf.id}/plan`, { summary: 'OAuth login', tasks: [{ name: 'setup', description: 'Add the OAuth client library and config' }, { name: 'google', depends_on: ['setup'] }, { name: 'github', depends_on: [0] }, { name: 'docs', depends_on: ['google', 'github'] }] });
+  const tasks = (await send('GET', `/v1/workflows/${wf.id}`, undefined)).tasks;
+  const id = Object.fromEntries(tasks.map((/** @type {any} */ t) => [t.name, t.id]));
+  const as = { agent_id: ken.id };
+  await send('POST', `/v1/tasks/${id.setup}/claim`, as);
+  await send('POST', `/v1/tasks/${id.setup}/status`, { ...as, status: 'in_progress' });
+  await send('POST', `/v1/tasks/${id.setup}/checkpoints`, { ...as, type: 'plan', summary: 'use the oauth2 crate; one config section per provider' });
+  await send('POST', `/v1/tasks/${id.setup}/checkpoints`, { ...as, type: 'progress', summary: 'deps installed, config parsed', files_changed: ['Cargo.toml', 'src/auth/config.rs'] });
+  await send('POST', `/v1/tasks/${id.setup}/status`, { ...as, status: 'completed', outcome: 'OAuth client configured', outcome_detail: { files: ['src/auth/config.rs'] } });
+  await send('POST', `/v1/tasks/${id.google}/claim`, as);
+  await send('POST', `/v1/tasks/${id.google}/status`, { ...as, status: 'in_progress' });
+  await send('POST', `/v1/tasks/${id.google}/checkpoints`, { ...as, type: 'decision', summary: 'PKCE on, refresh tokens stored encrypted', files_changed: ['src/auth/google.rs'] });
+  return { run: wf.id, google: id.google };
+}
+
+// The LLM agent's provider: its first call uses `emit`, its second answers.
+const fake = await startFakeLlm((body, n) =>
+  n % 2 === 1
+    ? { text: 'Reading the report first.', tool: { name: 'emit', input: { message: 'read the report, writing the summary' } } }
+    : { text: 'Revenue grew 12% on services while hardware stayed flat.\n\nMargins improved for the third quarter running; the outlook is cautious.' },
+);
 // Agents that stop heartbeating go stale after 3 s here (the others are kept alive while this runs).
-const daemon = await startDaemon({ env: { CLUTCH_ENGINE_STALE_AFTER: '3000ms' } });
+const daemon = await startDaemon({ env: { CLUTCH_ENGINE_STALE_AFTER: '3000ms', CLUTCH_TEST_LLM_KEY: 'test-key' }, files: { 'clutch.toml': llmConfig(fake.url) } });
 const browser = await launch();
 /** @type {(() => void) | undefined} */
 let stop;
 try {
   const seeded = await seed(daemon.url);
-  const { s, ops } = seeded;
+  const { s, oauth, llm } = seeded;
+  const ops = seeded.ops;
   stop = seeded.stop;
   mkdirSync(OUT, { recursive: true });
   /** @type {[string, string, (page: import('playwright-core').Page) => Promise<void>][]} */
@@ -63,8 +108,19 @@ try {
     ['task', `#/run/${s.run}/task/${s.review}`, async (page) => {
       await page.locator('.task-head .task-card').waitFor();
     }],
-    ['workflow', `#/run/${ops.run_id}`, async (page) => {
-      await page.locator('.task-tree .deps').waitFor();
+    ['workflow', `#/run/${oauth.run}/task/${oauth.google}`, async (page) => {
+      await page.locator('.workflow-panel .plan-node').first().waitFor();
+      await page.locator('.task-head .task-card .checkpoints').waitFor();
+    }],
+    ['llm', `#/run/${llm.run_id}/task/${llm.task_id}`, async (page) => {
+      await page.locator('.task-head details.llm-call').first().waitFor();
+      // The first call opened: the system prompt, the task as sent, the answer with its tool use.
+      await page.locator('.task-head details.llm-call[data-turn="1"] > summary').click();
+      await page.locator('.task-head .r-llm').waitFor();
+    }],
+    ['positions', '#/positions', async (page) => {
+      await page.locator('.sessions-list tr[data-session]').first().waitFor();
+      await page.locator('.position-card').first().waitFor();
     }],
     ['agents', '#/agents', async (page) => {
       await page.locator('.agent-card[data-agent="agent:ken"]').waitFor();
@@ -107,4 +163,5 @@ try {
   stop?.();
   await browser.close();
   await daemon.dispose();
+  await fake.close();
 }

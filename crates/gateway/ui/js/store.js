@@ -51,23 +51,48 @@ export const TYPES = [
   'routing.failure',
 ];
 
-/** @type {Record<TaskStateName, number>} how far along each state is; state never moves back. */
+/** @type {Record<TaskStateName, number>} how far along a routed task's state is; it never moves back
+ * within an attempt. Planned tasks and workflow roots do not rank: their states are set as the engine
+ * sets them. */
 const RANK = {
   requested: 0,
   queued: 1,
   routed: 2,
   accepted: 3,
   running: 4,
+  retrying: 5,
+  planning: 0,
+  pending: 0,
+  claimed: 3,
+  in_progress: 4,
+  blocked: 4,
   completed: 5,
   failed: 5,
   timed_out: 5,
   cancelled: 5,
 };
 
+/** The states after which nothing more happens to a task (a `retrying` task is routed again). */
+const TERMINAL = new Set(['completed', 'failed', 'timed_out', 'cancelled']);
+
 /** @param {TaskStateName} state */
 export function isTerminal(state) {
-  return RANK[state] === 5;
+  return TERMINAL.has(state);
 }
+
+/** `payload_type` of a workflow's root request, of a planned task's request, and of a planned task's move. */
+export const WORKFLOW_PAYLOAD = 'clutch.workflow.v1';
+export const PLANNED_PAYLOAD = 'clutch.workflow.task.v1';
+const STATUS_PAYLOAD = 'clutch.workflow.status.v1';
+/** `payload_type` of a holder's checkpoint, and of the daemon's note that a failed task will be routed again. */
+export const CHECKPOINT_PAYLOAD = 'clutch.checkpoint.v1';
+const RETRY_PAYLOAD = 'clutch.task.retry.v1';
+/** `payload_type` of an LLM agent's record of one model call, and of its streamed text. */
+export const LLM_CALL_PAYLOAD = 'clutch.llm.call.v1';
+export const LLM_TEXT_PAYLOAD = 'clutch.llm.text.v1';
+
+/** The statuses a planned task's `clutch.workflow.status.v1` may move it to. */
+const PLANNED_STATUSES = new Set(['pending', 'claimed', 'in_progress', 'blocked', 'completed', 'failed']);
 
 /** Work done per time slice before the page gets the main thread back. */
 const SLICE_MS = 8;
@@ -117,13 +142,31 @@ function dependenciesOf(e) {
 }
 
 /**
- * Folds one event into a task's state. Events come in seq order; state only moves forward, except that
- * a new attempt (a retry) starts the lifecycle again.
+ * Which machine a task follows, from its request: a workflow's root, a planned task, or a routed task.
+ * @param {ClutchEvent} e a `task.request`
+ * @returns {import('./types.js').Task['kind']}
+ */
+function kindOf(e) {
+  if (e.payload_type === WORKFLOW_PAYLOAD) return 'workflow';
+  if (e.payload_type === PLANNED_PAYLOAD) return 'workflow_task';
+  return 'routed';
+}
+
+/**
+ * Folds one event into a task's state, as the engine's views derive it (`core::view::TaskState`).
+ * Events come in seq order. A routed task's state only moves forward within an attempt, and a new
+ * attempt (a retry) starts its lifecycle again; a planned task moves as its events say; a workflow's
+ * root gets its workflow's status from `workflowState` over its planned tasks (see `Store`).
  * @param {Task} t
  * @param {ClutchEvent} e
  */
 export function applyToTask(t, e) {
   const p = e.payload || {};
+  if (e.type === 'task.request' && t.kind === 'routed') t.kind = kindOf(e);
+  if (e.type === 'task.progress' || e.type === 'task.result') addSpent(t, p.usage);
+  if (e.type === 'task.progress') noteProgress(t, e);
+  if (t.kind === 'workflow_task') return applyToPlanned(t, e);
+  if (t.kind === 'workflow') return applyToRoot(t, e);
   const attempt = e.attempt || 1;
   const retry = attempt > t.attempt;
   if (retry) {
@@ -137,9 +180,8 @@ export function applyToTask(t, e) {
   }
   /** @param {TaskStateName} state */
   const move = (state) => {
-    if (retry || RANK[state] >= RANK[t.state]) t.state = state;
+    if (retry || t.state === 'retrying' || RANK[state] >= RANK[t.state]) t.state = state;
   };
-  if (e.type === 'task.progress' || e.type === 'task.result') addSpent(t, p.usage);
   switch (e.type) {
     case 'task.request': {
       const target = e.to?.find((r) => (r.agent_id.startsWith('agent:') || r.agent_id.startsWith('user:')) && r.agent_id !== ORCHESTRATOR);
@@ -153,10 +195,7 @@ export function applyToTask(t, e) {
         move('routed');
       } else {
         if (!t.requester) t.requester = e.from.agent_id;
-        if (!t.titleSet) {
-          t.title = titleOf(e);
-          t.titleSet = true;
-        }
+        nameFrom(t, e);
         if (target) t.assignee = target.agent_id;
         if (retry) t.state = 'requested';
       }
@@ -179,9 +218,6 @@ export function applyToTask(t, e) {
       move('accepted');
       break;
     case 'task.progress': {
-      const pct = typeof p.percent === 'number' ? p.percent : typeof p.pct === 'number' ? p.pct : undefined;
-      if (pct !== undefined && (retry || !isTerminal(t.state))) t.percent = Math.max(0, Math.min(100, pct));
-      if (typeof p.message === 'string') t.progressMessage = p.message;
       if (!t.assignee && e.from.agent_id !== ORCHESTRATOR) t.assignee = e.from.agent_id;
       t.seen.progress = true;
       move('running');
@@ -204,8 +240,152 @@ export function applyToTask(t, e) {
       t.outcome = e;
       move('cancelled');
       break;
+    case 'chat.system':
+      // The daemon will route it again: failed, for now, is not the end.
+      if (e.payload_type === RETRY_PAYLOAD && t.state === 'failed') t.state = 'retrying';
+      break;
     default:
   }
+}
+
+/**
+ * What a progress report adds to any task's card: its percent and words, a checkpoint, a model call
+ * or the text streamed before it.
+ * @param {Task} t
+ * @param {ClutchEvent} e a `task.progress`
+ */
+function noteProgress(t, e) {
+  const p = e.payload || {};
+  const pct = typeof p.percent === 'number' ? p.percent : typeof p.pct === 'number' ? p.pct : undefined;
+  if (pct !== undefined && !isTerminal(t.state)) t.percent = Math.max(0, Math.min(100, pct));
+  if (typeof p.message === 'string') t.progressMessage = p.message;
+  if (e.payload_type === CHECKPOINT_PAYLOAD) t.checkpoints.push(e);
+  else if (e.payload_type === LLM_CALL_PAYLOAD) {
+    t.llmCalls.push(e);
+    t.streaming = undefined;
+  } else if (e.payload_type === LLM_TEXT_PAYLOAD) {
+    const turn = typeof p.turn === 'number' ? p.turn : 0;
+    const text = typeof p.text === 'string' ? p.text : '';
+    // A restarted stream (the provider was asked again) starts its text again.
+    if (!t.streaming || t.streaming.turn !== turn || p.restarted) t.streaming = { turn, text };
+    else t.streaming.text += text;
+  }
+}
+
+/**
+ * Names a task by its request: a workflow's or a planned task's name whoever sent it, else the
+ * request's text from whoever asked (not a routed copy).
+ * @param {Task} t
+ * @param {ClutchEvent} e a `task.request`
+ */
+function nameFrom(t, e) {
+  if (t.titleSet) return;
+  t.title = titleOf(e);
+  t.titleSet = true;
+}
+
+/**
+ * A planned task of a workflow: pending at its request; claimed on its holder's accept; moved by the
+ * daemon's status changes (pending again when released or its lease expired); completed by a result,
+ * failed by an error, cancelled when its plan was replaced. Checkpoints and the holder's plan of the
+ * task do not move it.
+ * @param {Task} t
+ * @param {ClutchEvent} e
+ */
+function applyToPlanned(t, e) {
+  const p = e.payload || {};
+  switch (e.type) {
+    case 'task.request':
+      if (e.parent_task_id) t.parent_task_id = e.parent_task_id;
+      if (!t.requester) t.requester = e.from.agent_id;
+      t.dependsOn = dependenciesOf(e);
+      nameFrom(t, e);
+      t.state = 'pending';
+      break;
+    case 'task.accept':
+      t.assignee = e.from.agent_id;
+      t.holder = e.from.agent_id;
+      t.claimedAt = e.ts;
+      t.seen.accepted = true;
+      t.state = 'claimed';
+      break;
+    case 'task.progress':
+      if (e.payload_type === STATUS_PAYLOAD && PLANNED_STATUSES.has(p.status)) {
+        t.state = /** @type {TaskStateName} */ (p.status);
+        t.statusReason = typeof p.reason === 'string' ? p.reason : typeof p.note === 'string' ? p.note : undefined;
+        if (p.status === 'pending') {
+          t.holder = undefined;
+          t.claimedAt = undefined;
+        }
+      }
+      t.seen.progress = true;
+      break;
+    case 'task.result':
+      t.outcome = e;
+      t.state = 'completed';
+      break;
+    case 'task.error':
+      t.outcome = e;
+      t.state = 'failed';
+      break;
+    case 'task.cancel':
+      t.outcome = e;
+      t.state = 'cancelled';
+      break;
+    default:
+  }
+}
+
+/**
+ * A workflow's root task: its name and creator; its plan; cancelled when it is. Its state otherwise is
+ * its workflow's status, which `workflowState` derives from the planned tasks.
+ * @param {Task} t
+ * @param {ClutchEvent} e
+ */
+function applyToRoot(t, e) {
+  switch (e.type) {
+    case 'task.request':
+      if (!t.requester) t.requester = e.from.agent_id;
+      nameFrom(t, e);
+      if (t.state === 'requested') t.state = 'planning';
+      break;
+    case 'task.cancel':
+      t.outcome = e;
+      t.state = 'cancelled';
+      break;
+    case 'task.result':
+    case 'task.error':
+      t.outcome = e;
+      break;
+    default:
+  }
+}
+
+/**
+ * A workflow's status, as the engine derives it (`core::workflow::book::Workflows::status`) over the
+ * current plan's tasks (those not cancelled): none → planning; all completed → completed; a failed
+ * task and nothing else that can run → failed; nothing held or claimable and something blocked →
+ * blocked; else in progress.
+ * @param {Task[]} planned the root's planned tasks, in the order they were stored
+ * @param {(id: string) => Task | undefined} task
+ * @returns {TaskStateName}
+ */
+export function workflowState(planned, task) {
+  const items = planned.filter((t) => t.state !== 'cancelled');
+  if (!items.length) return 'planning';
+  if (items.every((t) => t.state === 'completed')) return 'completed';
+  // Failed tasks, and those depending on a doomed one (stored order is topological).
+  /** @type {Set<string>} */
+  const doomed = new Set();
+  for (const t of items) if (t.state === 'failed' || t.dependsOn.some((d) => doomed.has(d))) doomed.add(t.task_id);
+  const held = (/** @type {Task} */ t) => t.state === 'claimed' || t.state === 'in_progress' || t.state === 'blocked';
+  const active = items.some((t) => t.state === 'claimed' || t.state === 'in_progress');
+  const ready = (/** @type {Task} */ t) => t.dependsOn.every((d) => task(d)?.state === 'completed');
+  const available = items.some((t) => t.state === 'pending' && ready(t));
+  const canRun = items.some((t) => held(t) || (t.state === 'pending' && !doomed.has(t.task_id)));
+  if (items.some((t) => t.state === 'failed') && !canRun) return 'failed';
+  if (!active && !available && items.some((t) => t.state === 'blocked')) return 'blocked';
+  return 'in_progress';
 }
 
 /**
@@ -267,12 +447,20 @@ function newTask(e, events) {
     events,
     seen: { routed: false, accepted: false, progress: false },
     usage: undefined,
+    kind: 'routed',
+    holder: undefined,
+    claimedAt: undefined,
+    statusReason: undefined,
+    checkpoints: [],
+    llmCalls: [],
+    streaming: undefined,
+    planned: [],
   };
 }
 
 /** Whether an event changes task state (and so belongs to a task card). @param {ClutchEvent} e */
 export function isTaskEvent(e) {
-  return LIFECYCLE.has(e.type) || e.type === 'routing.decision' || e.type === 'routing.failure';
+  return LIFECYCLE.has(e.type) || e.type === 'routing.decision' || e.type === 'routing.failure' || (e.type === 'chat.system' && e.payload_type === RETRY_PAYLOAD);
 }
 
 /** The daemon's notes about a tool call, by payload type. */
@@ -506,7 +694,10 @@ export class Store {
         if (!set) this.runTasks.set(e.run_id, (set = new Set()));
         set.add(e.task_id);
       }
-      if (!older) applyToTask(t, e);
+      if (!older) {
+        applyToTask(t, e);
+        if (t.kind === 'workflow_task') this.deriveRoot(t, change);
+      }
       change.tasks.add(e.task_id);
       if (e.parent_task_id) change.tasks.add(e.parent_task_id);
     }
@@ -566,6 +757,24 @@ export class Store {
     }
   }
 
+  /**
+   * Files a planned task under its workflow's root and gives the root its workflow's status again.
+   * @param {Task} t a planned task
+   * @param {Change} change
+   */
+  deriveRoot(t, change) {
+    const root = t.parent_task_id ? this.tasks.get(t.parent_task_id) : undefined;
+    if (!root || root.kind !== 'workflow') return;
+    if (!root.planned.includes(t.task_id)) root.planned.push(t.task_id);
+    if (root.state !== 'cancelled') {
+      root.state = workflowState(
+        root.planned.map((id) => /** @type {Task} */ (this.tasks.get(id))),
+        (id) => this.tasks.get(id),
+      );
+    }
+    change.tasks.add(root.task_id);
+  }
+
   /** The tasks of a run. @param {string} runId @returns {Task[]} */
   tasksOf(runId) {
     const ids = this.runTasks.get(runId);
@@ -620,12 +829,27 @@ export class Store {
     }
     pending.set(this.events, change.events.slice());
     for (const [list, older] of pending) mergeInto(list, older);
-    for (const id of change.tasks) {
+    const touched = [...change.tasks];
+    for (const id of touched) {
       const t = this.tasks.get(id);
       if (!t) continue;
       const fresh = newTask(t.events[0], t.events);
-      for (const e of t.events) applyToTask(fresh, e);
+      for (const e of t.events) if (isTaskEvent(e)) applyToTask(fresh, e);
       this.tasks.set(id, Object.assign(t, fresh));
+    }
+    // Each workflow touched: its plan again from its planned tasks in their stored order.
+    /** @type {Set<Task>} */
+    const roots = new Set();
+    for (const id of touched) {
+      const t = this.tasks.get(id);
+      const root = t?.kind === 'workflow' ? t : t?.kind === 'workflow_task' && t.parent_task_id ? this.tasks.get(t.parent_task_id) : undefined;
+      if (root?.kind === 'workflow') roots.add(root);
+    }
+    const bySeq = (/** @type {Task} */ a, /** @type {Task} */ b) => (a.events[0]?.seq ?? 0) - (b.events[0]?.seq ?? 0);
+    for (const root of roots) {
+      root.planned = [];
+      const planned = this.tasksOf(root.run_id).filter((t) => t.kind === 'workflow_task' && t.parent_task_id === root.task_id).sort(bySeq);
+      for (const t of planned) this.deriveRoot(t, change);
     }
     for (const map of [this.threads, this.runs]) {
       for (const s of map.values()) {

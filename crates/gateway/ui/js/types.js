@@ -30,9 +30,9 @@
  */
 
 /**
- * Where a task is in its lifecycle, as the UI derives it from the events: the engine's names for the
- * states of a routed task (`TaskState`, which also names planned workflow tasks' states).
- * @typedef {Extract<import('./api-types.js').TaskState, 'requested' | 'queued' | 'routed' | 'accepted' | 'running' | 'completed' | 'failed' | 'timed_out' | 'cancelled'>} TaskStateName
+ * Where a task is in its lifecycle, as the UI derives it from the events: the engine's names
+ * (`core::view::TaskState`) for a routed task's states, a planned workflow task's and a workflow root's.
+ * @typedef {import('./api-types.js').TaskState} TaskStateName
  */
 
 /**
@@ -57,6 +57,33 @@
  * @property {{routed: boolean, accepted: boolean, progress: boolean}} seen  steps that happened
  * @property {boolean} [titleSet]  named by its own request (not by a routed copy)
  * @property {Spent | undefined} usage  what its progress and results reported, every attempt summed
+ * @property {'routed' | 'workflow' | 'workflow_task'} kind  which machine it follows (its request's payload type)
+ * @property {string | undefined} holder  a planned task's holder (its claim), while it holds it
+ * @property {string | undefined} claimedAt  when the holder claimed it
+ * @property {string | undefined} statusReason  a planned task's last move's reason (blocked on what, released why)
+ * @property {ClutchEvent[]} checkpoints  its `clutch.checkpoint.v1` progress, in order
+ * @property {ClutchEvent[]} llmCalls  an LLM agent's `clutch.llm.call.v1` records, in order
+ * @property {{turn: number, text: string} | undefined} streaming  text streamed for a model call not yet recorded
+ * @property {string[]} planned  a workflow root's planned tasks, in the order they were stored
+ */
+
+/**
+ * An LLM agent's record of one model call (`task.progress` `clutch.llm.call.v1`, runtime's `work::Call`).
+ * @typedef {object} LlmCall
+ * @property {number} turn  1 for the task's first call
+ * @property {string} provider
+ * @property {string} model  the model asked for (`response.model` names the one that answered)
+ * @property {{max_tokens?: number, temperature?: number, system?: string, tools?: string[], added: unknown}} request
+ *   what it sent beyond the previous call: `added` the new turns, or `{artifact, size}` when large
+ * @property {{id?: string, model?: string, content?: LlmPart[], stop?: unknown, usage?: Record<string, number>}} response
+ * @property {{input_tokens?: number, output_tokens?: number, cache_read_tokens?: number, cache_write_tokens?: number, cost_usd?: number, requests?: number}} usage
+ * @property {number} duration_ms
+ * @property {number} [retries]  provider retries, when the record counts them
+ */
+
+/**
+ * A piece of a model conversation's turn (runtime's `provider::Part`).
+ * @typedef {{type: 'text', text: string} | {type: 'tool_use', id: string, name: string, input: unknown} | {type: 'tool_result', tool_use_id: string, content: string, is_error?: boolean}} LlmPart
  */
 
 /**

@@ -143,6 +143,12 @@ export function relativeTime(ts, now = Date.now()) {
 /** One formatter for every timestamp: making one per call is slow (each builds locale data). */
 const LOCAL_TIME = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
 
+/** The local time, as every view shows an absolute time (`Dec 2, 2025, 9:32:20 PM`). @param {string} ts */
+export function localTime(ts) {
+  const d = new Date(ts);
+  return Number.isNaN(d.getTime()) ? ts : LOCAL_TIME.format(d);
+}
+
 /** The absolute local time, for a tooltip. @param {string} ts */
 export function absoluteTime(ts) {
   const d = new Date(ts);
@@ -276,16 +282,21 @@ export const settings = {
       return fallback;
     }
   },
-  /** @param {string} key @param {unknown} value */
+  /** Sets a value and tells the page (`SETTING_EVENT` on `window`, `detail.key`) when it changed. @param {string} key @param {unknown} value */
   set(key, value) {
+    const before = this.get(key, undefined);
     try {
       if (value === undefined || value === null) localStorage.removeItem(`clutch.${key}`);
       else localStorage.setItem(`clutch.${key}`, JSON.stringify(value));
     } catch {
       // Storage full or disabled: the setting lasts for this page only.
     }
+    if (JSON.stringify(before) !== JSON.stringify(value)) window.dispatchEvent(new CustomEvent(SETTING_EVENT, { detail: { key } }));
   },
 };
+
+/** The event `settings.set` raises on `window` when a setting changes (the person's name: their turns show). */
+export const SETTING_EVENT = 'clutch-setting';
 
 /** Paths of the few icons (24×24, drawn with currentColor), so no glyph depends on the fonts installed. */
 const ICONS = {

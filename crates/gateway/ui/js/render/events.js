@@ -3,9 +3,9 @@
 // tool calls and results shown one by one as collapsible JSON, routing decisions as a table of
 // candidates and scores, errors highlighted with their code and retryable flag.
 
-import { h, nameOf, shortId, timeEl, payloadText, spentText } from '../util.js';
+import { h, nameOf, shortId, timeEl, payloadText, spentText, formatNumber, formatUsd } from '../util.js';
 import { barEl } from '../components/elements.js';
-import { payloadBlock, renderPayload, rawJson, hasRenderer } from './payloads.js';
+import { payloadBlock, renderPayload, rawJson, hasRenderer, checkpointEl, llmCallEl, foldedText } from './payloads.js';
 import { href } from '../router.js';
 import { ORCHESTRATOR, isTerminal } from '../store.js';
 
@@ -52,7 +52,8 @@ function header(e, ctx) {
     to.length > 0 && h('span', { class: 'to' }, ' → ', to.map((t, i) => [i ? ', ' : '', who(t)])),
     h('span', { class: `type-badge type-${e.type.split('.')[0]}` }, e.type),
     e.payload_type && h('span', { class: 'ptype' }, e.payload_type),
-    h('a', { class: 'task-link', href: ctx.taskHref(e.task_id, e.run_id), title: e.task_id }, shortId(e.task_id)),
+    // A task id with no lifecycle (a chat's, which clients make up) leads nowhere: no chip for it.
+    ctx.store.tasks.has(e.task_id) && h('a', { class: 'task-link', href: ctx.taskHref(e.task_id, e.run_id), title: e.task_id }, shortId(e.task_id)),
     (e.attempt || 1) > 1 && h('span', { class: 'attempt' }, `attempt ${e.attempt}`),
     h('span', { class: 'meta' }, timeEl(e.ts), h('span', { class: 'seq', title: `seq ${e.seq}` }, `#${e.seq}`)),
   );
@@ -188,8 +189,8 @@ export function renderEvent(e, ctx) {
           'div',
           { class: 'ev-main' },
           header(e, ctx),
-          text && h('div', { class: 'chat-text' }, text),
-          hasRenderer(e) ? payloadBlock(e) : !text && rawJson(e.payload),
+          // A payload with a renderer (a session's message) says its text itself: shown once.
+          hasRenderer(e) ? payloadBlock(e) : text ? h('div', { class: 'chat-text' }, text) : rawJson(e.payload),
           attachments(e),
         ),
       );
@@ -215,6 +216,10 @@ export function renderEvent(e, ctx) {
       return row;
     case 'task.progress': {
       const p = e.payload || {};
+      if (hasRenderer(e)) {
+        row.append(avatar(e.from.agent_id), h('div', { class: 'ev-main' }, header(e, ctx), payloadBlock(e)));
+        return row;
+      }
       const pct = typeof p.percent === 'number' ? p.percent : typeof p.pct === 'number' ? p.pct : undefined;
       row.append(
         avatar(e.from.agent_id),
@@ -244,7 +249,7 @@ export function renderEvent(e, ctx) {
  */
 function toolDetails(e) {
   const p = e.payload || {};
-  const mark = e.type === 'tool.call' ? '▸ call' : e.type === 'tool.result' ? '✓ result' : '✗ error';
+  const mark = e.type === 'tool.call' ? 'call' : e.type === 'tool.result' ? '✓ result' : '✗ error';
   const details = h(
     'details',
     { class: 'tool' },
@@ -342,16 +347,23 @@ function attachments(e) {
   );
 }
 
-const STATE_LABEL = {
+/** @type {Record<import('../types.js').TaskStateName, string>} each state's own words */
+export const STATE_LABEL = {
   requested: 'requested',
-  routed: 'routed',
   queued: 'queued',
+  routed: 'routed',
   accepted: 'accepted',
-  running: 'in progress',
-  completed: 'done',
+  running: 'running',
+  retrying: 'retrying',
+  planning: 'planning',
+  pending: 'pending',
+  claimed: 'claimed',
+  in_progress: 'in progress',
+  blocked: 'blocked',
+  completed: 'completed',
   failed: 'failed',
-  timed_out: 'timed out',
   cancelled: 'cancelled',
+  timed_out: 'timed out',
 };
 
 /** @param {import('../types.js').TaskStateName} state */
@@ -359,18 +371,24 @@ export function stateChip(state) {
   return h('span', { class: `state state-${state}`, 'data-state': state }, STATE_LABEL[state] || state);
 }
 
-/** The steps of the lifecycle, the card's small stepper. */
-const STEPS = /** @type {const} */ (['requested', 'routed', 'accepted', 'running', 'completed']);
+/** The steps of each machine's lifecycle, the card's small stepper, and where each state stands on it. */
+const STEPS = {
+  routed: { steps: ['requested', 'routed', 'accepted', 'progress', 'result'], at: { requested: 0, queued: 0, routed: 1, accepted: 2, running: 3, retrying: 4 } },
+  workflow_task: { steps: ['pending', 'claimed', 'in progress', 'result'], at: { pending: 0, claimed: 1, in_progress: 2, blocked: 2 } },
+  workflow: { steps: ['planning', 'in progress', 'result'], at: { planning: 0, in_progress: 1, blocked: 1 } },
+};
 
 /** @param {Task} t */
 function stepper(t) {
-  const reached = { requested: 0, queued: 0, routed: 1, accepted: 2, running: 3, completed: 4, failed: 4, timed_out: 4, cancelled: 4 }[t.state];
-  const happened = [true, t.seen.routed, t.seen.accepted, t.seen.progress, true];
+  const { steps, at } = STEPS[t.kind] || STEPS.routed;
+  const last = steps.length - 1;
+  const reached = /** @type {Record<string, number>} */ (at)[t.state] ?? last;
+  const happened = t.kind === 'routed' ? [true, t.seen.routed, t.seen.accepted, t.seen.progress, true] : steps.map(() => true);
   return h(
     'ol',
     { class: 'stepper', 'aria-label': 'lifecycle' },
-    STEPS.map((s, i) => {
-      const label = i === 4 && isTerminal(t.state) ? STATE_LABEL[t.state] : s === 'running' ? 'progress' : s === 'completed' ? 'result' : s;
+    steps.map((s, i) => {
+      const label = i === reached && i === last ? STATE_LABEL[t.state] : i === reached ? STATE_LABEL[t.state] : s;
       const cls = i < reached ? (happened[i] ? 'past' : 'skipped') : i === reached ? `now state-${t.state}` : 'future';
       return h('li', { class: cls, 'aria-current': i === reached ? 'step' : undefined }, label);
     }),
@@ -378,17 +396,132 @@ function stepper(t) {
 }
 
 /**
+ * What a task's LLM calls added up to: calls, tokens (input, output, cache), cost, time.
+ * @param {ClutchEvent[]} calls
+ */
+export function llmTotals(calls) {
+  const sum = { calls: 0, input: 0, output: 0, cache: 0, cost: 0, ms: 0 };
+  for (const e of calls) {
+    const u = e.payload?.usage || {};
+    const n = (/** @type {unknown} */ v) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+    sum.calls++;
+    sum.input += n(u.input_tokens);
+    sum.output += n(u.output_tokens);
+    sum.cache += n(u.cache_read_tokens) + n(u.cache_write_tokens);
+    sum.cost += n(u.cost_usd);
+    sum.ms += n(e.payload?.duration_ms);
+  }
+  return sum;
+}
+
+/** `3 LLM calls · 1,200 in / 300 out tokens · $0.0042 · 2.1 s`. @param {ReturnType<typeof llmTotals>} s */
+export function llmTotalsText(s) {
+  const parts = [`${s.calls} LLM call${s.calls === 1 ? '' : 's'}`, `${formatNumber(s.input)} in / ${formatNumber(s.output)} out tokens`];
+  if (s.cache) parts.push(`${formatNumber(s.cache)} cache`);
+  parts.push(formatUsd(s.cost));
+  parts.push(s.ms >= 1000 ? `${(s.ms / 1000).toFixed(1)} s` : `${s.ms} ms`);
+  return parts.join(' · ');
+}
+
+/**
+ * What a planned task's card adds: its holder and since when (the lease its heartbeats keep), why it
+ * last moved, its dependencies by name, its checkpoints.
+ * @param {Task} t
+ * @param {RenderContext} ctx
+ */
+function plannedDetail(t, ctx) {
+  return [
+    t.holder && h('p', { class: 'muted lease-line' }, 'Held by ', who(t.holder), t.claimedAt ? [' since ', timeEl(t.claimedAt)] : '', ' — its lease lasts while its heartbeats come'),
+    t.statusReason && t.state !== 'completed' && h('p', { class: 'muted reason-line' }, `${STATE_LABEL[t.state]}: ${t.statusReason.replace('_', ' ')}`),
+    t.dependsOn.length > 0 && h('p', { class: 'deps-line' }, 'After ', t.dependsOn.map((d, i) => [i ? ', ' : '', depLink(d, t.run_id, ctx)])),
+    t.checkpoints.length > 0 &&
+      h('ol', { class: 'checkpoints', 'aria-label': 'checkpoints' }, t.checkpoints.map((c) => h('li', null, checkpointEl(c.payload || {}), ' ', h('span', { class: 'muted' }, 'by ', who(c.from.agent_id), ' ', timeEl(c.ts))))),
+  ];
+}
+
+/**
+ * A link to a task by its name, in its state's colour.
+ * @param {string} id
+ * @param {string} runId
+ * @param {RenderContext} ctx
+ */
+export function depLink(id, runId, ctx) {
+  const d = ctx.store.tasks.get(id);
+  return h('a', { href: ctx.taskHref(id, runId), class: `dep state-${d?.state || 'pending'}`, 'data-task': id, title: d ? `${d.title}: ${STATE_LABEL[d.state]}` : id }, d?.title || shortId(id));
+}
+
+/**
+ * What a workflow root's card adds: its planned tasks by state.
+ * @param {Task} t
+ * @param {RenderContext} ctx
+ */
+function workflowDetail(t, ctx) {
+  const planned = t.planned.map((id) => ctx.store.tasks.get(id)).filter((p) => p && p.state !== 'cancelled');
+  if (!planned.length) return null;
+  const done = planned.filter((p) => p?.state === 'completed').length;
+  return h('p', { class: 'muted plan-line' }, `${done} of ${planned.length} tasks completed: `, planned.map((p, i) => [i ? ', ' : '', depLink(/** @type {Task} */ (p).task_id, t.run_id, ctx)]));
+}
+
+/**
+ * A task's LLM calls: their totals, each call folded to a line (model, tokens, time), and the text
+ * streaming for the call under way.
+ * @param {Task} t
+ */
+function llmDetail(t) {
+  if (!t.llmCalls.length && !t.streaming) return null;
+  const totals = llmTotals(t.llmCalls);
+  return h(
+    'div',
+    { class: 'llm-calls' },
+    t.llmCalls.length > 0 && h('p', { class: 'muted llm-totals' }, llmTotalsText(totals)),
+    t.llmCalls.map((e) => {
+      const c = /** @type {import('../types.js').LlmCall} */ (/** @type {unknown} */ (e.payload));
+      const u = c.usage || {};
+      const details = h(
+        'details',
+        { class: 'llm-call', 'data-turn': String(c.turn) },
+        h('summary', null, h('strong', null, `call ${c.turn}`), ` ${c.model} · ${formatNumber(u.input_tokens || 0)} in / ${formatNumber(u.output_tokens || 0)} out · ${formatUsd(u.cost_usd || 0)} · ${c.duration_ms} ms`),
+      );
+      details.addEventListener('toggle', () => {
+        if (details.open && details.childElementCount === 1) details.append(llmCallEl(c));
+      });
+      return details;
+    }),
+    t.streaming && !isTerminal(t.state) && h('div', { class: 'llm-streaming', 'aria-live': 'polite' }, h('span', { class: 'muted' }, `call ${t.streaming.turn}, streaming: `), h('span', { class: 'llm-text' }, t.streaming.text)),
+  );
+}
+
+/**
+ * The outcome of a task: a result (a planned task's `outcome`, a payload by its renderer, or text),
+ * an error, a timeout or a cancel.
+ * @param {Task} t
+ */
+function outcomeEl(t) {
+  const outcome = t.outcome;
+  if (!outcome) return null;
+  if (outcome.type === 'task.error') return errorBlock(outcome);
+  if (outcome.type === 'task.result') {
+    const p = outcome.payload || {};
+    if (t.kind === 'workflow_task' && typeof p.outcome === 'string') {
+      return h('div', { class: 'outcome' }, h('strong', null, 'Outcome: '), p.outcome, p.outcome_detail !== undefined && p.outcome_detail !== null && rawJson(p.outcome_detail, 'detail'));
+    }
+    return h('div', { class: 'outcome' }, payloadText(p) && !hasRenderer(outcome) && foldedText(/** @type {string} */ (payloadText(p))), payloadBlock(outcome));
+  }
+  return h('p', { class: 'muted' }, outcome.type === 'task.timeout' ? 'Timed out' : 'Cancelled', payloadText(outcome.payload) ? ` — ${payloadText(outcome.payload)}` : '', ' by ', who(outcome.from.agent_id));
+}
+
+/**
  * The card of a task: its state (updated in place as its events arrive), who asked and who works on
- * it, what it requires, its progress, how it was routed, and its result or error.
+ * it, what it requires, its progress, how it was routed; a planned task's holder, dependencies and
+ * checkpoints; a workflow's tasks; its LLM calls; its result or error.
  * @param {Task} t
  * @param {RenderContext} ctx
  */
 export function renderTaskCard(t, ctx) {
   const routing = t.routing?.payload;
-  const outcome = t.outcome;
   const card = h(
     'article',
-    { class: `ev task-card state-border-${t.state}`, 'data-task': t.task_id, 'data-state': t.state, 'data-seq': String(t.events[0]?.seq ?? '') },
+    { class: `ev task-card state-border-${t.state}`, 'data-task': t.task_id, 'data-state': t.state, 'data-kind': t.kind, 'data-seq': String(t.events[0]?.seq ?? '') },
     avatar(t.requester || t.events[0]?.from.agent_id || 'agent:?'),
     h(
       'div',
@@ -397,7 +530,7 @@ export function renderTaskCard(t, ctx) {
         'div',
         { class: 'ev-head' },
         t.requester && who(t.requester),
-        h('span', { class: 'type-badge type-task' }, 'task'),
+        h('span', { class: 'type-badge type-task' }, t.kind === 'workflow' ? 'workflow' : t.kind === 'workflow_task' ? 'planned task' : 'task'),
         h('a', { class: 'task-title', href: ctx.taskHref(t.task_id, t.run_id), 'data-primary': '' }, t.title),
         h('span', { class: 'meta' }, t.events[0] && timeEl(t.events[0].ts), h('span', { class: 'seq' }, shortId(t.task_id))),
       ),
@@ -405,20 +538,22 @@ export function renderTaskCard(t, ctx) {
         'div',
         { class: 'card-line' },
         stateChip(t.state),
-        t.assignee && t.assignee !== ORCHESTRATOR && h('span', { class: 'assignee' }, 'by ', who(t.assignee)),
+        t.kind !== 'workflow_task' && t.assignee && t.assignee !== ORCHESTRATOR && h('span', { class: 'assignee' }, 'by ', who(t.assignee)),
         t.requires.length > 0 && h('span', { class: 'requires' }, t.requires.map((r) => h('code', { class: 'cap' }, r))),
         t.attempt > 1 && h('span', { class: 'attempt' }, `attempt ${t.attempt}`),
         t.usage && h('span', { class: 'muted spent', title: 'what its progress and results reported' }, spentText(t.usage)),
         h('span', { class: 'muted count' }, `${t.events.length} event${t.events.length === 1 ? '' : 's'}`),
       ),
       stepper(t),
-      (t.state === 'running' || (t.percent !== undefined && !isTerminal(t.state))) &&
+      (t.state === 'running' || t.state === 'in_progress' || (t.percent !== undefined && !isTerminal(t.state))) &&
+        (t.percent !== undefined || t.progressMessage || t.kind === 'routed') &&
         h('div', { class: 'progress-line' }, barEl(t.percent ?? 0, 100, 'progress', t.percent !== undefined ? `${Math.round(t.percent)}%` : '…', 'plain'), t.progressMessage && h('span', null, t.progressMessage)),
+      t.kind === 'workflow_task' && plannedDetail(t, ctx),
+      t.kind === 'workflow' && workflowDetail(t, ctx),
       routing && t.routing?.type === 'routing.decision' && h('p', { class: 'muted routed-line' }, 'Routed to ', who(String(routing.selected || '?')), typeof routing.scores?.[routing.selected] === 'number' ? ` (score ${routing.scores[routing.selected].toFixed(2)})` : '', routing.reason ? ` — ${routing.reason}` : ''),
       t.routing?.type === 'routing.failure' && h('p', { class: 'routing-failed' }, 'No agent matched', routing?.reason ? ` — ${routing.reason}` : ''),
-      outcome?.type === 'task.error' && errorBlock(outcome),
-      outcome?.type === 'task.result' && h('div', { class: 'outcome' }, payloadText(outcome.payload) && !hasRenderer(outcome) && h('p', null, payloadText(outcome.payload)), payloadBlock(outcome)),
-      (outcome?.type === 'task.timeout' || outcome?.type === 'task.cancel') && h('p', { class: 'muted' }, outcome.type === 'task.timeout' ? 'Timed out' : 'Cancelled', payloadText(outcome.payload) ? ` — ${payloadText(outcome.payload)}` : '', ' by ', who(outcome.from.agent_id)),
+      llmDetail(t),
+      outcomeEl(t),
     ),
   );
   return card;

@@ -2,7 +2,7 @@
 // summary with findings and citations, code review findings by severity, budget and agent status
 // notices. A payload without a renderer is shown as raw JSON.
 
-import { h, safeUrl, nameOf, shortId } from '../util.js';
+import { h, safeUrl, nameOf, shortId, localTime } from '../util.js';
 import { jsonEl, barEl } from '../components/elements.js';
 
 /** @typedef {import('../types.js').ClutchEvent} ClutchEvent */
@@ -243,7 +243,7 @@ register('clutch.approval.requested.v1', (p, e) => {
     'section',
     { class: 'r-approval', 'data-call': r.call_id, 'data-seq': String(e.seq) },
     h('p', null, h('strong', null, text(r.tool)), ' waits for approval', r.reason === 'destructive' ? ' (it may destroy and is not read-only)' : ' (the policy asks for it)'),
-    h('p', { class: 'muted' }, 'called by ', h('a', { href: `#/agent/${encodeURIComponent(text(r.caller))}` }, nameOf(text(r.caller))), `; expires ${text(r.expires_at)}`),
+    h('p', { class: 'muted' }, 'called by ', h('a', { href: `#/agent/${encodeURIComponent(text(r.caller))}` }, nameOf(text(r.caller))), `; expires ${localTime(text(r.expires_at))}`),
     rawJson(r.args, 'arguments', true),
     decideRow(r.call_id),
   );
@@ -340,3 +340,188 @@ function saidContent(c) {
 register('clutch.session.warning.v1', (p) =>
   h('p', { class: 'r-session-warning' }, h('strong', null, text(p.code)), ' ', text(p.message)),
 );
+
+// Workflows. The root's request (`clutch.workflow.v1`): its name and source; a plan
+// (`clutch.workflow.plan.v1`): its tasks in order with their dependencies; a planned task's request
+// (`clutch.workflow.task.v1`): its name and description; a planned task's move
+// (`clutch.workflow.status.v1`): the status and why; a checkpoint (`clutch.checkpoint.v1`): its type,
+// summary and files; the holder's plan of the task (`clutch.workflow.task_plan.v1`).
+register('clutch.workflow.v1', (p) =>
+  h('p', { class: 'r-workflow' }, 'Workflow ', h('strong', null, text(p.name)), p.source ? ` from ${text(p.source)}` : '', p.description ? ` — ${text(p.description)}` : ''),
+);
+
+register('clutch.workflow.plan.v1', (p) => {
+  const tasks = list(p.tasks);
+  /** @type {Map<string, string>} */
+  const names = new Map(tasks.map((t) => [text(t?.id), text(t?.name)]));
+  return h(
+    'section',
+    { class: 'r-plan' },
+    h('p', null, h('strong', null, `Plan of ${tasks.length} task${tasks.length === 1 ? '' : 's'}`), p.summary ? ` — ${text(p.summary)}` : ''),
+    h(
+      'ol',
+      { class: 'r-plan-tasks' },
+      tasks.map((t) =>
+        h('li', null, h('span', { class: 'plan-name' }, text(t?.name)), list(t?.depends_on).length > 0 && h('span', { class: 'muted' }, ` after ${list(t.depends_on).map((d) => names.get(d) || shortId(String(d))).join(', ')}`)),
+      ),
+    ),
+  );
+});
+
+register('clutch.workflow.task.v1', (p) =>
+  h('p', { class: 'r-planned' }, 'Planned ', h('strong', null, text(p.name)), p.description ? ` — ${text(p.description)}` : '', p.parallel_group ? h('span', { class: 'muted' }, ` (group ${text(p.parallel_group)})`) : ''),
+);
+
+register('clutch.workflow.status.v1', (p) =>
+  h(
+    'p',
+    { class: 'r-status-change' },
+    'Now ',
+    h('span', { class: `state state-${text(p.status)}`, 'data-state': text(p.status) }, text(p.status).replace('_', ' ')),
+    p.reason ? ` — ${text(p.reason).replace('_', ' ')}` : '',
+    p.note ? `: ${text(p.note)}` : '',
+    p.previous_agent ? ` (was held by ${nameOf(text(p.previous_agent))})` : '',
+  ),
+);
+
+register('clutch.checkpoint.v1', (p) => checkpointEl(p));
+
+/**
+ * A checkpoint: its type, its summary, the files it changed, its detail folded.
+ * @param {Record<string, any>} p
+ */
+export function checkpointEl(p) {
+  const files = list(p.files_changed);
+  return h(
+    'div',
+    { class: 'r-checkpoint', 'data-type': text(p.type) },
+    h('span', { class: `cp-type cp-${text(p.type)}` }, text(p.type)),
+    ' ',
+    h('span', { class: 'cp-summary' }, text(p.summary)),
+    files.length > 0 && h('ul', { class: 'cp-files', 'aria-label': 'files changed' }, files.map((f) => h('li', null, h('code', null, text(f))))),
+    p.detail !== undefined && p.detail !== null && rawJson(p.detail, 'detail'),
+  );
+}
+
+register('clutch.workflow.task_plan.v1', (p) => h('div', { class: 'r-task-plan' }, h('strong', null, 'Plan of the task'), typeof p.plan === 'string' ? h('p', { class: 'chat-text' }, p.plan) : jsonEl(p.plan)));
+
+// An LLM agent's model call (`clutch.llm.call.v1`): provider and model, what was sent (the system
+// prompt and tools on the first call, the turns added since the previous call), the answer, why it
+// stopped, tokens, cost, time. Streamed text (`clutch.llm.text.v1`) is shown as it comes.
+register('clutch.llm.call.v1', (p) => llmCallEl(/** @type {import('../types.js').LlmCall} */ (/** @type {unknown} */ (p))));
+
+register('clutch.llm.text.v1', (p) => h('p', { class: 'r-llm-text chat-text' }, h('span', { class: 'muted' }, `turn ${text(p.turn)} · streaming: `), text(p.text)));
+
+/** Text longer than this (characters) or with more lines is folded to its start. */
+const FOLD_CHARS = 400;
+const FOLD_LINES = 6;
+
+/**
+ * A block of text, folded to its first lines when long.
+ * @param {string} body
+ * @param {string} [cls]
+ */
+export function foldedText(body, cls = '') {
+  const lines = body.split('\n');
+  if (body.length <= FOLD_CHARS && lines.length <= FOLD_LINES) return h('div', { class: `llm-text ${cls}` }, body);
+  const head = lines.slice(0, 3).join('\n').slice(0, 240);
+  const details = h('details', { class: `llm-fold ${cls}` }, h('summary', null, h('span', { class: 'llm-text' }, `${head}…`), h('span', { class: 'muted' }, ` (${body.length.toLocaleString()} characters)`)));
+  details.addEventListener('toggle', () => {
+    if (details.open && details.childElementCount === 1) details.append(h('div', { class: 'llm-text' }, body));
+  });
+  return details;
+}
+
+/** The reason a model stopped, in words. @param {unknown} stop */
+function stopText(stop) {
+  if (typeof stop === 'string') return stop.replace(/_/g, ' ');
+  if (stop && typeof stop === 'object') return `other: ${text(.../** @type {unknown[]} */ (Object.values(stop)))}`;
+  return '';
+}
+
+/** @param {unknown} ref */
+function artifactHref(ref) {
+  return `/v1/artifacts/${encodeURIComponent(String(ref))}`;
+}
+
+/**
+ * One part of a turn: text (folded when long), a tool use with its input, a tool's result.
+ * @param {any} part
+ */
+function partEl(part) {
+  if (part?.type === 'text') return foldedText(text(part.text));
+  if (part?.type === 'tool_use') {
+    return h('div', { class: 'llm-tool-use' }, h('span', { class: 'llm-part-mark' }, 'calls '), h('code', null, text(part.name)), ' ', h('span', { class: 'muted mono' }, text(part.id)), rawJson(part.input, 'input', false));
+  }
+  if (part?.type === 'tool_result') {
+    return h(
+      'div',
+      { class: `llm-tool-result${part.is_error ? ' is-error' : ''}` },
+      h('span', { class: 'llm-part-mark' }, part.is_error ? 'tool error for ' : 'tool result for '),
+      h('span', { class: 'muted mono' }, text(part.tool_use_id)),
+      foldedText(text(part.content)),
+    );
+  }
+  return jsonEl(part);
+}
+
+/**
+ * A conversation's turn: who (user, assistant) and its parts.
+ * @param {any} turn
+ */
+function turnEl(turn) {
+  const role = text(turn?.role) || 'user';
+  const parts = list(turn?.content);
+  // A user turn made only of tool results is what the tools said.
+  const shown = role === 'user' && parts.length > 0 && parts.every((x) => x?.type === 'tool_result') ? 'tools' : role;
+  return h('li', { class: `llm-msg llm-${shown}`, 'data-role': shown }, h('span', { class: 'llm-role' }, shown), h('div', { class: 'llm-parts' }, parts.map(partEl)));
+}
+
+/** @param {number} ms */
+function durationText(ms) {
+  return ms >= 1000 ? `${(ms / 1000).toFixed(ms >= 10_000 ? 0 : 1)} s` : `${ms} ms`;
+}
+
+/**
+ * The view of one model call, as LangSmith shows a run.
+ * @param {import('../types.js').LlmCall} c
+ */
+export function llmCallEl(c) {
+  const usage = c.usage || {};
+  const response = c.response || {};
+  const request = c.request || { added: [] };
+  const answered = text(response.model);
+  const num = (/** @type {unknown} */ v) => (typeof v === 'number' ? v : 0);
+  const retries = typeof c.retries === 'number' ? c.retries : Math.max(0, num(usage.requests) - 1);
+  const added = request.added;
+  const artifact = added && typeof added === 'object' && !Array.isArray(added) && 'artifact' in added ? /** @type {{artifact: string, size?: number}} */ (added) : null;
+  /** @type {[string, string][]} */
+  const figures = [
+    ['input', num(usage.input_tokens).toLocaleString()],
+    ['output', num(usage.output_tokens).toLocaleString()],
+    ['cache read', num(usage.cache_read_tokens).toLocaleString()],
+    ['cache write', num(usage.cache_write_tokens).toLocaleString()],
+    ['cost', `$${num(usage.cost_usd).toFixed(num(usage.cost_usd) > 0 && num(usage.cost_usd) < 0.01 ? 4 : 2)}`],
+    ['latency', durationText(num(c.duration_ms))],
+    ['retries', String(retries)],
+  ];
+  return h(
+    'section',
+    { class: 'r-llm', 'data-turn': String(c.turn ?? '') },
+    h(
+      'p',
+      { class: 'llm-head' },
+      h('strong', { class: 'llm-model' }, `${text(c.provider)}/${text(c.model)}`),
+      answered && answered !== c.model && h('span', { class: 'muted' }, ` answered by ${answered}`),
+      h('span', { class: 'muted' }, ` · call ${text(c.turn)}`),
+      stopText(response.stop) && h('span', { class: `llm-stop stop-${text(response.stop)}` }, stopText(response.stop)),
+    ),
+    h('dl', { class: 'llm-usage' }, figures.map(([k, v]) => h('div', { 'data-figure': k }, h('dt', null, k), h('dd', null, v)))),
+    request.system && h('div', { class: 'llm-system' }, h('span', { class: 'llm-role' }, 'system'), foldedText(request.system)),
+    list(request.tools).length > 0 && h('p', { class: 'llm-tools muted' }, 'tools offered: ', list(request.tools).map((t) => h('code', { class: 'cap' }, text(t)))),
+    artifact
+      ? h('p', { class: 'llm-added' }, 'sent: ', h('a', { href: artifactHref(artifact.artifact), target: '_blank', rel: 'noopener' }, `the new turns (${num(artifact.size).toLocaleString()} bytes, stored as an artifact)`))
+      : list(added).length > 0 && h('ol', { class: 'llm-messages', 'aria-label': 'sent' }, list(added).map(turnEl)),
+    h('div', { class: 'llm-answer', 'aria-label': 'answer' }, h('span', { class: 'llm-role' }, 'answer'), h('div', { class: 'llm-parts' }, list(response.content).map(partEl))),
+  );
+}

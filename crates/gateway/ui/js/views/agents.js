@@ -6,6 +6,7 @@ import { h, perFrame, debounce, formatNumber, formatUsd, timeEl, nameOf } from '
 import { barEl } from '../components/elements.js';
 import { href } from '../router.js';
 import { Timeline } from './timeline.js';
+import { LLM_CALL_PAYLOAD } from '../store.js';
 
 /** @typedef {import('../types.js').Agent} Agent */
 
@@ -63,18 +64,25 @@ class AgentSource {
 }
 
 /**
- * `provider/model` of a built-in LLM agent (its card's `meta.llm`); null for other agents.
+ * `provider/model` of a built-in LLM agent (its card's `meta.llm`); null for other agents. A card
+ * that leaves the model to its provider is named by the model its last recorded call used, when the
+ * page holds one.
  * @param {Agent['card']} card
+ * @param {import('../store.js').Store} [store]
  * @returns {string | null}
  */
-function runsOn(card) {
+function runsOn(card, store) {
   const runtime = /** @type {{provider?: unknown, model?: unknown} | undefined} */ (card.meta?.llm);
   if (!runtime || typeof runtime.provider !== 'string') return null;
-  return typeof runtime.model === 'string' ? `${runtime.provider}/${runtime.model}` : `${runtime.provider} (default model)`;
+  if (typeof runtime.model === 'string') return `${runtime.provider}/${runtime.model}`;
+  const calls = store?.bySender.get(card.agent_id) || [];
+  let last;
+  for (let i = calls.length - 1; i >= 0 && !last; i--) if (calls[i].payload_type === LLM_CALL_PAYLOAD && typeof calls[i].payload?.model === 'string') last = calls[i];
+  return last ? `${runtime.provider}/${last.payload.model}` : `${runtime.provider} (its default model)`;
 }
 
-/** @param {Agent} a */
-function agentCard(a) {
+/** @param {Agent} a @param {import('../store.js').Store} [store] */
+function agentCard(a, store) {
   const card = a.card;
   const caps = card.capabilities || [];
   const usage = a.usage;
@@ -95,7 +103,7 @@ function agentCard(a) {
     h(
       'dl',
       { class: 'agent-facts' },
-      runsOn(card) ? [h('dt', null, 'runs on'), h('dd', { class: 'mono', 'data-runs-on': '' }, runsOn(card))] : null,
+      runsOn(card, store) ? [h('dt', null, 'runs on'), h('dd', { class: 'mono', 'data-runs-on': '' }, runsOn(card, store))] : null,
       h('dt', null, 'load'),
       h('dd', null, barEl(inFlight, max, 'load', max ? `${inFlight} / ${max}` : `${inFlight} in flight`)),
       budget.tokens != null || usage.tokens
@@ -123,6 +131,7 @@ function agentCard(a) {
 export class AgentsView {
   /** @param {import('../api.js').Api} api @param {import('../store.js').Store} store */
   constructor(api, store) {
+    this.store = store;
     this.grid = h('div', { class: 'agent-grid' });
     this.note = h('p', { class: 'muted view-sub' });
     this.el = h('div', { class: 'agents-view' }, h('header', { class: 'view-head' }, h('div', null, h('h1', { class: 'view-title' }, 'Agents'), this.note)), this.grid);
@@ -144,7 +153,7 @@ export class AgentsView {
     for (const a of agents) counts[a.status] += 1;
     const origin = !this.source.loaded ? 'Loading…' : this.source.error ? `Could not read the agents: ${this.source.error}` : 'As the daemon reports them.';
     this.note.textContent = `${agents.length} agents · ${counts.online} online · ${counts.stale} stale · ${counts.offline} offline. ${origin}`;
-    this.grid.replaceChildren(...(agents.length ? agents.map(agentCard) : [h('p', { class: 'empty' }, 'No agents have been seen yet.')]));
+    this.grid.replaceChildren(...(agents.length ? agents.map((a) => agentCard(a, this.store)) : [h('p', { class: 'empty' }, 'No agents have been seen yet.')]));
   }
 
   destroy() {
@@ -161,6 +170,7 @@ export class AgentView {
    */
   constructor(api, store, agentId, options) {
     this.agentId = agentId;
+    this.store = store;
     this.cardSlot = h('div', { class: 'agent-one' });
     this.timeline = new Timeline({ store, kind: 'agent', id: agentId, filter: options.filter, onFilter: options.onFilter, taskHref: options.taskHref, fold: false, empty: 'No messages from this agent yet.' });
     this.el = h(
@@ -176,7 +186,7 @@ export class AgentView {
 
   draw() {
     const a = this.source.agents().find((x) => x.agent_id === this.agentId);
-    this.cardSlot.replaceChildren(a ? agentCard(a) : h('p', { class: 'muted' }, 'Not known as an agent (yet).'));
+    this.cardSlot.replaceChildren(a ? agentCard(a, this.store) : h('p', { class: 'muted' }, 'Not known as an agent (yet).'));
   }
 
   destroy() {

@@ -5,7 +5,7 @@
 // and the turns given to the person using the page (`user:NAME`), each with a box to answer it
 // (`POST /v1/tasks/{id}/reply`).
 
-import { h, settings, nameOf, clear, append } from '../util.js';
+import { h, settings, nameOf, clear, append, SETTING_EVENT, timeEl } from '../util.js';
 import { href } from '../router.js';
 import { stateChip } from '../render/events.js';
 import { isTerminal } from '../store.js';
@@ -20,16 +20,22 @@ import { ApiError } from '../api.js';
  *   workflow: {phase: string, description: string}[], protocol: {type: string, description: string}[]}} Position
  */
 
+/** The phases a session ends in. */
+const FINAL_PHASES = ['COMPLETED', 'ERROR', 'TIMEOUT'];
+
 export class PositionsView {
   /** @param {import('../api.js').Api} api */
   constructor(api) {
     this.api = api;
     this.list = h('div', { class: 'positions' });
     this.note = h('p', { class: 'muted view-sub' }, 'Loading…');
+    /** The sessions of positions the daemon runs (`GET /v1/sessions`): running ones first. */
+    this.sessions = h('section', { class: 'sessions-list', 'aria-label': 'sessions' });
     this.el = h(
       'div',
       { class: 'positions-view' },
       h('header', { class: 'view-head' }, h('div', null, h('h1', { class: 'view-title' }, 'Positions'), this.note)),
+      this.sessions,
       this.list,
     );
     void this.load();
@@ -39,11 +45,51 @@ export class PositionsView {
 
   async load() {
     try {
-      const answer = /** @type {{positions: Position[]}} */ (await this.api.json('/v1/positions'));
+      const [answer, sessions] = await Promise.all([
+        /** @type {Promise<{positions: Position[]}>} */ (this.api.json('/v1/positions')),
+        /** @type {Promise<import('../api-types.js').Sessions>} */ (this.api.json('/v1/sessions')),
+      ]);
+      this.drawSessions(sessions.sessions);
       this.draw(answer.positions);
     } catch (e) {
       this.note.textContent = `Could not load the positions: ${/** @type {Error} */ (e).message}`;
     }
+  }
+
+  /**
+   * The sessions, running ones first (newest first within each), each linked to its run.
+   * @param {import('../api-types.js').Session[]} sessions
+   */
+  drawSessions(sessions) {
+    const ended = (/** @type {import('../api-types.js').Session} */ s) => FINAL_PHASES.includes(s.status);
+    const running = sessions.filter((s) => !ended(s));
+    const shown = [...running, ...sessions.filter(ended)].slice(0, 20);
+    clear(this.sessions);
+    append(this.sessions, [
+      h('h2', { class: 'pane-title' }, running.length ? `${running.length} running session${running.length === 1 ? '' : 's'}` : 'No session running'),
+      shown.length > 0 &&
+        h(
+          'table',
+          null,
+          h('thead', null, h('tr', null, ['session', 'phase', 'step', 'team', 'messages', 'started'].map((c) => h('th', null, c)))),
+          h(
+            'tbody',
+            null,
+            shown.map((s) =>
+              h(
+                'tr',
+                { 'data-session': s.id, 'data-phase': s.status },
+                h('td', null, h('a', { href: href.run(s.id) }, s.position)),
+                h('td', null, h('span', { class: `phase phase-${s.status.toLowerCase()}` }, s.status)),
+                h('td', { class: 'muted' }, s.step || ''),
+                h('td', null, s.agents.map((a) => `${a.role} ${nameOf(a.id)}`).join(', ')),
+                h('td', { class: 'num' }, String(s.message_count)),
+                h('td', null, timeEl(s.started_at)),
+              ),
+            ),
+          ),
+        ),
+    ]);
   }
 
   /** @param {Position[]} positions */
@@ -56,7 +102,7 @@ export class PositionsView {
         h(
           'article',
           { class: 'position-card', 'data-position': p.name },
-          h('h2', null, p.title || p.name, ' ', h('span', { class: 'chip' }, p.pattern)),
+          h('h2', null, p.title || p.name, !samePattern(`${p.title} ${p.name}`, p.pattern) && [' ', h('span', { class: 'chip' }, p.pattern)]),
           p.description && h('p', null, p.description),
           h('p', { class: 'muted small' }, 'Roles: ', p.roles.map((r) => r.name).join(', '), ' · phases: ', p.workflow.map((w) => w.phase).join(' → ')),
           h('button', { type: 'button', class: 'primary start', onclick: () => this.open(p) }, 'Start'),
@@ -133,6 +179,15 @@ export class PositionsView {
 }
 
 /**
+ * Whether a position's names already say its pattern (then a chip of the pattern says it twice).
+ * @param {string} names
+ * @param {string} pattern
+ */
+function samePattern(names, pattern) {
+  return !pattern || names.toLowerCase().split(/[^a-z0-9]+/).includes(pattern.toLowerCase());
+}
+
+/**
  * A session as its run's events tell it: the last record, the messages between members, the task
  * that stands for it.
  * @param {ClutchEvent[]} events the run's, in seq order
@@ -179,6 +234,15 @@ export class SessionPanel {
     /** @type {Map<string, HTMLFormElement>} a form per open turn, kept across refreshes so drafts stay */
     this.turns = new Map();
     this.el = h('section', { class: 'session-panel', 'aria-label': 'session', hidden: true });
+    /** The person set (or changed) their name: the turns given to them show at once. @param {Event} e */
+    this.onSetting = (e) => {
+      if (/** @type {CustomEvent} */ (e).detail?.key === 'user') this.refresh();
+    };
+    window.addEventListener(SETTING_EVENT, this.onSetting);
+  }
+
+  destroy() {
+    window.removeEventListener(SETTING_EVENT, this.onSetting);
   }
 
   /** The forms of the turns given to the page's person that have not ended, oldest first. */
@@ -272,7 +336,7 @@ export class SessionPanel {
     this.el.hidden = false;
     const root = this.store.tasks.get(s.root);
     const outcome = root?.outcome;
-    const finalPhase = ['COMPLETED', 'ERROR', 'TIMEOUT'].includes(s.phase);
+    const finalPhase = FINAL_PHASES.includes(s.phase);
     this.el.dataset.phase = s.phase;
     clear(this.el);
     append(this.el, [
@@ -280,7 +344,8 @@ export class SessionPanel {
         'div',
         { class: 'session-head' },
         h('strong', null, s.position),
-        h('span', { class: 'chip' }, s.pattern),
+        // The pattern, unless the position is named for it (a `relay` position of the relay pattern).
+        !samePattern(s.position, s.pattern) && h('span', { class: 'chip' }, s.pattern),
         h('span', { class: `phase phase-${s.phase.toLowerCase()}` }, s.phase),
         s.step && !finalPhase && h('span', { class: 'step muted' }, s.step),
         h('span', { class: 'muted count' }, `${s.messages} message${s.messages === 1 ? '' : 's'}`),

@@ -2,7 +2,7 @@
 // speed and a scrubber; the task tree and cards change as they did live. The pace follows the events'
 // timestamps (a long pause is shortened to at most a second), multiplied by the chosen speed.
 
-import { h, icon } from '../util.js';
+import { h, icon, localTime } from '../util.js';
 import { Store } from '../store.js';
 import { RunView } from './run.js';
 import { href } from '../router.js';
@@ -158,7 +158,7 @@ export class ReplayView {
     this.scrub.value = String(this.position);
     const total = this.events.length;
     const e = this.position > 0 ? this.events[this.position - 1] : null;
-    this.positionText.textContent = this.el?.dataset.state === 'loading' ? 'loading…' : `${this.position} / ${total}${e ? ` · seq ${e.seq} · ${new Date(e.ts).toLocaleTimeString()}` : ''}`;
+    this.positionText.textContent = this.el?.dataset.state === 'loading' ? 'loading…' : `${this.position} / ${total}${e ? ` · seq ${e.seq} · ${localTime(e.ts)}` : ''}`;
     if (this.el) this.el.dataset.position = String(this.position);
   }
 

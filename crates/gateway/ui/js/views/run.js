@@ -1,12 +1,17 @@
 // The run view: the run's tasks as a tree (by `parent_task_id`, with workflow dependencies shown as
-// "after" links) in live state colours, beside the timeline of the run or of the task picked in it.
+// "after" links by name) in live state colours, beside the timeline of the run or of the task picked
+// in it. A workflow's run shows its plan as a graph above them; a planned task picked shows its
+// context as its holder would receive it, on asking; totals of the run's LLM calls head the view.
 
-import { h, renderLoop, shortId, spentText } from '../util.js';
+import { append, h, renderLoop, shortId, spentText } from '../util.js';
 import { Timeline } from './timeline.js';
-import { renderTaskCard, stateChip, who } from '../render/events.js';
+import { depLink, llmTotals, llmTotalsText, renderTaskCard, stateChip, who } from '../render/events.js';
+import { rawJson } from '../render/payloads.js';
 import { isTerminal, ORCHESTRATOR, spentBy } from '../store.js';
 import { barEl } from '../components/elements.js';
 import { SessionPanel } from './positions.js';
+import { WorkflowPanel } from './workflow.js';
+import { ApiError } from '../api.js';
 
 /** @typedef {import('../types.js').Task} Task */
 /** @typedef {import('../types.js').Filter} Filter */
@@ -44,11 +49,16 @@ export class RunView {
     this.detail = h('section', { class: 'detail-pane' });
     /** What a position's session in this run says: team, phase, outcome, turns to answer (hidden for other runs). */
     this.session = new SessionPanel(this.store, this.runId, options.api);
+    /** The run's workflow, when it holds one: its status and its plan as a graph. */
+    this.workflow = new WorkflowPanel(this.store, this.runId, options.taskHref);
+    /** A planned task's context as its holder would receive it (asked for by a button). */
+    this.context = h('div', { class: 'context-box' });
     this.el = h(
       'div',
       { class: 'run-view' },
       h('header', { class: 'view-head' }, h('div', null, this.title, this.summary), options.actions || null),
       this.session.el,
+      this.workflow.el,
       h(
         'div',
         { class: 'split' },
@@ -87,6 +97,7 @@ export class RunView {
 
   destroy() {
     this.unsubscribe();
+    this.session.destroy();
     this.timeline?.destroy();
   }
 
@@ -99,6 +110,7 @@ export class RunView {
   selectTask(taskId, filter = {}, at = 0) {
     this.taskId = taskId;
     this.structureChanged = true;
+    this.context.replaceChildren();
     this.timeline?.destroy();
     this.timeline = new Timeline({
       store: this.store,
@@ -123,8 +135,10 @@ export class RunView {
     const open = tasks.filter((t) => !isTerminal(t.state)).length;
     const failed = tasks.filter((t) => t.state === 'failed' || t.state === 'timed_out').length;
     const spent = spentBy(tasks);
-    this.summary.textContent = `${this.runId} · ${(run?.events.length || 0).toLocaleString()} events · ${tasks.length} tasks${open ? ` · ${open} open` : ''}${failed ? ` · ${failed} failed` : ''}${spent ? ` · ${spentText(spent)}` : ''}`;
+    const calls = tasks.flatMap((t) => t.llmCalls);
+    this.summary.textContent = `${this.runId} · ${(run?.events.length || 0).toLocaleString()} events · ${tasks.length} tasks${open ? ` · ${open} open` : ''}${failed ? ` · ${failed} failed` : ''}${calls.length ? ` · ${llmTotalsText(llmTotals(calls))}` : spent ? ` · ${spentText(spent)}` : ''}`;
     this.session.refresh();
+    this.workflow.refresh(this.taskId);
     const changed = this.changed;
     this.changed = new Set();
     // Same tasks as drawn: only their rows change (state, progress, assignee). New tasks: redraw.
@@ -134,7 +148,32 @@ export class RunView {
     if (this.taskId) {
       const t = this.store.tasks.get(this.taskId);
       const back = h('a', { href: this.options.runHref(this.runId), class: 'back' }, '← whole run');
-      this.taskHead.replaceChildren(back, t ? renderTaskCard(t, { store: this.store, taskHref: this.options.taskHref }) : h('p', { class: 'muted' }, `Task ${this.taskId}: no lifecycle events yet.`));
+      this.taskHead.replaceChildren();
+      append(this.taskHead, [
+        back,
+        t ? renderTaskCard(t, { store: this.store, taskHref: this.options.taskHref }) : h('p', { class: 'muted' }, `Task ${this.taskId}: no lifecycle events yet.`),
+        t?.kind === 'workflow_task' && this.options.api ? h('p', null, h('button', { type: 'button', class: 'load-context', onclick: () => void this.loadContext(t.task_id) }, 'Context as its holder receives it')) : null,
+        this.context,
+      ]);
+    }
+  }
+
+  /**
+   * Asks the daemon for a planned task's context (`POST /v1/tasks/{id}/context`), every checkpoint
+   * included, and shows it.
+   * @param {string} taskId
+   */
+  async loadContext(taskId) {
+    const api = this.options.api;
+    if (!api) return;
+    this.context.replaceChildren(h('p', { class: 'muted' }, 'Loading the context…'));
+    try {
+      const answer = await (await api.fetch(`/v1/tasks/${encodeURIComponent(taskId)}/context`, { method: 'POST', body: { include: { all_checkpoints: true } } })).json();
+      if (taskId !== this.taskId) return;
+      const trimmed = Array.isArray(answer.trimmed) && answer.trimmed.length ? ` · trimmed: ${answer.trimmed.join(', ')}` : '';
+      this.context.replaceChildren(h('p', { class: 'muted' }, `Context of ${answer.tokens ?? '?'} tokens${trimmed}`), rawJson(answer.context ?? answer, 'context', true));
+    } catch (e) {
+      this.context.replaceChildren(h('p', { class: 'error' }, e instanceof ApiError ? `No context: ${e.describe()}` : `No context: ${String(e)}`));
     }
   }
 
@@ -152,11 +191,11 @@ export class RunView {
         h('span', { class: `dot state-${t.state}`, 'aria-hidden': 'true' }),
         h('a', { href: this.options.taskHref(t.task_id, t.run_id), 'data-task': t.task_id, class: 'node-link', tabindex: '-1' }, h('span', { class: 'node-title' }, t.title)),
         stateChip(t.state),
-        t.assignee && t.assignee !== ORCHESTRATOR && h('span', { class: 'node-agent' }, who(t.assignee)),
+        (t.kind === 'workflow_task' ? t.holder : t.assignee !== ORCHESTRATOR && t.assignee) && h('span', { class: 'node-agent' }, who(/** @type {string} */ (t.kind === 'workflow_task' ? t.holder : t.assignee))),
         t.percent !== undefined && !isTerminal(t.state) && barEl(t.percent, 100, 'progress', `${Math.round(t.percent)}%`, 'plain'),
       ),
       t.dependsOn.length > 0 &&
-        h('div', { class: 'deps' }, 'after ', t.dependsOn.map((d, i) => [i ? ', ' : '', h('a', { href: this.options.taskHref(d, t.run_id), class: `dep state-${this.store.tasks.get(d)?.state || 'requested'}` }, this.store.tasks.get(d)?.title || shortId(d))])),
+        h('div', { class: 'deps' }, 'after ', t.dependsOn.map((d, i) => [i ? ', ' : '', depLink(d, t.run_id, { store: this.store, taskHref: this.options.taskHref })])),
     );
   }
 

@@ -3,7 +3,7 @@
 // annotations); and the calls waiting for approval (`GET /v1/approvals`), each with Approve and Deny.
 // Re-read when events suggest a change (a call, an approval, a decision), never on a timer.
 
-import { h, perFrame, debounce, nameOf } from '../util.js';
+import { h, perFrame, debounce, nameOf, localTime } from '../util.js';
 import { href } from '../router.js';
 import { decideRow, rawJson } from '../render/payloads.js';
 
@@ -93,7 +93,7 @@ export class ToolsView {
         h('a', { href: href.agent(a.caller) }, nameOf(a.caller)),
         ` (${a.reason}) · `,
         h('a', { href: href.thread(a.thread_id) }, 'thread'),
-        ` · expires at ${new Date(a.expires_at).toLocaleTimeString()}`,
+        ` · expires ${localTime(a.expires_at)}`,
       ),
       rawJson(a.args, 'arguments'),
       decideRow(a.call_id),
