@@ -812,7 +812,7 @@ pub async fn lists_follow_runs_threads_and_tasks(h: &impl Harness) {
     // A retryable error is `failed` until the daemon's notice that it will be routed again.
     let (r4, th4, k4) = ids();
     let at4 = (r4.as_str(), th4.as_str(), k4.as_str());
-    let error = json!({"code": "UPSTREAM_UNAVAILABLE", "message": "try later", "retryable": true});
+    let error = json!({"code": "TOOL_UNAVAILABLE", "message": "try later", "retryable": true});
     append_all(
         &*s,
         &[

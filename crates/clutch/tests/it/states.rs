@@ -199,7 +199,7 @@ async fn a_routed_task_tree_says_the_same_on_every_surface_at_every_step() {
     post(result).await;
     s.agree("a child: completed", &run_id, child, false, "completed").await;
 
-    let error = json!({"code": "UPSTREAM_UNAVAILABLE", "message": "try later", "retryable": true});
+    let error = json!({"code": "TOOL_UNAVAILABLE", "message": "try later", "retryable": true});
     post(msg("agent:kim", "user:ada", "task.error", error)).await;
     s.agree("a retryable error", &run_id, task, false, "retrying").await;
     assert_eq!(s.run_state(&run_id).await, "active");
